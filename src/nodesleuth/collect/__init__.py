@@ -1,0 +1,1 @@
+"""Collectors: read /proc, /sys, the kernel log and systemd under a configurable root."""

@@ -1,0 +1,242 @@
+"""Cgroup census: tracked vs live cgroups per v1 controller, and dying descendants on v2.
+
+Cost model (the tool must not become the problem it hunts):
+- every tick reads /proc/cgroups and the v2 root cgroup.stat: both are O(number of controllers),
+  the kernel keeps the counters, nothing walks the memcg tree (cgroup.stat does no rstat flush);
+- the v1 live-directory count needs a directory walk, which costs O(live cgroups) in the VFS
+  (it never touches dying memcgs, they have no directory). It is done at a lower rate
+  (`live_every`, default 60 s) and reused between walks; the walk also finds the v2 subtrees
+  that hold dying descendants, reading only cgroup.stat files on the way down.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from .root import Root, parse_int
+
+
+@dataclass(frozen=True)
+class Mount:
+    fstype: str  # "cgroup" (v1) or "cgroup2"
+    path: str  # host-absolute mount point
+    controllers: tuple[str, ...]  # v1 controllers (super options); empty for cgroup2
+
+
+@dataclass(frozen=True)
+class ControllerCount:
+    """One v1 controller: /proc/cgroups num_cgroups vs directories under its mount."""
+
+    name: str
+    hierarchy: int
+    tracked: int  # num_cgroups: includes dying cgroups until they are freed
+    live: int | None  # directories including the root; None if not mounted here
+    mount: str | None
+
+    @property
+    def dying(self) -> int | None:
+        return None if self.live is None else max(0, self.tracked - self.live)
+
+
+@dataclass(frozen=True)
+class V2Stat:
+    mount: str
+    nr_descendants: int
+    nr_dying_descendants: int
+    subsys: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (live, dying), 6.12+
+
+
+@dataclass(frozen=True)
+class DyingSubtree:
+    """A live v2 cgroup whose removed children are still dying (where the zombies were made)."""
+
+    path: str
+    dying: int
+
+
+@dataclass(frozen=True)
+class Census:
+    time: float
+    v1: tuple[ControllerCount, ...]
+    v2: V2Stat | None
+    dying_subtrees: tuple[DyingSubtree, ...]
+    live_walked_at: float | None
+
+    def controller(self, name: str) -> ControllerCount | None:
+        return next((c for c in self.v1 if c.name == name), None)
+
+    def memory_dying(self) -> int | None:
+        """Best count of dying memory cgroups on either hierarchy."""
+        mem = self.controller("memory")
+        if mem is not None and mem.dying is not None:
+            return mem.dying
+        if self.v2 is not None:
+            if "memory" in self.v2.subsys:
+                return self.v2.subsys["memory"][1]
+            return self.v2.nr_dying_descendants
+        return None
+
+
+def parse_mountinfo(text: str, path: str) -> list[Mount]:
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            left, right = line.split(" - ", 1)
+            lf = left.split()
+            rf = right.split()
+            mnt = lf[4].replace("\\040", " ")
+            fstype, opts = rf[0], rf[2] if len(rf) > 2 else ""
+        except (ValueError, IndexError):
+            raise InputError(path, f"malformed line {line[:80]!r}") from None
+        if fstype == "cgroup":
+            ctrls = tuple(o for o in opts.split(",") if o not in ("rw", "ro") and "=" not in o)
+            out.append(Mount("cgroup", mnt, ctrls))
+        elif fstype == "cgroup2":
+            out.append(Mount("cgroup2", mnt, ()))
+    return out
+
+
+def parse_proc_cgroups(text: str, path: str) -> list[tuple[str, int, int, int]]:
+    rows = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 4:
+            raise InputError(path, f"expected 4 columns, got {len(parts)} in {line!r}")
+        name = parts[0]
+        rows.append((name, parse_int(path, parts[1], f"hierarchy of {name}"),
+                     parse_int(path, parts[2], f"num_cgroups of {name}"),
+                     parse_int(path, parts[3], f"enabled of {name}")))
+    if not rows:
+        raise InputError(path, "no controller rows")
+    return rows
+
+
+def parse_cgroup_stat(text: str, path: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 2:
+            raise InputError(path, f"malformed line {line!r}")
+        out[parts[0]] = parse_int(path, parts[1], parts[0])
+    if "nr_dying_descendants" not in out:
+        raise InputError(path, "no nr_dying_descendants line")
+    return out
+
+
+def v2_stat(root: Root, mount: str) -> V2Stat:
+    p = os.path.join(mount, "cgroup.stat")
+    st = parse_cgroup_stat(root.read(p), root.join(p))
+    subsys = {}
+    for k, v in st.items():
+        if k.startswith("nr_subsys_"):
+            name = k[len("nr_subsys_"):]
+            subsys[name] = (v, st.get(f"nr_dying_subsys_{name}", 0))
+    return V2Stat(mount, st.get("nr_descendants", 0), st["nr_dying_descendants"], subsys)
+
+
+def count_dirs(path: str) -> int:
+    """Directories under path, including path itself (what `find -type d | wc -l` prints)."""
+    n = 1
+    stack = [path]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    n += 1
+                    stack.append(e.path)
+    return n
+
+
+def dying_subtrees(root: Root, mount: str, max_depth: int = 6, limit: int = 10) -> list[DyingSubtree]:
+    """Descend only into v2 children that report dying descendants; return the deepest holders.
+
+    A cgroup whose dying count is not explained by its live children is where the zombies were
+    removed from (e.g. /system.slice for crash-looping services).
+    """
+    out: list[DyingSubtree] = []
+    base = root.join(mount)
+
+    def walk(rel: str, dying: int, depth: int) -> None:
+        in_children = 0
+        if depth < max_depth:
+            d = os.path.join(base, rel.lstrip("/"))
+            try:
+                names = [e.name for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                names = []
+            for name in names:
+                crel = f"{rel.rstrip('/')}/{name}"
+                try:
+                    st = parse_cgroup_stat(root.read(os.path.join(mount, crel.lstrip("/"), "cgroup.stat")), crel)
+                except InputError:
+                    continue
+                cd = st["nr_dying_descendants"]
+                if cd > 0:
+                    in_children += cd
+                    walk(crel, cd, depth + 1)
+        own = dying - in_children
+        if own > 0:
+            out.append(DyingSubtree(rel or "/", own))
+
+    top = v2_stat(root, mount).nr_dying_descendants
+    if top > 0:
+        walk("/", top, 0)
+    out.sort(key=lambda s: -s.dying)
+    return out[:limit]
+
+
+class CgroupCensus:
+    """Stateful census: cheap counters every call, the directory walk every `live_every` seconds."""
+
+    def __init__(self, root: Root, live_every: float = 60.0):
+        self.root = root
+        self.live_every = live_every
+        p = root.join("/proc/self/mountinfo")
+        self.mounts = parse_mountinfo(root.read("/proc/self/mountinfo"), p)
+        self._live: dict[str, int] = {}
+        self._subtrees: tuple[DyingSubtree, ...] = ()
+        self._walked_at: float | None = None
+
+    def v1_mount(self, controller: str) -> str | None:
+        return next((m.path for m in self.mounts if m.fstype == "cgroup" and controller in m.controllers), None)
+
+    def v2_mount(self) -> str | None:
+        return next((m.path for m in self.mounts if m.fstype == "cgroup2"), None)
+
+    def walk(self) -> None:
+        """The expensive part: count live v1 directories per mounted hierarchy."""
+        live = {}
+        for m in self.mounts:
+            if m.fstype == "cgroup" and m.path not in live:
+                live[m.path] = count_dirs(self.root.join(m.path))
+        self._live = live
+        v2m = self.v2_mount()
+        self._subtrees = tuple(dying_subtrees(self.root, v2m)) if v2m else ()
+        self._walked_at = time.time()
+
+    def sample(self, now: float | None = None, force_walk: bool = False) -> Census:
+        now = time.time() if now is None else now
+        if force_walk or self._walked_at is None or now - self._walked_at >= self.live_every:
+            self.walk()
+        rows = parse_proc_cgroups(self.root.read("/proc/cgroups"), self.root.join("/proc/cgroups"))
+        v1 = []
+        for name, hier, num, enabled in rows:
+            if hier == 0 or not enabled:
+                continue  # bound to v2 or not mounted: /proc/cgroups cannot tell dying from live
+            mnt = self.v1_mount(name)
+            v1.append(ControllerCount(name, hier, num, self._live.get(mnt) if mnt else None, mnt))
+        v2m = self.v2_mount()
+        v2 = v2_stat(self.root, v2m) if v2m and self.root.exists(os.path.join(v2m, "cgroup.stat")) else None
+        return Census(now, tuple(v1), v2, self._subtrees, self._walked_at)

@@ -1,0 +1,95 @@
+"""NIC counters: /sys/class/net/*/statistics, per-queue tx_timeout, and `ethtool -S` driver stats.
+
+On a fixture tree `ethtool -S IFACE` cannot run, so its recorded output is read from
+ROOT/run/nodesleuth/ethtool/IFACE (exactly what the command printed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from ..errors import InputError
+from .root import Root
+
+# driver counters that mean "the NIC reset itself or its queues timed out" (ENA names first)
+RESET_COUNTERS = ("total_resets", "reset_fail", "tx_timeout", "wd_expired", "suspected_poll_starvation",
+                  "missing_tx_cmpl", "missing_intr", "os_netdev_wd", "admin_to", "missing_first_intr",
+                  "tx_timeout_count", "tx_restart_queue", "reset_count")
+
+
+@dataclass(frozen=True)
+class NicCounters:
+    ifname: str
+    driver: str
+    stats: dict[str, int]  # /sys/class/net/IF/statistics/*
+    queue_tx_timeouts: int  # sum over queues/tx-*/tx_timeout
+    ethtool: dict[str, int] = field(default_factory=dict)
+
+    def trouble(self) -> dict[str, int]:
+        """Reset/timeout counters that are non-zero."""
+        out = {k: v for k, v in self.ethtool.items() if k in RESET_COUNTERS and v}
+        if self.queue_tx_timeouts:
+            out["queue_tx_timeout"] = self.queue_tx_timeouts
+        return out
+
+
+def parse_ethtool_s(text: str, path: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("NIC statistics") or ":" not in s:
+            continue
+        k, _, v = s.rpartition(":")
+        try:
+            out[k.strip()] = int(v.strip())
+        except ValueError:
+            continue  # ethtool prints some non-numeric lines on some drivers
+    return out
+
+
+def _ethtool(root: Root, ifname: str) -> dict[str, int]:
+    rec = root.join(f"/run/nodesleuth/ethtool/{ifname}")
+    if not root.live:
+        if os.path.exists(rec):
+            with open(rec) as f:
+                return parse_ethtool_s(f.read(), rec)
+        return {}
+    exe = shutil.which("ethtool")
+    if not exe:
+        return {}
+    try:
+        p = subprocess.run([exe, "-S", ifname], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return parse_ethtool_s(p.stdout, f"ethtool -S {ifname}") if p.returncode == 0 else {}
+
+
+def read_nics(root: Root, with_ethtool: bool = True) -> list[NicCounters]:
+    base = "/sys/class/net"
+    out = []
+    for ifname in sorted(root.listdir(base)):
+        if ifname == "lo":
+            continue
+        d = f"{base}/{ifname}"
+        stats = {}
+        for name in root.listdir(f"{d}/statistics"):
+            txt = root.read(f"{d}/statistics/{name}").strip()
+            try:
+                stats[name] = int(txt)
+            except ValueError:
+                raise InputError(root.join(f"{d}/statistics/{name}"), f"not an integer: {txt[:40]!r}") from None
+        qto = 0
+        for q in root.listdir(f"{d}/queues"):
+            if q.startswith("tx-"):
+                t = root.read_opt(f"{d}/queues/{q}/tx_timeout")
+                if t is not None and t.strip().isdigit():
+                    qto += int(t)
+        drv = ""
+        link = root.join(f"{d}/device/driver")
+        if os.path.islink(link):
+            drv = os.path.basename(os.readlink(link))
+        out.append(NicCounters(ifname, drv, stats, qto, _ethtool(root, ifname) if with_ethtool else {}))
+    return out

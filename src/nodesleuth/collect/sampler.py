@@ -1,0 +1,109 @@
+"""One tick of everything the collectors provide; `check` keeps ticks in memory, `record` stores them."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .cgroups import Census, CgroupCensus
+from .cpu import CpuTimes, CpuUtil, read_stat, utilisation
+from .kmsg import KernelEvent, KmsgReader
+from .meminfo import read_meminfo
+from .nic import NicCounters, read_nics
+from .procs import ProcUse, Task, clock_ticks, per_cpu_usage, read_tasks
+from .root import Root
+from .units import Unit, read_units
+
+TOP_PER_CPU = 5
+
+
+@dataclass
+class Tick:
+    time: float
+    interval: float  # seconds covered by cpu/procs
+    cpu: dict[int, CpuUtil]
+    procs: list[ProcUse]
+    census: Census
+    meminfo: dict[str, int]
+    events: list[KernelEvent] = field(default_factory=list)
+    nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
+    units: list[Unit] | None = None
+
+
+def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5) -> list[ProcUse]:
+    by_cpu: dict[int, list[ProcUse]] = {}
+    for u in uses:
+        if u.pct >= min_pct:
+            by_cpu.setdefault(u.cpu, []).append(u)
+    out = []
+    for cpu in sorted(by_cpu):
+        out.extend(sorted(by_cpu[cpu], key=lambda u: -u.pct)[:n])
+    return out
+
+
+MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
+
+
+class Sampler:
+    def __init__(self, root: Root, *, threads: bool = True, live_every: float = 60.0,
+                 nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
+                 ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None):
+        self.root = root
+        self.threads = threads
+        self.census = CgroupCensus(root, live_every=live_every)
+        self.nic_every = nic_every
+        self.units_every = units_every
+        self.ns_pid = ns_pid
+        self.ethtool = ethtool
+        self.hz = clock_ticks()
+        self.kmsg = None
+        if kmsg:
+            from .kmsg import load_rules
+
+            path = kmsg if isinstance(kmsg, str) else None
+            self.kmsg = KmsgReader(root, path=path, rules=load_rules(rules_path))
+        self.n = 0
+        self._stat: CpuTimes | None = None
+        self._tasks: dict[int, Task] | None = None
+        self._t: float | None = None
+        self.units_seen = True
+
+    def prime(self) -> list[KernelEvent]:
+        """First read: baselines for deltas; returns kernel-log events already in the ring."""
+        self._t = time.time()
+        self._stat = read_stat(self.root)
+        self._tasks = read_tasks(self.root, self.threads)
+        return self.kmsg.read()[1] if self.kmsg else []
+
+    def tick(self, force_walk: bool = False) -> Tick:
+        if self._stat is None:
+            self.prime()
+        now = time.time()
+        stat = read_stat(self.root)
+        tasks = read_tasks(self.root, self.threads)
+        interval = max(1e-6, now - self._t)
+        # per-CPU jiffies of this interval: the denominator for per-process percentages
+        cpu = utilisation(self._stat, stat)
+        ncpu = max(1, len([c for c in stat.cpus if c >= 0]))
+        total = stat.cpus[-1]
+        prev_total = self._stat.cpus[-1]
+        ticks_per_cpu = (sum(total[:8]) - sum(prev_total[:8])) / ncpu
+        if ticks_per_cpu <= 0:
+            ticks_per_cpu = interval * self.hz
+        procs = top_per_cpu(per_cpu_usage(self._tasks, tasks, ticks_per_cpu))
+        census = self.census.sample(now, force_walk=force_walk)
+        mi = read_meminfo(self.root)
+        events = self.kmsg.read()[1] if self.kmsg else []
+        nics = read_nics(self.root, self.ethtool) if self.n % self.nic_every == 0 else None
+        units = None
+        if self.units_every and self.units_seen and self.n % self.units_every == 0:
+            units = read_units(self.root, self.ns_pid)
+            self.units_seen = units is not None
+        self._stat, self._tasks, self._t = stat, tasks, now
+        self.n += 1
+        return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
+                    events, nics, units)
+
+    def close(self) -> None:
+        if self.kmsg:
+            self.kmsg.close()

@@ -1,0 +1,151 @@
+"""systemd unit health: NRestarts, states, enablement, via `systemctl show`.
+
+Read only when systemd is PID 1 of the namespace being inspected (the host, or a PID namespace
+entered with nsenter -t PID). Restarts are counted from NRestarts, not journal text (NPD counts
+"Started ..." lines, which misses restarts when journald rate-limits).
+On a fixture tree the recorded `systemctl show` output is read from ROOT/run/nodesleuth/systemctl-show.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from ..errors import InputError
+from .root import Root
+
+PROPS = ("Id", "NRestarts", "ActiveState", "SubState", "UnitFileState", "Result", "ExecMainStatus",
+         "ExecMainCode", "MainPID", "Restart", "RestartUSec", "FragmentPath", "ControlGroup",
+         "ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic")
+
+
+@dataclass(frozen=True)
+class Unit:
+    id: str
+    n_restarts: int
+    active: str
+    sub: str
+    enabled: str  # UnitFileState: enabled, disabled, masked, static...
+    result: str
+    exit_status: int
+    main_pid: int
+    restart: str  # Restart= policy
+    restart_usec: int
+    fragment: str
+    cgroup: str
+
+    @property
+    def crash_looping(self) -> bool:
+        return self.sub == "auto-restart" or (self.n_restarts >= 3 and self.result != "success")
+
+
+def parse_show(text: str, path: str) -> list[Unit]:
+    units = []
+    for block in text.split("\n\n"):
+        kv = {}
+        for line in block.splitlines():
+            k, sep, v = line.partition("=")
+            if sep:
+                kv[k] = v
+        if not kv.get("Id"):
+            continue
+
+        def num(key: str) -> int:
+            v = kv.get(key, "0") or "0"
+            try:
+                return int(v)
+            except ValueError:
+                if key == "RestartUSec":
+                    return _usec(v)
+                raise InputError(path, f"{kv['Id']}: {key}={v!r} is not an integer") from None
+
+        units.append(Unit(kv["Id"], num("NRestarts"), kv.get("ActiveState", ""), kv.get("SubState", ""),
+                          kv.get("UnitFileState", ""), kv.get("Result", ""), num("ExecMainStatus"),
+                          num("MainPID"), kv.get("Restart", ""), num("RestartUSec"),
+                          kv.get("FragmentPath", ""), kv.get("ControlGroup", "")))
+    return units
+
+
+def _usec(v: str) -> int:
+    """systemd prints RestartUSec as '100ms' or '10s' or '1min 30s'."""
+    total = 0.0
+    mult = {"us": 1, "ms": 1e3, "s": 1e6, "min": 60e6, "h": 3600e6}
+    for tok in v.split():
+        num = "".join(c for c in tok if c.isdigit() or c == ".")
+        unit = tok[len(num):]
+        if num and unit in mult:
+            total += float(num) * mult[unit]
+    return int(total)
+
+
+def systemd_available(root: Root, ns_pid: int | None) -> bool:
+    if not root.live:
+        return root.exists("/run/nodesleuth/systemctl-show")
+    if not shutil.which("systemctl"):
+        return False
+    pid = ns_pid or 1
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == "systemd"
+    except OSError:
+        return False
+
+
+def _systemctl(ns_pid: int | None) -> list[str]:
+    base = ["systemctl", "--no-pager"]
+    if ns_pid:
+        return ["nsenter", "-t", str(ns_pid), "-m", "-p", "--"] + base
+    return base
+
+
+def read_units(root: Root, ns_pid: int | None = None) -> list[Unit] | None:
+    """All service units, or None when no systemd runs this namespace (not an error)."""
+    if not systemd_available(root, ns_pid):
+        return None
+    if not root.live:
+        p = root.join("/run/nodesleuth/systemctl-show")
+        with open(p) as f:
+            return parse_show(f.read(), p)
+    cmd = _systemctl(ns_pid)
+    try:
+        lst = subprocess.run(cmd + ["list-units", "--type=service", "--all", "--no-legend", "--plain"],
+                             capture_output=True, text=True, timeout=20)
+        names = [ln.split()[0] for ln in lst.stdout.splitlines() if ln.strip()]
+        # enabled-but-dead units (the ECS agent that crashed out of its restart budget) are not
+        # loaded units; list-unit-files adds them
+        files = subprocess.run(cmd + ["list-unit-files", "--type=service", "--no-legend", "--state=enabled"],
+                               capture_output=True, text=True, timeout=20)
+        for ln in files.stdout.splitlines():
+            if ln.strip() and ln.split()[0] not in names and "@" not in ln.split()[0]:
+                names.append(ln.split()[0])
+        if not names:
+            return []
+        show = subprocess.run(cmd + ["show", "-p", ",".join(PROPS)] + names,
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise InputError("systemctl", str(e)) from None
+    if show.returncode != 0 and not show.stdout:
+        raise InputError("systemctl show", show.stderr.strip().splitlines()[-1] if show.stderr.strip() else "failed")
+    return parse_show(show.stdout, "systemctl show")
+
+
+def process_age(root: Root, pid: int, uptime: float | None = None) -> float | None:
+    """Seconds since a process started, from /proc/PID/stat field 22 and /proc/uptime."""
+    from .procs import clock_ticks, parse_task_stat
+
+    p = root.join(f"/proc/{pid}/stat")
+    try:
+        with open(p, "rb") as f:
+            t = parse_task_stat(f.read(), pid, p)
+    except OSError:
+        return None
+    if uptime is None:
+        up = root.read("/proc/uptime").split()
+        uptime = float(up[0])
+    return max(0.0, uptime - t.starttime / clock_ticks())
+
+
+def ns_pid_ok(pid: int) -> bool:
+    return os.path.exists(f"/proc/{pid}")

@@ -1,0 +1,1 @@
+"""Detectors: turn collected ticks into findings with evidence and a remediation."""

@@ -1,0 +1,148 @@
+"""`nodesleuth check`: sample the node for a few seconds and say whether it has the problem class now."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+from ..collect.churn import ChurnSummary, ChurnTracer
+from ..collect.cpu import utilisation
+from ..collect.nic import read_nics
+from ..collect.root import Root
+from ..collect.sampler import Sampler, Tick
+from ..collect.units import read_units
+from . import hotcore, nic, units, zombies
+from .findings import Finding, ordered
+
+SCHEMA = "nodesleuth.check/v1"
+
+
+@dataclass
+class CheckOptions:
+    root: str = "/"
+    seconds: float = 5.0
+    kmsg: str | None = None  # a recorded kmsg file instead of ROOT/dev/kmsg
+    lookback: float = 3600.0  # kernel-log events older than this are ignored
+    trace: bool = True  # trace cgroup churn with perf while sampling (live host, root only)
+    ns_pid: int | None = None  # inspect the systemd running as PID 1 of this PID namespace
+    threads: bool = True
+    zombie_warn: int = zombies.WARN
+    zombie_crit: int = zombies.CRIT
+    rules: str | None = None
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding]
+    cpus: dict  # per-CPU mpstat columns averaged over the window
+    census: dict
+    ticks: list[Tick] = field(default_factory=list)
+    churn: ChurnSummary | None = None
+    started: float = 0.0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """node-problem-detector custom plugin protocol: 0 OK, 1 problem."""
+        return 1 if any(f.problem for f in self.findings) else 0
+
+
+def _sleep_until(t: float) -> None:
+    d = t - time.time()
+    if d > 0:
+        time.sleep(d)
+
+
+def correlate(found: list[Finding], slack_before: float = 10.0, slack_after: float = 10.0) -> None:
+    """A NIC event during or just after a hot-core episode is the incident's signature: say so."""
+    hots = [f for f in found if f.kind == "hot_core"]
+    nics = [f for f in found if f.kind == "nic_reset"]
+    for h in hots:
+        for n in nics:
+            times = [e["time"] for e in n.data.get("events", [])]
+            hit = [t for t in times if h.data["start"] - slack_before <= t <= h.data["end"] + slack_after]
+            if hit:
+                h.severity = "critical"
+                h.evidence.append(f"NIC {n.data['ifname']} logged {len(hit)} reset/timeout line(s) during or "
+                                  f"within {slack_after:.0f} s of this episode")
+                n.evidence.append(f"CPU {h.data['cpu']} was saturated when it happened (see hot core finding)")
+
+
+def run_check(opt: CheckOptions) -> CheckResult:
+    root = Root(opt.root)
+    notes = []
+    kmsg_src: bool | str = opt.kmsg or True
+    if not opt.kmsg and not root.exists("/dev/kmsg"):
+        kmsg_src = False
+        notes.append(f"no kernel log at {root.join('/dev/kmsg')}: NIC log lines not checked")
+    sampler = Sampler(root, threads=opt.threads, kmsg=kmsg_src, ns_pid=opt.ns_pid, rules_path=opt.rules,
+                      units_every=0)
+    tracer = None
+    if opt.trace and root.live and ChurnTracer.available():
+        tracer = ChurnTracer()
+        if not tracer.start():
+            notes.append(f"cgroup churn not traced: {tracer.error}")
+            tracer = None
+    try:
+        started = time.time()
+        old_events = sampler.prime()
+        stat0 = sampler._stat
+        census0 = sampler.census.sample(started, force_walk=True)
+        nics0 = read_nics(root)
+        units0 = read_units(root, opt.ns_pid)
+        if units0 is None:
+            notes.append("systemd is not PID 1 here: unit health not checked (use --systemd-pid PID)")
+        ticks: list[Tick] = []
+        n = max(1, int(round(opt.seconds)))
+        for i in range(n):
+            _sleep_until(started + i + 1)
+            ticks.append(sampler.tick(force_walk=(i == n - 1)))
+        stat1 = sampler._stat
+        units1 = read_units(root, opt.ns_pid) if units0 is not None else None
+        seconds = time.time() - started
+    finally:
+        sampler.close()
+    churn = tracer.stop(seconds) if tracer else None
+    if tracer and churn is None and tracer.error:
+        notes.append(f"cgroup churn trace failed: {tracer.error}")
+
+    events = list(old_events) + [e for t in ticks for e in t.events]
+    now = time.time() if root.live else max([e.time for e in events], default=time.time())
+    found: list[Finding] = []
+    last = ticks[-1]
+    found += zombies.findings(census0, last.census, last.meminfo, seconds, units1, churn,
+                              opt.zombie_warn, opt.zombie_crit)
+    found += hotcore.findings(ticks)
+    found += nic.findings(events, nics0, last.nics, since=now - opt.lookback)
+    found += units.findings(units0, units1, seconds)
+    correlate(found)
+    avg = utilisation(stat0, stat1)
+    cpus = {("all" if c < 0 else str(c)): {**{k: round(v, 2) for k, v in zip(
+        ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle"), u.row())},
+        "busy": round(u.busy, 2)} for c, u in sorted(avg.items())}
+    c = last.census
+    census = {"v1": [{"controller": x.name, "hierarchy": x.hierarchy, "tracked": x.tracked, "live": x.live,
+                      "dying": x.dying, "mount": x.mount} for x in c.v1],
+              "v2": None if c.v2 is None else {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
+                                               "nr_dying_descendants": c.v2.nr_dying_descendants,
+                                               "subsys": {k: {"live": a, "dying": b}
+                                                          for k, (a, b) in c.v2.subsys.items()}},
+              "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
+    return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes)
+
+
+def to_json(res: CheckResult, root: str) -> dict:
+    """The stable machine-readable schema (SCHEMA); fields are only ever added."""
+    return {"schema": SCHEMA, "host": socket.gethostname() if os.path.realpath(root) == "/" else root,
+            "time": res.started, "seconds": round(res.seconds, 3), "status": "problem" if res.exit_code else "ok",
+            "exit_code": res.exit_code, "findings": [f.to_dict() for f in res.findings], "cpus": res.cpus,
+            "cgroups": res.census, "notes": res.notes,
+            "churn": None if res.churn is None else {
+                "seconds": round(res.churn.seconds, 2), "events": res.churn.events,
+                "released": res.churn.released, "still_dying": res.churn.still_dying,
+                "creators": [{"comm": c.comm, "pattern": c.pattern, "hierarchy": c.hierarchy, "mkdir": c.mkdir,
+                              "rmdir": c.rmdir, "unit": c.unit, "pids": sorted(c.pids)[:20]}
+                             for c in res.churn.creators[:20]]}}

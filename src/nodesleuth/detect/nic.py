@@ -1,0 +1,59 @@
+"""NIC resets and transmit timeouts, from the kernel log and from driver counters."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..collect.kmsg import KernelEvent
+from ..collect.nic import NicCounters
+from .findings import Finding
+
+NIC_KINDS = ("tx_timeout", "starvation", "reset_start", "reset", "watchdog", "missing_tx", "missing_interrupt")
+
+
+def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: list[NicCounters] | None,
+             since: float | None = None) -> list[Finding]:
+    out = []
+    evs = [e for e in events if e.kind in NIC_KINDS and (since is None or e.time >= since)]
+    by_if: dict[str, list[KernelEvent]] = {}
+    for e in evs:
+        by_if.setdefault(e.ifname or e.fields.get("bus", "?"), []).append(e)
+    before = {n.ifname: n for n in first or []}
+    counters = {n.ifname: n for n in last or []}
+    names = set(by_if) | {n for n, c in counters.items() if c.trouble()}
+    for ifname in sorted(names):
+        es = by_if.get(ifname, [])
+        nic = counters.get(ifname)
+        trouble = nic.trouble() if nic else {}
+        b = before.get(ifname)
+        delta = {k: v - (b.trouble().get(k, 0) if b else v) for k, v in trouble.items()}
+        resets = sum(1 for e in es if e.kind == "reset")
+        reasons = Counter(e.reset_reason for e in es if e.reset_reason)
+        kinds = Counter(e.kind for e in es)
+        sev = "critical" if resets or trouble.get("total_resets") or "SUSPECTED_POLL_STARVATION" in reasons \
+            else "warning"
+        ev = []
+        for e in es[-6:]:
+            ev.append(f"kernel log seq {e.seq} at +{e.usec / 1e6:.3f}s: {e.message}")
+        if trouble:
+            ev.append(f"{ifname} driver counters: " + ", ".join(f"{k}={v}" for k, v in sorted(trouble.items()))
+                      + (" (changed now: " + ", ".join(f"{k}{d:+d}" for k, d in delta.items() if d) + ")"
+                         if any(delta.values()) else ""))
+        rem = []
+        if "SUSPECTED_POLL_STARVATION" in reasons or trouble.get("suspected_poll_starvation"):
+            rem.append("the driver says its NAPI poll was scheduled but not run: a CPU is starved. "
+                       "Find it: nodesleuth explain --incidents (or grep Tx-Rx /proc/interrupts, mpstat -P ALL 1)")
+        rem.append("move other work off the NIC's IRQ CPUs (taskset/IRQBALANCE_BANNED_CPUS), "
+                   "consider RPS and a bigger ring (ethtool -G)")
+        parts = [f"{n} {k}" for k, n in kinds.most_common()]
+        title = f"NIC {ifname}: " + (", ".join(parts) if parts else "reset counters non-zero")
+        if reasons:
+            title += " (reason " + ", ".join(reasons) + ")"
+        out.append(Finding("nic_reset", sev, title, ev, rem,
+                           {"ifname": ifname, "events": [{"seq": e.seq, "time": e.time, "reason": e.reason,
+                                                          "kind": e.kind, "reset_reason": e.reset_reason,
+                                                          "message": e.message, "fields": e.fields}
+                                                         for e in es],
+                            "counters": trouble, "counters_delta": delta,
+                            "resets": resets or trouble.get("total_resets", 0)}))
+    return out

@@ -1,0 +1,32 @@
+"""Crash-looping systemd units: each restart can leak a cgroup, a container, page cache."""
+
+from __future__ import annotations
+
+from ..collect.units import Unit
+from .findings import Finding
+
+
+def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float) -> list[Finding]:
+    if not last:
+        return []
+    before = {u.id: u for u in first or []}
+    out = []
+    for u in last:
+        b = before.get(u.id)
+        grew = u.n_restarts - b.n_restarts if b else 0
+        if not (u.crash_looping or grew > 0):
+            continue
+        ev = [f"{u.id}: NRestarts={u.n_restarts} ({grew:+d} in {seconds:.0f} s), state {u.active}/{u.sub}, "
+              f"last result {u.result}, exit status {u.exit_status}",
+              f"Restart={u.restart}, RestartSec={u.restart_usec / 1e6:g}s, enabled={u.enabled}"
+              + (f", unit file {u.fragment}" if u.fragment else "")]
+        if u.enabled == "enabled":
+            ev.append(f"{u.id} is enabled: it will come back at every boot")
+        rem = [f"if this node does not need it: systemctl disable --now {u.id} && systemctl mask {u.id}",
+               f"otherwise find why it fails: journalctl -u {u.id} -n 50; fix its config"]
+        sev = "warning" if u.n_restarts >= 3 or grew > 0 else "info"
+        out.append(Finding("crash_loop", sev, f"unit {u.id} is crash-looping: {u.n_restarts} restarts", ev, rem,
+                           {"unit": u.id, "n_restarts": u.n_restarts, "restarts_delta": grew,
+                            "active": u.active, "sub": u.sub, "enabled": u.enabled, "result": u.result,
+                            "exit_status": u.exit_status, "restart_usec": u.restart_usec}))
+    return out

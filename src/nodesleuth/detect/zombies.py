@@ -1,0 +1,89 @@
+"""Zombie (dying) cgroups: count, live:tracked ratio, memory cost, growth, and who makes them."""
+
+from __future__ import annotations
+
+from ..collect.cgroups import Census
+from ..collect.churn import ChurnSummary
+from ..collect.units import Unit
+from .findings import Finding, human_bytes
+
+WARN = 1000
+CRIT = 10000
+
+
+def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: float,
+             units: list[Unit] | None = None, churn: ChurnSummary | None = None,
+             warn: int = WARN, crit: int = CRIT) -> list[Finding]:
+    out = []
+    loopers = [u for u in (units or []) if u.crash_looping]
+    for c in last.v1:
+        if c.dying is None:
+            continue
+        c0 = first.controller(c.name)
+        growth = c.dying - (c0.dying if c0 and c0.dying is not None else c.dying)
+        if c.dying == 0 and growth <= 0:
+            continue
+        out.append(_finding(c.name, "v1", c.tracked, c.live, c.dying, growth, seconds, meminfo, loopers,
+                            churn, last, warn, crit))
+    if last.v2 is not None:
+        v = last.v2
+        dying = v.subsys["memory"][1] if "memory" in v.subsys else v.nr_dying_descendants
+        d0 = first.v2
+        before = (d0.subsys["memory"][1] if d0 and "memory" in d0.subsys else
+                  d0.nr_dying_descendants if d0 else dying)
+        if dying > 0 or dying - before > 0:
+            name = "memory" if "memory" in v.subsys else "all"
+            out.append(_finding(name, "v2", v.nr_descendants + 1 + dying, v.nr_descendants + 1, dying,
+                                dying - before, seconds, meminfo, loopers, churn, last, warn, crit))
+    return out
+
+
+def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: int, seconds: float,
+             meminfo: dict[str, int], loopers: list[Unit], churn: ChurnSummary | None, census: Census,
+             warn: int, crit: int) -> Finding:
+    percpu, slab = meminfo.get("Percpu", 0), meminfo.get("Slab", 0)
+    share = dying / tracked if tracked else 0.0
+    sev = "critical" if dying >= crit else "warning" if dying >= warn or growth >= 10 else "info"
+    where = f"cgroup {ver} {ctrl}"
+    ev = [f"{where}: {tracked} tracked vs {live} live -> {dying} dying "
+          f"({tracked / max(1, live):.0f}x the live count)",
+          f"memory cost: Percpu {human_bytes(percpu)}, Slab {human_bytes(slab)} "
+          f"({share:.0%} of tracked cgroups are dying; up to ~{human_bytes(percpu * share)} Percpu "
+          f"and ~{human_bytes(slab * share)} Slab attributable)",
+          f"growth: {growth:+d} dying in {seconds:.0f} s ({growth * 60 / max(seconds, 1e-9):+.1f}/min)"]
+    rem = []
+    makers = []
+    for u in loopers:
+        ev.append(f"crash-looping unit {u.id}: NRestarts={u.n_restarts}, {u.active}/{u.sub}, "
+                  f"enabled={u.enabled}: every restart leaves a cgroup behind")
+        makers.append(u.id)
+        rem.append(f"systemctl disable --now {u.id}   # stop the churn (mask it at image bake: "
+                   f"systemctl mask {u.id})")
+    if churn is not None and churn.creators:
+        for cr in churn.creators[:3]:
+            ev.append(f"churn traced for {churn.seconds:.0f} s: {cr.comm} made {cr.mkdir} and removed "
+                      f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else ""))
+            makers.append(cr.unit or cr.comm)
+        if churn.lifetimes or churn.still_dying:
+            ev.append(f"of cgroups removed during the trace, {churn.released} were freed and "
+                      f"{churn.still_dying} are still dying")
+    for s in census.dying_subtrees[:3]:
+        ev.append(f"{s.dying} dying cgroups were removed from under {s.path}")
+        makers.append(s.path)
+    if not makers:
+        ev.append("creator unknown: no crash-looping unit seen; run `nodesleuth check --seconds 60` "
+                  "or `nodesleuth explain --trace 60` to catch the creator in the act")
+    if ver == "v1":
+        rem.append("reclaim the page cache that pins them: sync; echo 3 > /proc/sys/vm/drop_caches "
+                   "(evicts all clean cache; expect a burst of reads)")
+    else:
+        rem.append("reclaim under the parent: echo 1G > /sys/fs/cgroup/<parent>/memory.reclaim "
+                   "(or drop_caches)")
+    rem.append("reboot if the count does not fall (cache that is mapped or in use keeps them pinned)")
+    title = (f"{dying} zombie {ctrl} cgroups ({ver}): {tracked} tracked vs {live} live"
+             + (f", made by {makers[0]}" if makers else ""))
+    return Finding("zombie_cgroups", sev, title, ev, rem,
+                   {"controller": ctrl, "version": ver, "tracked": tracked, "live": live, "dying": dying,
+                    "ratio": round(tracked / max(1, live), 1), "growth": growth, "seconds": round(seconds, 1),
+                    "percpu_bytes": percpu, "slab_bytes": slab, "creators": makers,
+                    "dying_subtrees": [{"path": s.path, "dying": s.dying} for s in census.dying_subtrees]})

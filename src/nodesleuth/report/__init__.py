@@ -1,0 +1,1 @@
+"""Reports: terminal text and JSON renderings of findings."""

@@ -1,0 +1,40 @@
+"""Terminal rendering of check findings, most severe first."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from ..detect.check import CheckResult
+
+STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def render(res: CheckResult, console: Console | None = None) -> None:
+    con = console or Console(highlight=False, soft_wrap=True)
+    problems = [f for f in res.findings if f.problem]
+    head = f"nodesleuth check: {len(problems)} problem(s) in {res.seconds:.1f} s of sampling"
+    con.print(f"[bold]{head}[/bold]" if problems else f"[green]{head}: this node looks healthy[/green]")
+    for f in res.findings:
+        con.print(f"\n[{STYLE.get(f.severity, '')}]{f.severity.upper():8}[/] {f.title}", markup=True)
+        for e in f.evidence:
+            con.print(f"    evidence: {e}", markup=False)
+        for r in f.remediation:
+            con.print(f"    fix:      {r}", markup=False)
+    allc = res.cpus.get("all")
+    if allc:
+        hottest = max(((k, v) for k, v in res.cpus.items() if k != "all"), key=lambda kv: kv[1]["busy"],
+                      default=None)
+        line = f"\nnode busy {allc['busy']:.0f}% (sys {allc['sys']:.0f}%)"
+        if hottest:
+            line += f"; hottest CPU {hottest[0]} {hottest[1]['busy']:.0f}%"
+        con.print(line, markup=False)
+    for n in res.notes:
+        con.print(f"note: {n}", markup=False, style="dim")
+
+
+def npd_line(res: CheckResult) -> str:
+    """One short line for node-problem-detector's condition message (it keeps 80 bytes)."""
+    probs = [f for f in res.findings if f.problem]
+    if not probs:
+        return "nodesleuth: OK"
+    return f"{probs[0].title}" + (f" (+{len(probs) - 1} more)" if len(probs) > 1 else "")
