@@ -215,7 +215,7 @@ class CgroupCensus:
     def v2_mount(self) -> str | None:
         return next((m.path for m in self.mounts if m.fstype == "cgroup2"), None)
 
-    def walk(self) -> None:
+    def walk(self, now: float | None = None) -> None:
         """The expensive part: count live v1 directories per mounted hierarchy."""
         live = {}
         for m in self.mounts:
@@ -224,12 +224,12 @@ class CgroupCensus:
         self._live = live
         v2m = self.v2_mount()
         self._subtrees = tuple(dying_subtrees(self.root, v2m)) if v2m else ()
-        self._walked_at = time.time()
+        self._walked_at = time.time() if now is None else now
 
     def sample(self, now: float | None = None, force_walk: bool = False) -> Census:
         now = time.time() if now is None else now
         if force_walk or self._walked_at is None or now - self._walked_at >= self.live_every:
-            self.walk()
+            self.walk(now)
         rows = parse_proc_cgroups(self.root.read("/proc/cgroups"), self.root.join("/proc/cgroups"))
         v1 = []
         for name, hier, num, enabled in rows:

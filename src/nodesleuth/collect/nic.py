@@ -27,6 +27,7 @@ class NicCounters:
     stats: dict[str, int]  # /sys/class/net/IF/statistics/*
     queue_tx_timeouts: int  # sum over queues/tx-*/tx_timeout
     ethtool: dict[str, int] = field(default_factory=dict)
+    bus: str = ""  # PCI address the kernel log's dev_* lines use
 
     def trouble(self) -> dict[str, int]:
         """Reset/timeout counters that are non-zero."""
@@ -87,9 +88,16 @@ def read_nics(root: Root, with_ethtool: bool = True) -> list[NicCounters]:
                 t = root.read_opt(f"{d}/queues/{q}/tx_timeout")
                 if t is not None and t.strip().isdigit():
                     qto += int(t)
-        drv = ""
+        drv = bus = ""
         link = root.join(f"{d}/device/driver")
         if os.path.islink(link):
             drv = os.path.basename(os.readlink(link))
-        out.append(NicCounters(ifname, drv, stats, qto, _ethtool(root, ifname) if with_ethtool else {}))
+        dev = root.join(f"{d}/device")
+        if os.path.islink(dev):
+            bus = os.path.basename(os.readlink(dev))
+        uevent = root.read_opt(f"{d}/device/uevent") or ""
+        for line in uevent.splitlines():
+            if line.startswith("PCI_SLOT_NAME="):
+                bus = line.split("=", 1)[1]
+        out.append(NicCounters(ifname, drv, stats, qto, _ethtool(root, ifname) if with_ethtool else {}, bus))
     return out

@@ -81,7 +81,7 @@ def _usec(v: str) -> int:
 
 
 def systemd_available(root: Root, ns_pid: int | None) -> bool:
-    if not root.live:
+    if not root.live and not ns_pid:
         return root.exists("/run/nodesleuth/systemctl-show")
     if not shutil.which("systemctl"):
         return False
@@ -104,7 +104,7 @@ def read_units(root: Root, ns_pid: int | None = None) -> list[Unit] | None:
     """All service units, or None when no systemd runs this namespace (not an error)."""
     if not systemd_available(root, ns_pid):
         return None
-    if not root.live:
+    if not root.live and not ns_pid:
         p = root.join("/run/nodesleuth/systemctl-show")
         with open(p) as f:
             return parse_show(f.read(), p)

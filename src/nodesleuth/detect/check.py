@@ -75,9 +75,9 @@ def run_check(opt: CheckOptions) -> CheckResult:
     root = Root(opt.root)
     notes = []
     kmsg_src: bool | str = opt.kmsg or True
-    if not opt.kmsg and not root.exists("/dev/kmsg"):
+    if not opt.kmsg and not os.access(root.join("/dev/kmsg"), os.R_OK):
         kmsg_src = False
-        notes.append(f"no kernel log at {root.join('/dev/kmsg')}: NIC log lines not checked")
+        notes.append(f"cannot read {root.join('/dev/kmsg')} (run as root): NIC log lines not checked")
     sampler = Sampler(root, threads=opt.threads, kmsg=kmsg_src, ns_pid=opt.ns_pid, rules_path=opt.rules,
                       units_every=0)
     tracer = None

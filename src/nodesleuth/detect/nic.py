@@ -15,9 +15,13 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
              since: float | None = None) -> list[Finding]:
     out = []
     evs = [e for e in events if e.kind in NIC_KINDS and (since is None or e.time >= since)]
+    # dev_* lines name only the PCI address; netdev_* lines name both: join them on the address
+    bus_if = {e.fields["bus"]: e.ifname for e in evs if e.ifname and e.fields.get("bus")}
+    bus_if.update({n.bus: n.ifname for n in (last or []) if n.bus})
     by_if: dict[str, list[KernelEvent]] = {}
     for e in evs:
-        by_if.setdefault(e.ifname or e.fields.get("bus", "?"), []).append(e)
+        bus = e.fields.get("bus", "?")
+        by_if.setdefault(e.ifname or bus_if.get(bus, bus), []).append(e)
     before = {n.ifname: n for n in first or []}
     counters = {n.ifname: n for n in last or []}
     names = set(by_if) | {n for n, c in counters.items() if c.trouble()}

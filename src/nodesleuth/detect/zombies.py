@@ -46,16 +46,19 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
     sev = "critical" if dying >= crit else "warning" if dying >= warn or growth >= 10 else "info"
     where = f"cgroup {ver} {ctrl}"
     ev = [f"{where}: {tracked} tracked vs {live} live -> {dying} dying "
-          f"({tracked / max(1, live):.0f}x the live count)",
-          f"memory cost: Percpu {human_bytes(percpu)}, Slab {human_bytes(slab)} "
-          f"({share:.0%} of tracked cgroups are dying; up to ~{human_bytes(percpu * share)} Percpu "
-          f"and ~{human_bytes(slab * share)} Slab attributable)",
-          f"growth: {growth:+d} dying in {seconds:.0f} s ({growth * 60 / max(seconds, 1e-9):+.1f}/min)"]
+          f"({tracked / max(1, live):.0f}x the live count)"]
+    if ctrl in ("memory", "all"):
+        ev.append(f"memory cost: Percpu {human_bytes(percpu)}, Slab {human_bytes(slab)} "
+                  f"({share:.0%} of tracked cgroups are dying; up to ~{human_bytes(percpu * share)} Percpu "
+                  f"and ~{human_bytes(slab * share)} Slab attributable)")
+    else:
+        sev = "info" if sev == "warning" and dying < crit else sev  # only memcgs are walked by stat reads
+    ev.append(f"growth: {growth:+d} dying in {seconds:.0f} s ({growth * 60 / max(seconds, 1e-9):+.1f}/min)")
     rem = []
     makers = []
     for u in loopers:
         ev.append(f"crash-looping unit {u.id}: NRestarts={u.n_restarts}, {u.active}/{u.sub}, "
-                  f"enabled={u.enabled}: every restart leaves a cgroup behind")
+                  f"enabled={u.enabled}: each restart makes a new cgroup (suspected creator)")
         makers.append(u.id)
         rem.append(f"systemctl disable --now {u.id}   # stop the churn (mask it at image bake: "
                    f"systemctl mask {u.id})")
@@ -81,7 +84,7 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
                    "(or drop_caches)")
     rem.append("reboot if the count does not fall (cache that is mapped or in use keeps them pinned)")
     title = (f"{dying} zombie {ctrl} cgroups ({ver}): {tracked} tracked vs {live} live"
-             + (f", made by {makers[0]}" if makers else ""))
+             + (f", suspect: {makers[0]}" if makers else ""))
     return Finding("zombie_cgroups", sev, title, ev, rem,
                    {"controller": ctrl, "version": ver, "tracked": tracked, "live": live, "dying": dying,
                     "ratio": round(tracked / max(1, live), 1), "growth": growth, "seconds": round(seconds, 1),

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Everything the test-suite needs on a fresh Debian machine, as root: sysstat (mpstat, sadc) for the
+# cross-checks, ethtool, perf for kernel stacks and cgroup tracepoints, util-linux for unshare/nsenter.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+need=()
+command -v mpstat >/dev/null || need+=(sysstat)
+command -v ethtool >/dev/null || need+=(ethtool)
+command -v perf >/dev/null || need+=(linux-perf)
+command -v nsenter >/dev/null || need+=(util-linux)
+[ -x /lib/systemd/systemd ] || need+=(systemd)
+if [ ${#need[@]} -gt 0 ]; then
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+python3 -m pip install -q -e ".[test]"

@@ -1,0 +1,113 @@
+"""A real systemd as PID 1 of a new PID namespace, for crash-loop reproductions and tests.
+
+Booted to basic.target so the image's enabled services (postgresql, getty...) stay down, with
+private /tmp and /var/tmp so its boot-time tmpfiles clean-up cannot touch the host's.
+Everything it starts dies with it: killing PID 1 of a PID namespace kills the namespace.
+The cgroups it creates on the host's hierarchies are removed by stop().
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+SYSTEMD = "/lib/systemd/systemd"
+CGROUP_BASE = "/sys/fs/cgroup"
+
+
+def _top_cgroups() -> set[str]:
+    out = set()
+    for h in os.listdir(CGROUP_BASE):
+        d = os.path.join(CGROUP_BASE, h)
+        if os.path.isdir(d) and not os.path.islink(d):
+            out |= {os.path.join(d, x) for x in os.listdir(d) if os.path.isdir(os.path.join(d, x))}
+    return out
+
+
+def remove_cgroup_tree(path: str) -> None:
+    for dp, dn, _ in sorted(os.walk(path), key=lambda t: -t[0].count("/")):
+        for d in dn:
+            try:
+                os.rmdir(os.path.join(dp, d))
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+class SystemdNamespace:
+    def __init__(self, unit: str = "basic.target"):
+        self.unit = unit
+        self.proc: subprocess.Popen | None = None
+        self.pid: int | None = None  # systemd's host PID
+        self._before: set[str] = set()
+
+    def start(self, timeout: float = 30.0) -> int:
+        self._before = _top_cgroups()
+        # private /tmp and /var/tmp: the namespace's systemd-tmpfiles would otherwise empty the host's
+        boot = (f"mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp && "
+                f"exec {SYSTEMD} --system --unit={self.unit}")
+        self.proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c", boot],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.pid is None:
+            try:
+                with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                    kids = f.read().split()
+                if kids:
+                    self.pid = int(kids[0])
+            except OSError:
+                pass
+            time.sleep(0.05)
+        if self.pid is None:
+            self.stop()
+            raise RuntimeError("systemd did not start in a new PID namespace")
+        while time.time() < deadline:
+            p = self.systemctl("is-system-running", check=False)
+            if p.stdout.strip() in ("running", "degraded"):
+                return self.pid
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("systemd in the namespace did not reach running state")
+
+    def run(self, args: list[str], check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(["nsenter", "-t", str(self.pid), "-m", "-p", "--"] + args, capture_output=True,
+                              text=True, check=check, timeout=30, input=input)
+
+    def systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.run(["systemctl", "--no-pager", *args], check=check)
+
+    def install_unit(self, name: str, text: str) -> None:
+        self.run(["sh", "-c", f"mkdir -p /run/systemd/system && cat > /run/systemd/system/{name}"], input=text)
+        self.systemctl("daemon-reload")
+
+    def stop(self) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        # wait for the namespace's processes to be gone before removing their cgroups
+        deadline = time.time() + 10
+        while self.pid and os.path.exists(f"/proc/{self.pid}") and time.time() < deadline:
+            time.sleep(0.05)
+        for cg in _top_cgroups() - self._before:
+            remove_cgroup_tree(cg)
+        self.pid = None
+
+    def __enter__(self) -> "SystemdNamespace":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

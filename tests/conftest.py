@@ -1,0 +1,69 @@
+"""Shared helpers: run the real CLI, make real load, write real kernel-log lines."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+ART = os.path.join(os.path.dirname(__file__), "artifacts")
+
+
+def nodesleuth(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nodesleuth", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def check_json(*args: str) -> tuple[int, dict]:
+    p = nodesleuth("check", "--json", *args)
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+BUSY = r"""
+import ctypes, os, sys
+ctypes.CDLL(None).prctl(15, sys.argv[2].encode(), 0, 0, 0)  # PR_SET_NAME
+os.sched_setaffinity(0, {int(sys.argv[1])})
+def nodesleuth_busy_loop():
+    x = 0
+    while True:
+        x += 1
+nodesleuth_busy_loop()
+"""
+
+
+@pytest.fixture
+def busy_loop():
+    """A busy loop pinned to a CPU with a distinctive comm; killed when the test ends."""
+    procs = []
+
+    def start(cpu: int = 1, comm: str = "ns-busyloop") -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-c", BUSY, str(cpu), comm])
+        procs.append(p)
+        time.sleep(0.5)
+        return p
+
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def kmsg_write(line: str, level: int = 4) -> None:
+    with open("/dev/kmsg", "w") as f:
+        f.write(f"<{level}>{line}\n")
+
+
+def finding(doc: dict, kind: str, **match) -> dict | None:
+    for f in doc["findings"]:
+        if f["kind"] == kind and all(f["data"].get(k) == v for k, v in match.items()):
+            return f
+    return None
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for cgroups, /dev/kmsg and perf")

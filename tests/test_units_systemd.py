@@ -1,0 +1,38 @@
+"""Unit health against a real systemd booted as PID 1 of a new PID namespace."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import check_json, finding, needs_root
+from nodesleuth.lab.systemd import SystemdNamespace
+
+pytestmark = needs_root
+
+CRASHER = """[Unit]
+Description=ECS-agent-like unit that cannot reach its cluster
+StartLimitIntervalSec=0
+[Service]
+ExecStart=/bin/sh -c 'echo "Unable to register as a container instance with ECS"; exit 1'
+Restart=on-failure
+RestartSec=200ms
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def test_crash_looping_unit_is_found():
+    with SystemdNamespace() as ns:
+        ns.install_unit("ecs.service", CRASHER)
+        ns.systemctl("enable", "ecs.service", check=False)
+        ns.systemctl("start", "ecs.service", check=False)
+        time.sleep(1.5)
+        rc, doc = check_json("--seconds", "2", "--no-trace", "--systemd-pid", str(ns.pid))
+    f = finding(doc, "crash_loop", unit="ecs.service")
+    assert f is not None, [x["title"] for x in doc["findings"]]
+    assert rc == 1
+    assert f["data"]["n_restarts"] >= 3
+    assert f["data"]["restarts_delta"] >= 2
+    assert f["data"]["exit_status"] == 1
+    assert f["data"]["enabled"] == "enabled"
+    assert not finding(doc, "crash_loop", unit="dbus.service")
