@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .cgroups import Census, CgroupCensus
 from .cpu import CpuTimes, CpuUtil, read_stat, utilisation
+from .irqs import IrqReader
 from .kmsg import KernelEvent, KmsgReader
 from .meminfo import read_meminfo
 from .nic import NicCounters, read_nics
@@ -28,6 +29,9 @@ class Tick:
     events: list[KernelEvent] = field(default_factory=list)
     nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
     units: list[Unit] | None = None
+    cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
+    softirqs: dict[str, list[int]] | None = None  # per-CPU deltas this interval
+    nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
 
 
 def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5) -> list[ProcUse]:
@@ -41,13 +45,18 @@ def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5)
     return out
 
 
+def _deltas(prev: dict[str, list[int]], cur: dict[str, list[int]]) -> dict[str, list[int]]:
+    return {k: [max(0, b - a) for a, b in zip(prev.get(k, [0] * len(v)), v)] for k, v in cur.items()}
+
+
 MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
 
 
 class Sampler:
     def __init__(self, root: Root, *, threads: bool = True, live_every: float = 60.0,
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
-                 ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None):
+                 ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
+                 irqs: bool = False):
         self.root = root
         self.threads = threads
         self.census = CgroupCensus(root, live_every=live_every)
@@ -67,12 +76,16 @@ class Sampler:
         self._tasks: dict[int, Task] | None = None
         self._t: float | None = None
         self.units_seen = True
+        self.irqs = IrqReader(root) if irqs else None
+        self._irq_prev: tuple[dict, dict] | None = None
 
     def prime(self) -> list[KernelEvent]:
         """First read: baselines for deltas; returns kernel-log events already in the ring."""
         self._t = time.time()
         self._stat = read_stat(self.root)
         self._tasks = read_tasks(self.root, self.threads)
+        if self.irqs:
+            self._irq_prev = self.irqs.read()
         return self.kmsg.read()[1] if self.kmsg else []
 
     def tick(self, force_walk: bool = False) -> Tick:
@@ -99,10 +112,17 @@ class Sampler:
         if self.units_every and self.units_seen and self.n % self.units_every == 0:
             units = read_units(self.root, self.ns_pid)
             self.units_seen = units is not None
+        raw = {c: tuple(max(0, y - x) for x, y in zip(self._stat.cpus[c], v))
+               for c, v in stat.cpus.items() if c in self._stat.cpus}
+        si = ni = None
+        if self.irqs:
+            cur = self.irqs.read()
+            si, ni = (_deltas(a, b) for a, b in zip(self._irq_prev, cur))
+            self._irq_prev = cur
         self._stat, self._tasks, self._t = stat, tasks, now
         self.n += 1
         return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
-                    events, nics, units)
+                    events, nics, units, raw, si, ni)
 
     def close(self) -> None:
         if self.kmsg:

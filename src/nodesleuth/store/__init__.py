@@ -1,0 +1,1 @@
+"""Embedded time-series store: append-only, checksummed, zstd-compressed segments in one directory."""

@@ -1,0 +1,120 @@
+"""Reading ticks back: decoded ranges, and the exports `dump` offers (csv, json, openmetrics)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Iterator
+
+import orjson
+
+from ..collect.cpu import COLUMNS
+from ..collect.sampler import Tick
+from ..timeparse import iso
+from .codec import KEYFRAME, decode
+from .store import TICKS, StoreReader
+
+
+def ticks(reader: StoreReader, t0: float | None, t1: float | None, on_segment=None,
+          carry: bool = True) -> Iterator[Tick]:
+    """Decoded ticks in [t0, t1]; NIC counters and units are carried forward from up to a keyframe
+    before t0, so every tick in the range has them."""
+    start = None if t0 is None else t0 - KEYFRAME if carry else t0
+    nics = units = None
+    for t, payload in reader.read(TICKS, start, t1, on_segment):
+        tk = decode(payload)
+        if tk.nics is not None:
+            nics = tk.nics
+        elif carry:
+            tk.nics = nics
+        if tk.units is not None:
+            units = tk.units
+        elif carry:
+            tk.units = units
+        if t0 is not None and t < t0:
+            continue
+        yield tk
+
+
+def tick_dict(t: Tick) -> dict:
+    return {"time": t.time, "iso": iso(t.time), "interval": t.interval,
+            "cpus": {("all" if c < 0 else str(c)): {**{k: round(v, 2) for k, v in zip(COLUMNS, u.row())},
+                                                    "busy": round(u.busy, 2)} for c, u in sorted(t.cpu.items())},
+            "procs": [{"cpu": p.cpu, "pid": p.pid, "comm": p.comm, "pct": p.pct} for p in t.procs],
+            "cgroups": {"v1": [{"controller": c.name, "tracked": c.tracked, "live": c.live, "dying": c.dying}
+                               for c in t.census.v1],
+                        "v2": None if t.census.v2 is None else {
+                            "nr_descendants": t.census.v2.nr_descendants,
+                            "nr_dying_descendants": t.census.v2.nr_dying_descendants,
+                            "subsys": {k: list(v) for k, v in t.census.v2.subsys.items()}}},
+            "meminfo": t.meminfo,
+            "events": [{"seq": e.seq, "time": e.time, "reason": e.reason, "kind": e.kind, "ifname": e.ifname,
+                        "reset_reason": e.reset_reason, "message": e.message} for e in t.events],
+            "nics": None if t.nics is None else {n.ifname: n.trouble() for n in t.nics},
+            "units": None if t.units is None else [{"unit": u.id, "n_restarts": u.n_restarts, "active": u.active,
+                                                   "sub": u.sub} for u in t.units],
+            "softirqs": t.softirqs, "nic_irqs": t.nic_irqs}
+
+
+def to_json_lines(ts: Iterator[Tick], out) -> int:
+    n = 0
+    for t in ts:
+        out.write(orjson.dumps(tick_dict(t)) + b"\n")
+        n += 1
+    return n
+
+
+def to_csv(ts: Iterator[Tick], out: io.TextIOBase) -> int:
+    """One row per CPU per second: the mpstat columns plus busy, and the top process on that CPU."""
+    w = csv.writer(out)
+    w.writerow(["time", "iso", "cpu", *COLUMNS, "busy", "top_pid", "top_comm", "top_pct"])
+    n = 0
+    for t in ts:
+        top = {}
+        for p in t.procs:
+            if p.cpu not in top or p.pct > top[p.cpu].pct:
+                top[p.cpu] = p
+        for c, u in sorted(t.cpu.items()):
+            p = top.get(c)
+            w.writerow([f"{t.time:.3f}", iso(t.time), "all" if c < 0 else c, *(f"{v:.2f}" for v in u.row()),
+                        f"{u.busy:.2f}", p.pid if p else "", p.comm if p else "", f"{p.pct:.1f}" if p else ""])
+        n += 1
+    return n
+
+
+def _esc(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def to_openmetrics(ts: Iterator[Tick], out: io.TextIOBase) -> int:
+    """OpenMetrics text with timestamps: feedable to `promtool tsdb create-blocks-from openmetrics`."""
+    fams = {"nodesleuth_cpu_busy_percent": ("gauge", "Per-CPU busy percent over the second"),
+            "nodesleuth_cpu_mode_percent": ("gauge", "Per-CPU percent per mpstat column"),
+            "nodesleuth_cgroups_dying": ("gauge", "Dying cgroups per v1 controller"),
+            "nodesleuth_cgroups_tracked": ("gauge", "num_cgroups per v1 controller (/proc/cgroups)"),
+            "nodesleuth_meminfo_bytes": ("gauge", "Selected /proc/meminfo fields")}
+    rows: dict[str, list[str]] = {k: [] for k in fams}
+    n = 0
+    for t in ts:
+        ts_ = f"{t.time:.3f}"
+        for c, u in sorted(t.cpu.items()):
+            cpu = "all" if c < 0 else str(c)
+            rows["nodesleuth_cpu_busy_percent"].append(f'nodesleuth_cpu_busy_percent{{cpu="{cpu}"}} {u.busy:.2f} {ts_}')
+            for k, v in zip(COLUMNS, u.row()):
+                rows["nodesleuth_cpu_mode_percent"].append(
+                    f'nodesleuth_cpu_mode_percent{{cpu="{cpu}",mode="{k}"}} {v:.2f} {ts_}')
+        for cc in t.census.v1:
+            rows["nodesleuth_cgroups_tracked"].append(
+                f'nodesleuth_cgroups_tracked{{controller="{_esc(cc.name)}"}} {cc.tracked} {ts_}')
+            if cc.dying is not None:
+                rows["nodesleuth_cgroups_dying"].append(
+                    f'nodesleuth_cgroups_dying{{controller="{_esc(cc.name)}"}} {cc.dying} {ts_}')
+        for k, v in t.meminfo.items():
+            rows["nodesleuth_meminfo_bytes"].append(f'nodesleuth_meminfo_bytes{{field="{_esc(k)}"}} {v} {ts_}')
+        n += 1
+    for name, (typ, help_) in fams.items():
+        out.write(f"# TYPE {name} {typ}\n# HELP {name} {help_}\n")
+        for line in rows[name]:
+            out.write(line + "\n")
+    out.write("# EOF\n")
+    return n
