@@ -55,7 +55,7 @@ def test_corrupt_kmsg_record(node):
 
 
 def test_malformed_task_stat(node):
-    with open(os.path.join(node, "proc/100/task/100/stat"), "w") as f:
+    with open(os.path.join(node, "proc/100/stat"), "w") as f:
         f.write("100 (kubelet) S 1\n")
     _one_line_error(nodesleuth("check", "--root", node, "--seconds", "1"), "100/stat", "malformed stat")
 

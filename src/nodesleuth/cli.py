@@ -118,7 +118,10 @@ def record(store, root, interval, duration, retention, max_size, segment, live_e
     status = None
     if not quiet and sys.stderr.isatty():
         def status(rec, tick):
-            hot = max((u for c, u in tick.cpu.items() if c >= 0), key=lambda u: u.busy, default=None)
+            from .collect.cpu import from_deltas
+
+            utils = (from_deltas(c, d) for c, d in (tick.cpu_raw or {}).items() if c >= 0)
+            hot = max((u for u in utils if u), key=lambda u: u.busy, default=None)
             click.echo(f"\r{rec.ticks} ticks, {rec.bytes / 1024:.0f} KiB written"
                        + (f", hottest CPU {hot.cpu} {hot.busy:.0f}%" if hot else "") + "   ", nl=False, err=True)
     Recorder(opt, on_tick=status).run()

@@ -86,7 +86,9 @@ def read_stat(root: Root) -> CpuTimes:
 
 
 def _util(cpu: int, a: tuple[int, ...], b: tuple[int, ...]) -> CpuUtil | None:
-    d = [max(0, y - x) for x, y in zip(a, b)]
+    d = [y - x for x, y in zip(a, b)]
+    if min(d) < 0:  # a counter went backwards (hotplug): clamp, as mpstat does
+        d = [max(0, x) for x in d]
     user, nice, system, idle, iowait, irq, soft, steal, guest, gnice = d
     total = user + nice + system + idle + iowait + irq + soft + steal
     if total <= 0:
@@ -109,3 +111,8 @@ def utilisation(prev: CpuTimes, cur: CpuTimes) -> dict[int, CpuUtil]:
         if u is not None:
             out[cpu] = u
     return out
+
+
+def from_deltas(cpu: int, deltas: tuple[int, ...]) -> CpuUtil | None:
+    """Percentages from one interval's jiffy deltas (what the store keeps)."""
+    return _util(cpu, (0,) * len(deltas), deltas)

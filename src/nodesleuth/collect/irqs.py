@@ -55,6 +55,8 @@ def parse_interrupts(text: str, keys: list[str], path: str = "/proc/interrupts")
     n = len(lines[0].split())
     out = {}
     for line in lines[1:]:
+        if not any(k in line for k in keys):  # most lines are not the NIC's: skip without splitting
+            continue
         irq, sep, rest = line.partition(":")
         if not sep:
             continue

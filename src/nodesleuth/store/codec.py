@@ -11,7 +11,7 @@ from __future__ import annotations
 import orjson
 
 from ..collect.cgroups import Census, ControllerCount, DyingSubtree, V2Stat
-from ..collect.cpu import _util
+from ..collect.cpu import from_deltas
 from ..collect.kmsg import KernelEvent
 from ..collect.nic import NicCounters
 from ..collect.procs import ProcUse
@@ -20,7 +20,15 @@ from ..collect.units import Unit
 
 VERSION = 1
 KEYFRAME = 60.0
-NIC_STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors")
+NIC_STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors", "rx_missed_errors")
+
+
+def _trim(v) -> list[int]:
+    """Drop trailing zero columns (steal, guest, gnice are zero on most nodes)."""
+    v = list(v)
+    while len(v) > 4 and v[-1] == 0:
+        v.pop()
+    return v
 
 
 class Encoder:
@@ -37,7 +45,7 @@ class Encoder:
         rec: dict = {"v": VERSION, "t": round(t.time, 3), "iv": round(t.interval, 3)}
         if t.cpu_raw:
             rec["ci"] = cpus if cpus != list(range(len(cpus))) else len(cpus)
-            rec["c"] = [list(t.cpu_raw[c]) for c in cpus]
+            rec["c"] = [_trim(t.cpu_raw[c]) for c in cpus]
             rec["ca"] = list(t.cpu_raw[-1])
         rec["p"] = [[p.cpu, p.pid, int(round(p.pct * 10)), p.comm] for p in t.procs]
         c = t.census
@@ -50,8 +58,8 @@ class Encoder:
         rec["mi"] = t.meminfo
         if t.softirqs:
             rec["si"] = t.softirqs
-        if t.nic_irqs:
-            rec["ni"] = t.nic_irqs
+        if t.nic_irqs:  # affined IRQs: sparse [cpu, delta] pairs
+            rec["ni"] = {k: [[c, d] for c, d in enumerate(v) if d] for k, v in t.nic_irqs.items()}
         if t.events:
             rec["ev"] = [[e.seq, round(e.time, 6), e.usec, e.reason, e.kind, e.severity, e.driver, e.ifname,
                           e.message, e.reset_reason, e.fields] for e in t.events]
@@ -78,11 +86,10 @@ def decode(payload: bytes) -> Tick:
     raw = None
     if "c" in r:
         ci = r["ci"] if isinstance(r["ci"], list) else list(range(r["ci"]))
-        raw = {c: tuple(v) for c, v in zip(ci, r["c"])}
+        raw = {c: tuple(v) + (0,) * (10 - len(v)) for c, v in zip(ci, r["c"])}
         raw[-1] = tuple(r["ca"])
-        zero = (0,) * 10
         for c, v in raw.items():
-            u = _util(c, zero, v)
+            u = from_deltas(c, v)
             if u is not None:
                 cpu[c] = u
     procs = [ProcUse(pid, comm, c, pct / 10) for c, pid, pct, comm in r.get("p", [])]
@@ -101,5 +108,14 @@ def decode(payload: bytes) -> Tick:
             eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
             nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
     units = [Unit(*u) for u in r["u"]] if "u" in r else None
+    ni = None
+    if "ni" in r:
+        n = len(raw) - 1 if raw else 1 + max((c for v in r["ni"].values() for c, _ in v), default=0)
+        ni = {}
+        for k, pairs in r["ni"].items():
+            row = [0] * n
+            for c, d in pairs:
+                row[c] = d
+            ni[k] = row
     return Tick(r["t"], r["iv"], cpu, procs, census, r.get("mi", {}), events, nics, units, raw,
-                r.get("si"), r.get("ni"))
+                r.get("si"), ni)

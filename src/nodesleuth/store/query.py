@@ -87,34 +87,37 @@ def _esc(v: str) -> str:
 
 
 def to_openmetrics(ts: Iterator[Tick], out: io.TextIOBase) -> int:
-    """OpenMetrics text with timestamps: feedable to `promtool tsdb create-blocks-from openmetrics`."""
+    """OpenMetrics text with timestamps (each series' samples contiguous, as the spec requires):
+    feedable to `promtool tsdb create-blocks-from openmetrics`."""
     fams = {"nodesleuth_cpu_busy_percent": ("gauge", "Per-CPU busy percent over the second"),
             "nodesleuth_cpu_mode_percent": ("gauge", "Per-CPU percent per mpstat column"),
             "nodesleuth_cgroups_dying": ("gauge", "Dying cgroups per v1 controller"),
             "nodesleuth_cgroups_tracked": ("gauge", "num_cgroups per v1 controller (/proc/cgroups)"),
             "nodesleuth_meminfo_bytes": ("gauge", "Selected /proc/meminfo fields")}
-    rows: dict[str, list[str]] = {k: [] for k in fams}
+    series: dict[str, dict[str, list[str]]] = {k: {} for k in fams}
+
+    def add(fam: str, labels: str, value, ts_: str) -> None:
+        series[fam].setdefault(labels, []).append(f"{value} {ts_}")
+
     n = 0
     for t in ts:
         ts_ = f"{t.time:.3f}"
         for c, u in sorted(t.cpu.items()):
             cpu = "all" if c < 0 else str(c)
-            rows["nodesleuth_cpu_busy_percent"].append(f'nodesleuth_cpu_busy_percent{{cpu="{cpu}"}} {u.busy:.2f} {ts_}')
+            add("nodesleuth_cpu_busy_percent", f'cpu="{cpu}"', f"{u.busy:.2f}", ts_)
             for k, v in zip(COLUMNS, u.row()):
-                rows["nodesleuth_cpu_mode_percent"].append(
-                    f'nodesleuth_cpu_mode_percent{{cpu="{cpu}",mode="{k}"}} {v:.2f} {ts_}')
+                add("nodesleuth_cpu_mode_percent", f'cpu="{cpu}",mode="{k}"', f"{v:.2f}", ts_)
         for cc in t.census.v1:
-            rows["nodesleuth_cgroups_tracked"].append(
-                f'nodesleuth_cgroups_tracked{{controller="{_esc(cc.name)}"}} {cc.tracked} {ts_}')
+            add("nodesleuth_cgroups_tracked", f'controller="{_esc(cc.name)}"', cc.tracked, ts_)
             if cc.dying is not None:
-                rows["nodesleuth_cgroups_dying"].append(
-                    f'nodesleuth_cgroups_dying{{controller="{_esc(cc.name)}"}} {cc.dying} {ts_}')
+                add("nodesleuth_cgroups_dying", f'controller="{_esc(cc.name)}"', cc.dying, ts_)
         for k, v in t.meminfo.items():
-            rows["nodesleuth_meminfo_bytes"].append(f'nodesleuth_meminfo_bytes{{field="{_esc(k)}"}} {v} {ts_}')
+            add("nodesleuth_meminfo_bytes", f'field="{_esc(k)}"', v, ts_)
         n += 1
     for name, (typ, help_) in fams.items():
         out.write(f"# TYPE {name} {typ}\n# HELP {name} {help_}\n")
-        for line in rows[name]:
-            out.write(line + "\n")
+        for labels, samples in series[name].items():
+            for smp in samples:
+                out.write(f"{name}{{{labels}}} {smp}\n")
     out.write("# EOF\n")
     return n

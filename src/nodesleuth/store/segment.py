@@ -64,7 +64,7 @@ class SegmentWriter:
 
     def __init__(self, directory: str, stream: str, segment_seconds: float = 3600.0,
                  retention: float | None = None, max_bytes: int | None = None, fsync_every: int = 1,
-                 level: int = 3):
+                 level: int = 6):
         self.dir = os.path.join(directory, stream)
         os.makedirs(self.dir, exist_ok=True)
         self.segment_seconds = segment_seconds

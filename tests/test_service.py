@@ -1,0 +1,47 @@
+"""The shipped unit file runs the recorder under a real systemd (PID 1 of a new PID namespace)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+
+from conftest import needs_root
+from nodesleuth.lab.systemd import SystemdNamespace
+from nodesleuth.store.store import StoreReader
+
+pytestmark = needs_root
+
+UNIT = os.path.join(os.path.dirname(__file__), "..", "deploy", "systemd", "nodesleuth-record.service")
+
+
+def test_unit_file_records_under_systemd():
+    # /tmp is private to the namespace: keep the store on the shared disk, next to the tests
+    store = os.path.join(os.path.dirname(__file__), "artifacts", f"svc-store-{os.getpid()}")
+    shutil.rmtree(store, ignore_errors=True)
+    with open(UNIT) as f:
+        text = f.read()
+    assert "CPUQuota=20%" in text and "MemoryMax=128M" in text and "Restart=on-failure" in text
+    text = text.replace("/usr/local/bin/nodesleuth record --store /var/lib/nodesleuth",
+                        f"{sys.executable} -m nodesleuth record --store {store}")
+    try:
+        with SystemdNamespace() as ns:
+            ns.install_unit("nodesleuth-record.service", text)
+            ns.systemctl("start", "nodesleuth-record.service")
+            deadline = time.time() + 30
+            n = 0
+            while time.time() < deadline and n < 3:
+                time.sleep(0.5)
+                n = len(list(StoreReader(store).read("ticks"))) if os.path.isdir(store) else 0
+            show = ns.systemctl("show", "-p", "ActiveState,NRestarts,CPUQuotaPerSecUSec,MemoryMax",
+                                "nodesleuth-record.service").stdout
+            ns.systemctl("stop", "nodesleuth-record.service")
+        props = dict(line.split("=", 1) for line in show.split())
+        assert props["ActiveState"] == "active" and props["NRestarts"] == "0"
+        assert props["CPUQuotaPerSecUSec"] == "200ms" and props["MemoryMax"] == str(128 << 20)
+        r = StoreReader(store)
+        ticks = list(r.read("ticks"))
+        assert len(ticks) >= 3 and not r.problems
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
