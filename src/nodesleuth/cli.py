@@ -105,16 +105,20 @@ def _duration(text: str) -> float:
 @click.option("--kmsg", type=click.Path(), help="Recorded kernel log file instead of ROOT/dev/kmsg.")
 @click.option("--threads/--no-threads", default=True, show_default=True)
 @click.option("--quiet", is_flag=True, help="No status line.")
+@click.option("--profile", is_flag=True, help="Also run continuous perf record -a -g into the store.")
+@click.option("--profile-freq", default=49, show_default=True, help="perf sampling frequency (Hz).")
+@click.option("--profile-rotate", default=10.0, show_default=True, help="Seconds per perf chunk.")
 @one_line_errors
 def record(store, root, interval, duration, retention, max_size, segment, live_every, systemd_pid, kmsg, threads,
-           quiet):
+           quiet, profile, profile_freq, profile_rotate):
     """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE."""
     from .record.recorder import RecordOptions, Recorder
 
     opt = RecordOptions(store=store, root=root, interval=interval,
                         duration=_duration(duration) if duration else None, retention=_duration(retention),
                         max_bytes=_size(max_size), segment_seconds=_duration(segment), live_every=live_every,
-                        threads=threads, ns_pid=systemd_pid, kmsg=kmsg)
+                        threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
+                        profile_freq=profile_freq, profile_rotate=profile_rotate)
     status = None
     if not quiet and sys.stderr.isatty():
         def status(rec, tick):
@@ -201,6 +205,200 @@ def replay(store, frm, to, at, around):
         click.echo(f"nodesleuth: warning: {p}", err=True)
     if not n:
         click.echo("no samples in that range", err=True)
+
+
+@main.group()
+def profile() -> None:
+    """Continuous profiling: run it, ingest perf script text, look at heatmaps and top functions."""
+
+
+@profile.command("run")
+@click.option("--store", required=True, type=click.Path())
+@click.option("--freq", default=49, show_default=True)
+@click.option("--rotate", default=10.0, show_default=True)
+@click.option("--duration", help="Stop after this long; default until SIGTERM.")
+@click.option("--retention", default="1d", show_default=True)
+@click.option("--max-size", default="4G", show_default=True)
+@one_line_errors
+def profile_run(store, freq, rotate, duration, retention, max_size):
+    """Run perf record -a -g continuously into STORE (without the 1 Hz recorder)."""
+    import signal
+    import time
+
+    from .profile.runner import ProfileRunner
+    from .store.store import StoreWriter
+
+    w = StoreWriter(store, _duration(retention), _size(max_size))
+    r = ProfileRunner(w.append, freq=freq, rotate=rotate)
+    if not r.start():
+        raise InputError("perf", r.error or "cannot start")
+    stop = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.append(1))
+    end = time.time() + _duration(duration) if duration else None
+    try:
+        while not stop and (end is None or time.time() < end):
+            time.sleep(0.2)
+    finally:
+        r.stop()
+        w.enforce()
+        w.close()
+    click.echo(f"{r.samples} samples in {r.chunks} chunks, {r.restarts} perf restarts", err=True)
+
+
+@profile.command("ingest")
+@click.argument("script", type=click.Path())
+@click.option("--store", required=True, type=click.Path())
+@click.option("--offset", default=0.0, show_default=True,
+              help="Seconds added to perf timestamps (wall-clock minus the perf clock at capture).")
+@one_line_errors
+def profile_ingest(script, store, offset):
+    """Store a `perf script` text file (comm,pid,tid,cpu,time,... fields) for range queries."""
+    from .profile.codec import encode
+    from .profile.parse import parse_file
+    from .store.store import StoreWriter
+
+    b = parse_file(script)
+    w = StoreWriter(store)
+    t0, payload = encode(b, offset)
+    w.append("profile", t0, payload)
+    w.close()
+    click.echo(f"{len(b)} samples, {len(b.stacks)} unique stacks, {b.skipped} skipped", err=True)
+
+
+def _pfilter(cpu, pid, comm, keep_idle=False):
+    from .profile.query import Filter
+
+    return Filter(set(cpu) if cpu else None, set(pid) if pid else None, set(comm) if comm else None,
+                  keep_idle=keep_idle)
+
+
+def _load_profile(store, frm, to):
+    from .profile.query import load
+
+    reader, t0, t1 = _range(store, frm, to)
+    prog, cb = _progress(reader, "profile")
+    with prog:
+        s = load(reader, t0, t1, on_segment=cb)
+    for p in reader.problems:
+        click.echo(f"nodesleuth: warning: {p}", err=True)
+    return s, t0, t1
+
+
+def _span(text: str) -> tuple[str, str]:
+    a, sep, b = text.partition("..")
+    if not sep or not a or not b:
+        raise InputError(text, "expected T1..T2")
+    return a, b
+
+
+@main.command()
+@click.option("--store", required=True, type=click.Path())
+@click.option("--from", "frm", help="Start (ISO-8601, epoch, '10m ago').")
+@click.option("--to", help="End.")
+@click.option("--cpu", type=int, multiple=True, help="Only these CPUs (repeatable).")
+@click.option("--pid", type=int, multiple=True, help="Only these processes (repeatable).")
+@click.option("--comm", multiple=True, help="Only these command names (repeatable).")
+@click.option("--diff-baseline", help="T1..T2: colour by change against this window (normalised).")
+@click.option("--format", "fmt", type=click.Choice(["svg", "folded", "speedscope"]),
+              help="Default: from -o's extension (.svg, .json = speedscope), else folded.")
+@click.option("--idle", is_flag=True, help="Keep idle samples.")
+@click.option("-o", "--output", type=click.Path())
+@one_line_errors
+def flame(store, frm, to, cpu, pid, comm, diff_baseline, fmt, idle, output):
+    """Flame graph of any time range, filtered by CPU, pid or comm; optionally against a baseline."""
+    import json
+
+    from .profile import export
+    from .profile.query import diff, folded, folded_text
+    from .timeparse import iso
+
+    s, t0, t1 = _load_profile(store, frm, to)
+    f = _pfilter(cpu, pid, comm, idle)
+    fc = folded(s, f)
+    if not fmt:
+        fmt = "svg" if output and output.endswith(".svg") else "speedscope" if output and output.endswith(
+            ".json") else "folded"
+    base = None
+    if diff_baseline:
+        b0, b1 = _span(diff_baseline)
+        bs, _, _ = _load_profile(store, b0, b1)
+        base = folded(bs, f)
+    if fmt == "svg":
+        what = f"CPU {','.join(map(str, cpu))} " if cpu else ""
+        rng = f"{iso(t0) if t0 else 'start'} .. {iso(t1) if t1 else 'end'}"
+        text = export.svg(fc, f"{what}{rng} ({sum(fc.values())} samples)" + (" vs baseline" if base else ""),
+                          baseline=base)
+    elif fmt == "speedscope":
+        text = json.dumps(export.speedscope(s, f))
+    elif base is not None:
+        text = "".join(f"{k} {b} {i}\n" for k, b, i in diff(fc, base))
+    else:
+        text = folded_text(fc)
+    if output:
+        with open(output, "w") as fh:
+            fh.write(text)
+        click.echo(f"{sum(fc.values())} samples, {len(fc)} stacks -> {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
+@main.command()
+@click.option("--store", required=True, type=click.Path())
+@click.option("--from", "frm")
+@click.option("--to")
+@click.option("--cpu", type=int, multiple=True, help="Per-CPU heatmap for these CPUs; default all CPUs.")
+@click.option("--rows", default=50, show_default=True, help="Subsecond rows (FlameScope: 50).")
+@click.option("--json", "as_json", is_flag=True, help="FlameScope's API shape plus hot_cpus per column.")
+@one_line_errors
+def heatmap(store, frm, to, cpu, rows, as_json):
+    """FlameScope-style subsecond-offset heatmap, per CPU or all CPUs, with hot cores marked."""
+    import json
+
+    from .profile.query import heatmap as hm
+
+    s, t0, t1 = _load_profile(store, frm, to)
+    h = hm(s, _pfilter(cpu, None, None), rows=rows, start=t0, end=t1)
+    if as_json:
+        click.echo(json.dumps({"start": h.start, "rows": list(range(h.rows)), "columns": h.columns,
+                               "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus}))
+        return
+    shades = " .:-=+*#%@"
+    for r in range(h.rows):
+        line = "".join(shades[min(9, int(9 * col[r] / h.maxvalue))] if h.maxvalue else " " for col in h.values)
+        click.echo(f"{1000 - (r + 1) * 1000 // h.rows:>4}ms |{line}|")
+    click.echo("hot CPUs per second: " + " ".join(
+        f"{c}:{','.join(map(str, hc))}" for c, hc in zip(h.columns, h.hot_cpus) if hc) or "none")
+
+
+@main.command("top-functions")
+@click.option("--store", required=True, type=click.Path())
+@click.option("--from", "frm")
+@click.option("--to")
+@click.option("--cpu", type=int, multiple=True)
+@click.option("--pid", type=int, multiple=True)
+@click.option("--all-functions", is_flag=True, help="User-space functions too, not only the kernel's.")
+@click.option("-n", default=15, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def top_functions(store, frm, to, cpu, pid, all_functions, n, as_json):
+    """The hottest kernel functions on CPU N (self and total samples) in a range."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from .profile.query import top_functions as tf
+
+    s, _, _ = _load_profile(store, frm, to)
+    rows = tf(s, _pfilter(cpu, pid, None), kernel_only=not all_functions, n=n)
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    t = Table("function", "self %", "total %", "self", "total")
+    for r in rows:
+        t.add_row(r["function"], f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}", str(r["self"]), str(r["total"]))
+    Console().print(t)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from ..collect.root import Root
+from ..errors import InputError
 from ..collect.sampler import Sampler
 from ..store.codec import Encoder
 from ..store.store import TICKS, StoreWriter
@@ -30,6 +31,9 @@ class RecordOptions:
     kmsg: str | None = None
     fsync_every: int = 1
     procs_full_every: int = 3  # see collect/procs.py: busy processes are still read every second
+    profile: bool = False  # continuous perf record -a -g alongside
+    profile_freq: int = 49
+    profile_rotate: float = 10.0
 
 
 def self_usage() -> tuple[float, int]:
@@ -52,6 +56,11 @@ class Recorder:
         self.on_tick = on_tick
         self.ticks = 0
         self.bytes = 0
+        self.profiler = None
+        if opt.profile:
+            from ..profile.runner import ProfileRunner
+
+            self.profiler = ProfileRunner(self.store.append, freq=opt.profile_freq, rotate=opt.profile_rotate)
 
     def _signal(self, *_):
         self.stop = True
@@ -60,6 +69,8 @@ class Recorder:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, self._signal)
         start = time.time()
+        if self.profiler is not None and not self.profiler.start():
+            raise InputError("perf", self.profiler.error or "cannot start perf")
         self.sampler.prime()
         nxt = (int(start / self.opt.interval) + 1) * self.opt.interval
         try:
@@ -84,5 +95,7 @@ class Recorder:
                 while nxt <= time.time():  # overran: skip the missed slots, never bunch up
                     nxt += self.opt.interval
         finally:
+            if self.profiler is not None:
+                self.profiler.stop()
             self.sampler.close()
             self.store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from typing import Iterator
 
 from ..errors import InputError
@@ -20,6 +21,7 @@ class StoreWriter:
         self.segment_seconds = segment_seconds
         self.fsync_every = fsync_every
         self.writers: dict[str, SegmentWriter] = {}
+        self._mu = threading.Lock()  # the recorder loop and the profiler thread both append
 
     def writer(self, stream: str) -> SegmentWriter:
         w = self.writers.get(stream)
@@ -30,10 +32,12 @@ class StoreWriter:
         return w
 
     def append(self, stream: str, t: float, payload: bytes) -> int:
-        return self.writer(stream).append(t, payload)
+        with self._mu:
+            return self.writer(stream).append(t, payload)
 
     def enforce(self, now: float | None = None) -> list[str]:
-        return self.budget.enforce(now)
+        with self._mu:
+            return self.budget.enforce(now)
 
     def close(self) -> None:
         for w in self.writers.values():

@@ -1,0 +1,77 @@
+"""perf-script ingest speed, side by side in one run on the same text: nodesleuth's parser vs
+FlameScope's algorithm (heatmap pass and flame-graph pass) and stackcollapse-perf.pl's algorithm.
+
+Prints samples/s for each and the ratios. Issue 4's bar: nodesleuth's parse >= 5x FlameScope's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from benchmarks.common import emit
+from benchmarks.reference import flamescope, stackcollapse
+from nodesleuth.lab.perfscript import make_capture
+from nodesleuth.profile.parse import parse_file
+from nodesleuth.profile.query import Filter, Samples, folded, heatmap
+
+
+def timed(fn, *a):
+    t = time.perf_counter()
+    c = time.process_time()
+    r = fn(*a)
+    return r, time.perf_counter() - t, time.process_time() - c
+
+
+def as_samples(b) -> Samples:
+    import numpy as np
+
+    from nodesleuth.profile.parse import is_idle
+
+    return Samples(np.asarray(b.times), np.asarray(b.cpus), np.asarray(b.pids), np.asarray(b.tids),
+                   np.asarray(b.comm_ids), np.asarray(b.stack_ids), b.comms, b.stacks,
+                   np.array([is_idle(0, s) for s in b.stacks], dtype=bool))
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cpus", type=int, default=96)
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--file", help="an existing perf script text file instead of the synthetic capture")
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as d:
+        path = a.file or os.path.join(d, "cap.txt")
+        if not a.file:
+            make_capture(path, cpus=a.cpus, seconds=a.seconds)
+        size = os.path.getsize(path)
+        (st, en, offs), fs_heat_wall, fs_heat_cpu = timed(flamescope.read_offsets, path)
+        fs_tree, fs_fg_wall, fs_fg_cpu = timed(flamescope.generate_flame_graph, path, None, None)
+        sc, sc_wall, sc_cpu = timed(stackcollapse.collapse_file, path)
+        b, ns_wall, ns_cpu = timed(parse_file, path)
+        n = len(b)
+        s = as_samples(b)
+        _, ns_q_wall, _ = timed(lambda: (heatmap(s, Filter()), folded(s, Filter())))
+    r = {
+        "benchmark": "perf_parse", "file_mb": round(size / 1e6, 1), "samples": n,
+        "flamescope_heatmap_pass": {"seconds": round(fs_heat_wall, 3), "samples_per_s": round(n / fs_heat_wall)},
+        "flamescope_flamegraph_pass": {"seconds": round(fs_fg_wall, 3), "samples_per_s": round(n / fs_fg_wall)},
+        "stackcollapse_perf": {"seconds": round(sc_wall, 3), "samples_per_s": round(n / sc_wall)},
+        "nodesleuth_parse": {"seconds": round(ns_wall, 3), "samples_per_s": round(n / ns_wall)},
+        "nodesleuth_heatmap_and_flame_after_parse": {"seconds": round(ns_q_wall, 3)},
+        "ratios": {
+            "vs_flamescope_heatmap_pass": round(fs_heat_wall / ns_wall, 2),
+            "vs_flamescope_heatmap_plus_flamegraph": round((fs_heat_wall + fs_fg_wall) / (ns_wall + ns_q_wall), 2),
+            "vs_stackcollapse_perf": round(sc_wall / ns_wall, 2),
+        },
+        "checks": {"flamescope_nonidle": len(offs), "flamescope_tree_total": fs_tree["v"],
+                   "stackcollapse_total": sum(sc.values())},
+        "note": "one parse gives nodesleuth every later query (any range, CPU, pid) without re-reading text; "
+                "FlameScope re-reads the file for each flame graph",
+    }
+    return emit(r)
+
+
+if __name__ == "__main__":
+    main()

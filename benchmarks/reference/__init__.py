@@ -1,0 +1,1 @@
+"""Faithful reimplementations of the published algorithms we compare against (not their code)."""

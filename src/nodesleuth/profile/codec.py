@@ -1,0 +1,59 @@
+"""Profile batches in the store: one self-contained frame per batch (its own stack and comm tables),
+so retention can drop any segment and a reader needs no global state.
+
+Payload: u32 header length | JSON header {t0, n, comms, frames, stacks, event} | columns as
+little-endian arrays (time offsets in microseconds u32, cpu u16, pid i32, tid i32, comm u32, stack u32).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import orjson
+
+from ..errors import InputError
+from .parse import Batch
+
+COLS = (("dt_us", "<u4"), ("cpu", "<u2"), ("pid", "<i4"), ("tid", "<i4"), ("comm", "<u4"), ("stack", "<u4"))
+
+
+def encode(b: Batch, offset: float = 0.0) -> tuple[float, bytes]:
+    """`offset` turns perf's clock into wall-clock seconds; returns (batch start time, payload)."""
+    times = np.asarray(b.times, dtype=np.float64) + offset
+    t0 = float(times.min()) if len(times) else offset
+    frames: dict[str, int] = {}
+    stacks = []
+    for st in b.stacks:
+        stacks.append([frames.setdefault(f, len(frames)) for f in st])
+    head = orjson.dumps({"t0": t0, "n": len(b), "comms": b.comms, "frames": list(frames), "stacks": stacks,
+                         "event": b.event})
+    cols = [np.round((times - t0) * 1e6).astype("<u4"), np.asarray(b.cpus, "<u2"), np.asarray(b.pids, "<i4"),
+            np.asarray(b.tids, "<i4"), np.asarray(b.comm_ids, "<u4"), np.asarray(b.stack_ids, "<u4")]
+    return t0, struct.pack("<I", len(head)) + head + b"".join(c.tobytes() for c in cols)
+
+
+class Decoded:
+    """A batch as numpy columns plus its tables (stacks as tuples of frame names)."""
+
+    __slots__ = ("t", "cpu", "pid", "tid", "comm", "stack", "comms", "stacks", "event")
+
+    def __init__(self, payload: bytes, where: str = "profile frame"):
+        try:
+            (hl,) = struct.unpack_from("<I", payload)
+            h = orjson.loads(payload[4:4 + hl])
+            n = h["n"]
+            off = 4 + hl
+            arrs = []
+            for _, dt in COLS:
+                a = np.frombuffer(payload, dtype=dt, count=n, offset=off)
+                off += a.nbytes
+                arrs.append(a)
+        except (struct.error, ValueError, KeyError) as e:
+            raise InputError(where, f"undecodable profile batch: {e}") from None
+        self.t = h["t0"] + arrs[0].astype(np.float64) / 1e6
+        self.cpu, self.pid, self.tid, self.comm, self.stack = arrs[1:]
+        self.comms = h["comms"]
+        frames = h["frames"]
+        self.stacks = [tuple(frames[i] for i in st) for st in h["stacks"]]
+        self.event = h.get("event", "")

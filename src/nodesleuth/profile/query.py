@@ -1,0 +1,223 @@
+"""Questions asked of a stored profile: flame graphs of any range and filter, FlameScope-style
+subsecond heatmaps per CPU or for all CPUs (with the hot cores marked), differential stacks,
+and the hottest kernel functions of one CPU."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..store.store import StoreReader
+from .codec import Decoded
+from .parse import is_idle
+
+STREAM = "profile"
+
+
+@dataclass
+class Filter:
+    cpus: set[int] | None = None
+    pids: set[int] | None = None
+    comms: set[str] | None = None
+    cgroup_pids: set[int] | None = None  # pids that were in a cgroup (resolved by the caller)
+    keep_idle: bool = False
+
+
+@dataclass
+class Samples:
+    """Samples of a time range as global columns with one stack table."""
+
+    t: np.ndarray
+    cpu: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    comm: np.ndarray  # index into comms
+    stack: np.ndarray  # index into stacks
+    comms: list[str]
+    stacks: list[tuple[str, ...]]
+    idle: np.ndarray  # per stack id: bool
+    problems: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def select(self, f: Filter) -> np.ndarray:
+        m = np.ones(len(self.t), dtype=bool)
+        if f.cpus is not None:
+            m &= np.isin(self.cpu, list(f.cpus))
+        pids = f.pids if f.cgroup_pids is None else (f.cgroup_pids if f.pids is None else f.pids & f.cgroup_pids)
+        if pids is not None:
+            m &= np.isin(self.pid, list(pids))
+        if f.comms is not None:
+            ids = [i for i, c in enumerate(self.comms) if c in f.comms]
+            m &= np.isin(self.comm, ids)
+        if not f.keep_idle:
+            m &= ~self.idle[self.stack] | (self.pid != 0)
+        return m
+
+
+def _intern(ix: dict, table: list, item) -> int:
+    i = ix.get(item)
+    if i is None:
+        i = ix[item] = len(table)
+        table.append(item)
+    return i
+
+
+def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=None) -> Samples:
+    """Read batches overlapping [t0, t1] (a batch covers up to its rotation period)."""
+    parts = []
+    stack_ix: dict[tuple[str, ...], int] = {}
+    comm_ix: dict[str, int] = {}
+    stacks: list[tuple[str, ...]] = []
+    comms: list[str] = []
+    slack = 60.0  # a batch is stamped with its first sample; it can reach this far past it
+    for _, payload in reader.read(STREAM, None if t0 is None else t0 - slack, t1, on_segment):
+        d = Decoded(payload)
+        m = np.ones(len(d.t), dtype=bool)
+        if t0 is not None:
+            m &= d.t >= t0
+        if t1 is not None:
+            m &= d.t < t1
+        if not m.any():
+            continue
+        smap = np.array([_intern(stack_ix, stacks, st) for st in d.stacks], dtype=np.int64)
+        cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms], dtype=np.int64)
+        parts.append((d.t[m], d.cpu[m], d.pid[m], d.tid[m], cmap[d.comm[m]] if len(cmap) else d.comm[m],
+                      smap[d.stack[m]] if len(smap) else d.stack[m]))
+    if parts:
+        cols = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+        order = np.argsort(cols[0], kind="stable")
+        cols = [c[order] for c in cols]
+    else:
+        cols = [np.zeros(0, dtype=np.float64)] + [np.zeros(0, dtype=np.int64)] * 5
+    idle = np.array([is_idle(0, s) for s in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
+    return Samples(*cols, comms, stacks, idle, list(reader.problems))
+
+
+def folded(s: Samples, f: Filter) -> Counter:
+    """Brendan Gregg folded stacks: `comm;root;...;leaf` -> count. The comm is the first frame."""
+    m = s.select(f)
+    keys = s.comm[m].astype(np.int64) * (len(s.stacks) + 1) + s.stack[m]
+    uniq, counts = np.unique(keys, return_counts=True)
+    out: Counter = Counter()
+    n = len(s.stacks) + 1
+    for k, c in zip(uniq.tolist(), counts.tolist()):
+        comm, st = s.comms[k // n], s.stacks[k % n]
+        out[";".join((comm.replace(";", ":").replace(" ", "_"),) + st)] += c
+    return out
+
+
+def folded_text(fc: Counter) -> str:
+    return "".join(f"{k} {v}\n" for k, v in sorted(fc.items()))
+
+
+@dataclass
+class Heatmap:
+    """FlameScope's layout: columns are seconds from `start`, rows are subsecond offsets.
+
+    values[col][row] counts non-idle samples (rows ordered top = end of the second, as FlameScope);
+    hot_cpus[col] lists the CPUs whose samples in that second were >= 90% non-idle, so one pinned
+    core among many is named even where the summed cells cannot show it.
+    """
+
+    start: float
+    rows: int
+    columns: list[int]
+    values: list[list[int]]
+    maxvalue: int
+    hot_cpus: list[list[int]]
+    cpus: list[int] | None
+
+
+def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, end: float | None = None,
+            hot: float = 0.9, hz: float | None = None) -> Heatmap:
+    if start is None:
+        start = math.floor(float(s.t.min())) if len(s) else 0.0
+    if end is None:
+        end = math.ceil(float(s.t.max())) if len(s) else start + 1
+    ncols = max(1, int(math.ceil(end - start)))
+    vals = np.zeros((ncols, rows), dtype=np.int64)
+    f_all = Filter(f.cpus, f.pids, f.comms, f.cgroup_pids, keep_idle=True)
+    m_all = s.select(f_all) & (s.t >= start) & (s.t < start + ncols)
+    work = m_all & (~s.idle[s.stack] | (s.pid != 0))
+    t = s.t[work] - start
+    col = t.astype(np.int64)
+    row = rows - np.floor(rows * (t % 1.0)).astype(np.int64) - 1
+    np.add.at(vals, (col, row), 1)
+    # per-CPU busy fraction per second: samples that are work / all samples of that CPU
+    hot_cpus: list[list[int]] = [[] for _ in range(ncols)]
+    tc = (s.t[m_all] - start).astype(np.int64)
+    cc = s.cpu[m_all].astype(np.int64)
+    wk = work[m_all]
+    if len(tc):
+        ncpu = int(cc.max()) + 1
+        tot = np.zeros((ncols, ncpu), dtype=np.int64)
+        busy = np.zeros((ncols, ncpu), dtype=np.int64)
+        np.add.at(tot, (tc, cc), 1)
+        np.add.at(busy, (tc[wk], cc[wk]), 1)
+        expected = hz or max(1.0, float(np.median(tot[tot > 0])) if (tot > 0).any() else 1.0)
+        frac = busy / np.maximum(tot, 1)
+        full = tot >= 0.5 * expected  # enough samples in that second to judge
+        for c_, cpu_ in zip(*np.nonzero((frac >= hot) & full)):
+            hot_cpus[int(c_)].append(int(cpu_))
+    return Heatmap(start, rows, list(range(ncols)), vals.tolist(), int(vals.max()) if vals.size else 0, hot_cpus,
+                   sorted(f.cpus) if f.cpus is not None else None)
+
+
+def per_cpu_busy(s: Samples, start: float, seconds: int) -> dict[int, list[float]]:
+    """CPU -> busy fraction per second from the profile (work samples / all samples)."""
+    m = (s.t >= start) & (s.t < start + seconds)
+    tc = (s.t[m] - start).astype(np.int64)
+    cc = s.cpu[m].astype(np.int64)
+    wk = (~s.idle[s.stack[m]]) | (s.pid[m] != 0)
+    out = {}
+    if not len(tc):
+        return out
+    ncpu = int(cc.max()) + 1
+    tot = np.zeros((seconds, ncpu))
+    busy = np.zeros((seconds, ncpu))
+    np.add.at(tot, (tc, cc), 1)
+    np.add.at(busy, (tc[wk], cc[wk]), 1)
+    for c in np.unique(cc).tolist():
+        out[c] = (busy[:, c] / np.maximum(tot[:, c], 1)).tolist()
+    return out
+
+
+def top_functions(s: Samples, f: Filter, kernel_only: bool = True, n: int = 20) -> list[dict]:
+    """Functions by self (leaf) and total (anywhere in the stack) samples, as % of selected samples."""
+    m = s.select(f)
+    ids, counts = np.unique(s.stack[m], return_counts=True)
+    total = int(m.sum())
+    self_c: Counter = Counter()
+    incl: Counter = Counter()
+    for sid, c in zip(ids.tolist(), counts.tolist()):
+        st = s.stacks[sid]
+        if st:
+            self_c[st[-1]] += c
+        for fr in set(st):
+            incl[fr] += c
+    names = [k for k in incl if (k.endswith("_[k]") or not kernel_only)]
+    rows = sorted(names, key=lambda k: (-self_c.get(k, 0), -incl[k]))[:n]
+    return [{"function": k[:-4] if k.endswith("_[k]") else k, "kernel": k.endswith("_[k]"),
+             "self": self_c.get(k, 0), "total": incl[k],
+             "self_pct": round(100 * self_c.get(k, 0) / max(1, total), 2),
+             "total_pct": round(100 * incl[k] / max(1, total), 2)} for k in rows]
+
+
+def diff(incident: Counter, baseline: Counter) -> list[tuple[str, float, int]]:
+    """difffolded.pl -n: baseline scaled to the incident's total; rows `stack base_scaled incident`."""
+    ti, tb = sum(incident.values()), sum(baseline.values())
+    scale = ti / tb if tb else 0.0
+    keys = sorted(set(incident) | set(baseline))
+    return [(k, round(baseline.get(k, 0) * scale, 2), incident.get(k, 0)) for k in keys]
+
+
+def by_thread(s: Samples, m: np.ndarray) -> dict[tuple[int, int, str], int]:
+    out: dict = defaultdict(int)
+    for pid, tid, c in zip(s.pid[m].tolist(), s.tid[m].tolist(), s.comm[m].tolist()):
+        out[(pid, tid, s.comms[c])] += 1
+    return out
