@@ -1,0 +1,175 @@
+"""Continuous profiling: real perf on a pinned loop, a 96-CPU capture fixture, parser edge cases."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import needs_root, nodesleuth
+from nodesleuth.errors import InputError
+from nodesleuth.lab.perfscript import make_capture
+from nodesleuth.profile.parse import parse_file, parse_text
+
+SPIN = r"""
+volatile unsigned long x;
+__attribute__((noinline)) void ns_spin_inner(void) { for (int i = 0; i < 1000; i++) x += i; }
+__attribute__((noinline)) void ns_spin_loop(void) { for (;;) ns_spin_inner(); }
+int main(void) { ns_spin_loop(); return 0; }
+"""
+
+
+@pytest.fixture
+def spin(tmp_path):
+    src = tmp_path / "spin.c"
+    src.write_text(SPIN)
+    exe = tmp_path / "ns-spin"
+    subprocess.run(["gcc", "-O0", "-fno-omit-frame-pointer", "-o", str(exe), str(src)], check=True)
+    p = subprocess.Popen([str(exe)], preexec_fn=lambda: os.sched_setaffinity(0, {1}))
+    yield p
+    p.kill()
+    p.wait()
+
+
+def _perf_children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid), "-x", "perf"], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+@needs_root
+def test_real_perf_of_a_pinned_loop(tmp_path, spin):
+    d = str(tmp_path / "st")
+    start = time.time()
+    rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", d, "--quiet", "--profile",
+                            "--profile-rotate", "2", "--duration", "9s"])
+    time.sleep(3.5)
+    perf = _perf_children(rec.pid)
+    assert perf, "perf was not started"
+    os.kill(perf[0], signal.SIGKILL)  # perf dies: the runner must restart it
+    killed = time.time()
+    assert rec.wait(timeout=90) == 0
+    end = time.time()
+    out = nodesleuth("flame", "--store", d, "--cpu", "1", "--format", "folded")
+    assert out.returncode == 0, out.stderr
+    rows = [ln.rsplit(" ", 1) for ln in out.stdout.splitlines()]
+    total = sum(int(c) for _, c in rows)
+    spin_n = sum(int(c) for s, c in rows if s.startswith("ns-spin;") and "ns_spin_inner" in s)
+    assert total >= 49 * 3 and spin_n / total >= 0.8, out.stdout[:2000]
+    # filtered by pid: only the loop
+    byp = nodesleuth("flame", "--store", d, "--pid", str(spin.pid), "--format", "folded").stdout
+    assert byp and all(ln.startswith("ns-spin;") for ln in byp.splitlines())
+    # timestamps are wall-clock, and samples continue after perf was killed and restarted
+    hm = json.loads(nodesleuth("heatmap", "--store", d, "--cpu", "1", "--json",
+                               "--from", str(start), "--to", str(end)).stdout)
+    assert sum(sum(c) for c in hm["values"]) >= spin_n * 0.9
+    late = nodesleuth("flame", "--store", d, "--cpu", "1", "--format", "folded", "--from", str(killed + 2.5),
+                      "--to", str(end)).stdout
+    assert "ns_spin_inner" in late
+    hot_cols = [c for c, hc in zip(hm["columns"], hm["hot_cpus"]) if 1 in hc]
+    assert len(hot_cols) >= 4
+
+
+@pytest.fixture(scope="module")
+def cap96(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cap96")
+    path = str(d / "cap.txt")
+    facts = make_capture(path)
+    store = str(d / "st")
+    p = nodesleuth("profile", "ingest", path, "--store", store)
+    assert p.returncode == 0, p.stderr
+    return facts, store, path
+
+
+def test_96cpu_capture_one_core_in_the_kernel(cap96):
+    facts, store, _ = cap96
+    t0 = facts["t0"]
+    rng = ["--from", str(t0), "--to", str(t0 + 20)]
+    # per-CPU heatmap: CPU 39's seconds 8..12 are full
+    h39 = json.loads(nodesleuth("heatmap", "--store", store, "--cpu", "39", "--json", *rng).stdout)
+    per_col = [sum(c) for c in h39["values"]]
+    assert all(per_col[c] >= 45 for c in range(8, 13))
+    assert all(per_col[c] <= 15 for c in list(range(0, 8)) + list(range(13, 20)))
+    # all-CPU heatmap: summed cells cannot show it (as in FlameScope), the hot-core mark does
+    hall = json.loads(nodesleuth("heatmap", "--store", store, "--json", *rng).stdout)
+    sums = [sum(c) for c in hall["values"]]
+    inside, outside = sums[8:13], sums[:8] + sums[13:]
+    mean_out = sum(outside) / len(outside)
+    assert max(inside) < mean_out * 1.3  # the summed view barely moves
+    assert [c for c, hc in zip(hall["columns"], hall["hot_cpus"]) if hc] == [8, 9, 10, 11, 12]
+    assert all(hc == [39] for hc in hall["hot_cpus"][8:13])
+    # top kernel functions on CPU 39 in the episode
+    top = json.loads(nodesleuth("top-functions", "--store", store, "--cpu", "39", "--json",
+                                "--from", str(facts["hot_from"]), "--to", str(facts["hot_to"])).stdout)
+    assert top[0]["function"] == "mem_cgroup_nr_lru_pages" and top[0]["kernel"]
+    assert top[0]["self_pct"] >= 90
+    assert any(r["function"] == "memcg_numa_stat_show" and r["total_pct"] >= 90 for r in top)
+
+
+def test_idle_filter_keeps_softirq_on_idle_and_kthread_names(cap96):
+    facts, store, _ = cap96
+    f5 = nodesleuth("flame", "--store", store, "--cpu", "5", "--format", "folded").stdout
+    assert any(ln.startswith("swapper;") and "net_rx_action_[k]" in ln and "ena_io_poll_[k]" in ln
+               for ln in f5.splitlines())
+    assert "pv_native_safe_halt_[k] " not in f5  # plain idle is filtered
+    f39 = nodesleuth("flame", "--store", store, "--cpu", "39", "--format", "folded").stdout
+    assert any(ln.startswith("kworker/39:1;") for ln in f39.splitlines())
+    assert any(ln.startswith("ray::Worker_Actor;") for ln in
+               nodesleuth("flame", "--store", store, "--format", "folded").stdout.splitlines())
+
+
+def test_differential_and_exports(cap96, tmp_path):
+    facts, store, _ = cap96
+    t0 = facts["t0"]
+    inc = ["--from", str(facts["hot_from"]), "--to", str(facts["hot_to"])]
+    diff = nodesleuth("flame", "--store", store, "--cpu", "39", "--format", "folded", *inc,
+                      "--diff-baseline", f"{t0}..{t0 + 5}").stdout
+    rows = {ln.rsplit(" ", 2)[0]: (float(ln.rsplit(" ", 2)[1]), int(ln.rsplit(" ", 2)[2])) for ln in diff.splitlines()}
+    walk = [k for k in rows if k.endswith("mem_cgroup_nr_lru_pages_[k]")]
+    assert walk and rows[walk[0]][0] == 0 and rows[walk[0]][1] >= 200
+    total_inc = sum(v[1] for v in rows.values())
+    total_base = sum(v[0] for v in rows.values())
+    assert abs(total_base - total_inc) <= 1  # baseline normalised to the incident's total
+    svg = str(tmp_path / "f.svg")
+    assert nodesleuth("flame", "--store", store, "--cpu", "39", *inc, "-o", svg).returncode == 0
+    root = ET.parse(svg).getroot()
+    titles = [e.text for e in root.iter("{http://www.w3.org/2000/svg}title")]
+    assert any(t.startswith("mem_cgroup_nr_lru_pages_[k]") for t in titles)
+    sc = str(tmp_path / "p.json")
+    assert nodesleuth("flame", "--store", store, *inc, "-o", sc).returncode == 0
+    doc = json.load(open(sc))
+    names = [p["name"] for p in doc["profiles"]]
+    assert len(names) == 96 and names[doc["activeProfileIndex"]] == "CPU 39"
+    for p in doc["profiles"]:
+        assert p["type"] == "sampled" and len(p["samples"]) == len(p["weights"])
+        assert all(0 <= i < len(doc["shared"]["frames"]) for s in p["samples"] for i in s)
+
+
+def test_parser_edge_cases(tmp_path):
+    text = (" ray::Worker Actor  9911/9915  [003]  100.250000:   20408163 cpu-clock:ppp: \n"
+            "\t    7f00aa001122 cudaStreamSynchronize (/usr/lib/libcudart.so.12)\n"
+            "\t    7f00aa000000 [unknown] (/usr/lib/libfoo.so.1)\n"
+            "\t               0 [unknown] ([unknown])\n\n"
+            "kworker/3:1-eve    41/41    [003]   100.260000:   20408163 cpu-clock:ppp: \n"
+            "\tffffffffc0412a10 ena_io_poll+0x20 ([ena])\n"
+            "\tffffffff810b7e21 process_one_work ([kernel.kallsyms])\n\n"
+            "this is not a sample header\n\tdeadbeef foo (bar)\n\n"
+            "python3  8801/8801  [001]   100.270000:   20408163 cpu-clock:ppp: \n"
+            "\t    55d1a2b3c4d5 runtime.scan")  # cut inside the last sample
+    b = parse_text(text)
+    assert len(b) == 2 and b.skipped == 2
+    assert b.comms == ["ray::Worker Actor", "kworker/3:1-eve"]
+    assert b.cpus == [3, 3] and b.pids == [9911, 41] and b.tids == [9915, 41]
+    assert b.stacks[0] == ("[unknown]", "[libfoo.so.1]", "cudaStreamSynchronize")
+    assert b.stacks[1] == ("process_one_work_[k]", "ena_io_poll_[k]")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("hello\nworld\n")
+    with pytest.raises(InputError, match="no perf script samples"):
+        parse_file(str(bad))
+    p = nodesleuth("profile", "ingest", str(bad), "--store", str(tmp_path / "st"))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "bad.txt" in p.stderr
