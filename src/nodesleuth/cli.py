@@ -108,9 +108,11 @@ def _duration(text: str) -> float:
 @click.option("--profile", is_flag=True, help="Also run continuous perf record -a -g into the store.")
 @click.option("--profile-freq", default=49, show_default=True, help="perf sampling frequency (Hz).")
 @click.option("--profile-rotate", default=10.0, show_default=True, help="Seconds per perf chunk.")
+@click.option("--trace-churn", is_flag=True,
+              help="Also trace cgroup mkdir/rmdir/release with perf: who creates cgroups, zombie lifetimes.")
 @one_line_errors
 def record(store, root, interval, duration, retention, max_size, segment, live_every, systemd_pid, kmsg, threads,
-           quiet, profile, profile_freq, profile_rotate):
+           quiet, profile, profile_freq, profile_rotate, trace_churn):
     """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE."""
     from .record.recorder import RecordOptions, Recorder
 
@@ -118,7 +120,7 @@ def record(store, root, interval, duration, retention, max_size, segment, live_e
                         duration=_duration(duration) if duration else None, retention=_duration(retention),
                         max_bytes=_size(max_size), segment_seconds=_duration(segment), live_every=live_every,
                         threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
-                        profile_freq=profile_freq, profile_rotate=profile_rotate)
+                        profile_freq=profile_freq, profile_rotate=profile_rotate, churn=trace_churn)
     status = None
     if not quiet and sys.stderr.isatty():
         def status(rec, tick):
@@ -399,6 +401,154 @@ def top_functions(store, frm, to, cpu, pid, all_functions, n, as_json):
     for r in rows:
         t.add_row(r["function"], f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}", str(r["self"]), str(r["total"]))
     Console().print(t)
+
+
+@main.command()
+@click.option("--store", required=True, type=click.Path())
+@click.option("--at", help="Explain the incident at this time (ISO-8601, epoch, '10m ago').")
+@click.option("--incidents", is_flag=True, help="Find the incidents in the range and explain each (default).")
+@click.option("--from", "frm", help="Range start; default: the whole recording.")
+@click.option("--to", help="Range end.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--markdown", type=click.Path(), help="Also write a Markdown report here.")
+@click.option("--html", "html_out", type=click.Path(), help="Also write an HTML report here.")
+@click.option("--trace", type=float, help="First trace cgroup churn live for this many seconds and print creators.")
+@one_line_errors
+def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
+    """Rebuild event -> hot core -> process -> function -> zombie cgroups -> creating unit -> fix."""
+    import json
+
+    from .explain import chain, load, report
+    from .timeparse import parse_time
+
+    if trace:
+        from .collect.churn import ChurnTracer
+
+        tr = ChurnTracer()
+        if not tr.start():
+            raise InputError("perf", tr.error or "cannot trace")
+        import time as _t
+
+        _t.sleep(trace)
+        summ = tr.stop(trace)
+        for c in (summ.creators if summ else [])[:10]:
+            click.echo(f"churn: {c.comm} made {c.mkdir} / removed {c.rmdir} cgroups like {c.pattern}"
+                       + (f" (unit {c.unit})" if c.unit else "") + f" pids {sorted(c.pids)[:5]}", err=True)
+    t0 = parse_time(frm) if frm else None
+    t1 = parse_time(to) if to else None
+    if at:
+        t = parse_time(at)
+        t0 = t0 if t0 is not None else None
+        t1 = t1 if t1 is not None else t + 30
+    rec, problems = load.recording(store, t0, t1)
+    for p in problems:
+        click.echo(f"nodesleuth: warning: {p}", err=True)
+    found = chain.find_incidents(rec)
+    if at:
+        near = [x for x in found if abs(x[1] - t) <= 60]
+        found = [min(near, key=lambda x: abs(x[1] - t))] if near else [("hot_core", t, None)]
+    incs = []
+    for kind, tm, payload in found:
+        if payload is None:
+            ep = chain._episode_for(rec, tm)
+            if ep is None:
+                incs.append(chain.Incident("none", tm, "nothing saturated near this time",
+                                           [chain.unknown("event", "no NIC event or hot core within 60 s")]))
+                continue
+            kind, payload = "hot_core", ep
+        incs.append(chain.build(rec, kind, tm, payload))
+    if markdown:
+        with open(markdown, "w") as f:
+            f.write(report.markdown(incs, store))
+    if html_out:
+        with open(html_out, "w") as f:
+            f.write(report.html_report(incs, store))
+    if as_json:
+        click.echo(json.dumps({"schema": "nodesleuth.explain/v1", "store": store,
+                               "incidents": [i.to_dict() for i in incs]}, indent=2))
+    else:
+        report.terminal(incs)
+
+
+@main.command()
+@click.option("--store", type=click.Path(), help="Plan from explain over this recording; default: a live check.")
+@click.option("--from", "frm")
+@click.option("--to")
+@click.option("--systemd-pid", type=int, help="Act on the systemd that is PID 1 of this PID's namespace.")
+@click.option("--apply", "do_apply", is_flag=True, help="Do it (default: print what would be done).")
+@click.option("--seconds", default=5.0, show_default=True, help="Live check length when no --store.")
+@one_line_errors
+def remedy(store, frm, to, systemd_pid, do_apply, seconds):
+    """Disable and mask the crash-looping unit(s) and reclaim zombie cgroups, as explain proposes."""
+    import json
+
+    from .explain import remedy as rm
+
+    if store:
+        from .explain import chain, load
+        from .timeparse import parse_time
+
+        rec, _ = load.recording(store, parse_time(frm) if frm else None, parse_time(to) if to else None)
+        plan = rm.plan_from_incidents([chain.build(rec, k, t, p) for k, t, p in chain.find_incidents(rec)])
+    else:
+        from .detect.check import CheckOptions, run_check
+
+        plan = rm.plan_from_findings(run_check(CheckOptions(seconds=seconds, ns_pid=systemd_pid, trace=False)).findings)
+    for w in plan.why:
+        click.echo(f"because: {w}")
+    cmds = plan.commands(systemd_pid)
+    if not cmds:
+        click.echo("nothing to do: no crash-looping unit or zombie build-up found")
+        return
+    if not do_apply:
+        click.echo("would run (dry run; --apply to act):")
+        for c in cmds:
+            click.echo(f"  {c}")
+        return
+    res = rm.apply(plan, systemd_pid, log=click.echo)
+    click.echo(json.dumps(res))
+
+
+@main.group()
+def lab() -> None:
+    """Reproduce the incident for real on this machine, and undo it."""
+
+
+@lab.command("run")
+@click.option("--seconds", default=60.0, show_default=True)
+@click.option("--workdir", default="/var/lib/nodesleuth-lab", show_default=True)
+@click.option("--cpu", default=1, show_default=True, help="The core the poller and the hog are pinned to.")
+@click.option("--per-start", default=20, show_default=True, help="Cgroups the agent makes per start.")
+@click.option("--restart-sec", default="200ms", show_default=True)
+@click.option("--no-profile", is_flag=True, help="Record without perf -g (faster, less evidence).")
+@one_line_errors
+def lab_run(seconds, workdir, cpu, per_start, restart_sec, no_profile):
+    """Crash-looping ECS-like unit under a real systemd, kubelet-like poller, hog, ENA resets, recorded."""
+    from .lab.run import run
+
+    try:
+        st = run(seconds=seconds, workdir=workdir, cpu=cpu, per_start=per_start, restart_sec=restart_sec,
+                 profile=not no_profile, log=lambda m: click.echo(m, err=True))
+    except RuntimeError as e:
+        raise InputError(workdir, str(e)) from None
+    click.echo("\nzombie cost on this kernel (as the count grew):")
+    click.echo(f"{'zombies':>8} {'memory.stat ms':>15} {'numa_stat ms':>13} {'Percpu KiB':>11} {'Slab MiB':>9}")
+    for c in st.curve:
+        click.echo(f"{c['zombies']:>8} {c['memory_stat_ms']:>15.3f} {c['numa_stat_ms']:>13.3f} "
+                   f"{c['percpu_bytes'] >> 10:>11} {c['slab_bytes'] >> 20:>9}")
+    click.echo(f"\nrecording: {st.store}\nnext: nodesleuth explain --store {st.store}; then nodesleuth lab clean")
+
+
+@lab.command("clean")
+@click.option("--workdir", default="/var/lib/nodesleuth-lab", show_default=True)
+@click.option("--keep-store", is_flag=True)
+@one_line_errors
+def lab_clean(workdir, keep_store):
+    """Stop what lab run started, remove its cgroups and files, drop caches, verify the zombie count."""
+    from .lab.run import clean
+
+    res = clean(workdir, log=lambda m: click.echo(m, err=True), keep_store=keep_store)
+    sys.exit(0 if res["returned_to_baseline"] else 1)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ class Episode:
 
 def episodes(ticks: list[Tick], busy_min: float = 90.0, min_seconds: float = 3.0,
              others_max: float = 60.0) -> list[Episode]:
+    """Runs of >= min_seconds with one CPU >= busy_min, kept when the other CPUs averaged
+    < others_max over the run (so one noisy second elsewhere does not break a run on 2-CPU hosts)."""
     runs: dict[int, list[Tick]] = defaultdict(list)
     out: list[Episode] = []
 
@@ -37,17 +39,21 @@ def episodes(ticks: list[Tick], busy_min: float = 90.0, min_seconds: float = 3.0
         run = runs.pop(cpu, [])
         secs = sum(t.interval for t in run)
         if run and secs >= min_seconds - 0.25:  # sampling jitter: 2.8 s of 1 s ticks is 3 ticks
-            out.append(_episode(cpu, run, secs))
+            e = _episode(cpu, run, secs)
+            if e.others_mean < others_max:
+                out.append(e)
 
+    last_t = None
     for t in ticks:
         cpus = [c for c in t.cpu if c >= 0]
         if not cpus:
             continue
+        gap = last_t is not None and t.time - t.interval - last_t > 1.5  # a missing sample breaks runs
+        last_t = t.time
         for c in cpus:
-            u = t.cpu[c]
-            others = [t.cpu[o].busy for o in cpus if o != c]
-            om = sum(others) / len(others) if others else 0.0
-            if u.busy >= busy_min and om < others_max:
+            if gap and c in runs:
+                close(c)
+            if t.cpu[c].busy >= busy_min:
                 runs[c].append(t)
             elif c in runs:
                 close(c)

@@ -27,15 +27,16 @@ def wall_minus_monotonic() -> float:
     return time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-class ProfileRunner:
-    def __init__(self, append, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
-                 max_pending: int = 6, cpus: str | None = None):
+class PerfRotator:
+    """perf record in rotating chunks; subclasses say what to record and how to store a chunk."""
+
+    name = "perf"
+
+    def __init__(self, append, rotate: float = 10.0, workdir: str | None = None, max_pending: int = 6):
         self.append = append  # callable(stream, t, payload)
-        self.freq = freq
         self.rotate = rotate
         self.dir = workdir or tempfile.mkdtemp(prefix="nodesleuth-perf-")
         self.max_pending = max_pending
-        self.cpus = cpus
         self.perf = shutil.which("perf")
         self.proc: subprocess.Popen | None = None
         self.stop_ev = threading.Event()
@@ -46,10 +47,17 @@ class ProfileRunner:
         self.chunks = 0
         self.error: str | None = None
 
+    def record_args(self) -> list[str]:
+        raise NotImplementedError
+
+    def store_chunk(self, script_text: str, offset: float, path: str) -> int:
+        raise NotImplementedError
+
+    script_fields = SCRIPT_FIELDS
+
     def _start_perf(self) -> None:
-        cmd = [self.perf, "record", "-q", "-F", str(self.freq), "-g", "-k", "CLOCK_MONOTONIC",
-               f"--switch-output={int(self.rotate)}s", "-o", os.path.join(self.dir, "perf.data")]
-        cmd += ["-C", self.cpus] if self.cpus else ["-a"]
+        cmd = [self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", f"--switch-output={int(self.rotate)}s",
+               "-o", os.path.join(self.dir, "perf.data")] + self.record_args()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, start_new_session=True)
 
@@ -58,7 +66,7 @@ class ProfileRunner:
             self.error = "perf is not installed"
             return False
         self._start_perf()
-        self.thread = threading.Thread(target=self._loop, name="nodesleuth-profile", daemon=True)
+        self.thread = threading.Thread(target=self._loop, name=f"nodesleuth-{self.name}", daemon=True)
         self.thread.start()
         return True
 
@@ -67,15 +75,12 @@ class ProfileRunner:
 
     def ingest(self, path: str) -> int:
         offset = wall_minus_monotonic()
-        p = subprocess.run([self.perf, "script", "-F", SCRIPT_FIELDS, "-i", path], capture_output=True, text=True,
-                           errors="replace", timeout=300)
-        b = parse_text(p.stdout, path=path)
-        if len(b):
-            t0, payload = encode(b, offset)
-            self.append("profile", t0, payload)
-        self.samples += len(b)
+        p = subprocess.run([self.perf, "script", "-F", self.script_fields, "-i", path], capture_output=True,
+                           text=True, errors="replace", timeout=300)
+        n = self.store_chunk(p.stdout, offset, path)
+        self.samples += n
         self.chunks += 1
-        return len(b)
+        return n
 
     def _loop(self) -> None:
         backoff = 1.0
@@ -122,3 +127,51 @@ class ProfileRunner:
                 finally:
                     os.unlink(p)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ProfileRunner(PerfRotator):
+    """perf record -a -g at `freq` Hz: the continuous CPU profile."""
+
+    name = "profile"
+
+    def __init__(self, append, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
+                 max_pending: int = 6, cpus: str | None = None):
+        super().__init__(append, rotate, workdir, max_pending)
+        self.freq = freq
+        self.cpus = cpus
+
+    def record_args(self) -> list[str]:
+        return ["-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
+
+    def store_chunk(self, script_text: str, offset: float, path: str) -> int:
+        b = parse_text(script_text, path=path)
+        if len(b):
+            t0, payload = encode(b, offset)
+            self.append("profile", t0, payload)
+        return len(b)
+
+
+class ChurnRunner(PerfRotator):
+    """perf on cgroup:cgroup_mkdir/rmdir/release: who creates cgroups, and zombie lifetimes."""
+
+    name = "churn"
+    script_fields = "comm,pid,tid,cpu,time,event,trace"
+
+    def record_args(self) -> list[str]:
+        from ..collect.churn import EVENTS
+
+        args = ["-a"]
+        for ev in EVENTS:
+            args += ["-e", ev]
+        return args
+
+    def store_chunk(self, script_text: str, offset: float, path: str) -> int:
+        import orjson
+
+        from ..collect.churn import parse_script
+
+        evs = parse_script(script_text)
+        if evs:
+            rows = [[round(e.time + offset, 6), e.event, e.comm, e.pid, e.hierarchy, e.cg_id, e.path] for e in evs]
+            self.append("churn", rows[0][0], orjson.dumps(rows))
+        return len(evs)

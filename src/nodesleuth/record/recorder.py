@@ -34,6 +34,7 @@ class RecordOptions:
     profile: bool = False  # continuous perf record -a -g alongside
     profile_freq: int = 49
     profile_rotate: float = 10.0
+    churn: bool = False  # perf on the cgroup mkdir/rmdir/release tracepoints alongside
 
 
 def self_usage() -> tuple[float, int]:
@@ -61,6 +62,11 @@ class Recorder:
             from ..profile.runner import ProfileRunner
 
             self.profiler = ProfileRunner(self.store.append, freq=opt.profile_freq, rotate=opt.profile_rotate)
+        self.churn = None
+        if opt.churn:
+            from ..profile.runner import ChurnRunner
+
+            self.churn = ChurnRunner(self.store.append, rotate=opt.profile_rotate)
 
     def _signal(self, *_):
         self.stop = True
@@ -69,8 +75,9 @@ class Recorder:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, self._signal)
         start = time.time()
-        if self.profiler is not None and not self.profiler.start():
-            raise InputError("perf", self.profiler.error or "cannot start perf")
+        for runner in (self.profiler, self.churn):
+            if runner is not None and not runner.start():
+                raise InputError("perf", runner.error or "cannot start perf")
         self.sampler.prime()
         nxt = (int(start / self.opt.interval) + 1) * self.opt.interval
         try:
@@ -95,7 +102,8 @@ class Recorder:
                 while nxt <= time.time():  # overran: skip the missed slots, never bunch up
                     nxt += self.opt.interval
         finally:
-            if self.profiler is not None:
-                self.profiler.stop()
+            for runner in (self.profiler, self.churn):
+                if runner is not None:
+                    runner.stop()
             self.sampler.close()
             self.store.close()

@@ -1,0 +1,1 @@
+"""Time travel: rebuild incident -> hot core -> process -> function -> resource -> creator -> unit -> fix."""
