@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything the test-suite needs on a fresh Debian machine, as root: sysstat (mpstat, sadc) for the
-# cross-checks, ethtool, perf for kernel stacks and cgroup tracepoints, util-linux for unshare/nsenter.
+# cross-checks, ethtool, perf for kernel stacks and cgroup tracepoints, util-linux for unshare/nsenter,
+# prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -9,6 +10,10 @@ command -v ethtool >/dev/null || need+=(ethtool)
 command -v perf >/dev/null || need+=(linux-perf)
 command -v nsenter >/dev/null || need+=(util-linux)
 [ -x /lib/systemd/systemd ] || need+=(systemd)
+command -v prometheus >/dev/null || need+=(prometheus)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v gcc >/dev/null || need+=(gcc)
+command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null

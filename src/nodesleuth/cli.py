@@ -509,6 +509,119 @@ def remedy(store, frm, to, systemd_pid, do_apply, seconds):
     click.echo(json.dumps(res))
 
 
+@main.command()
+@click.option("--root", default="/", show_default=True)
+@click.option("--listen", default="127.0.0.1:9846", show_default=True, help="ADDR:PORT to serve /metrics on.")
+@click.option("--interval", default=1.0, show_default=True, help="Seconds between samples.")
+@click.option("--zone", help="Zone label for nodesleuth_node_info (default: from cloud-init instance data).")
+@click.option("--systemd-pid", type=int)
+@click.option("--kmsg", type=click.Path(), help="Recorded kernel log file instead of ROOT/dev/kmsg.")
+@one_line_errors
+def exporter(root, listen, interval, zone, systemd_pid, kmsg):
+    """Prometheus/OpenMetrics endpoint (/metrics) and a host snapshot (/snapshot) for fleet analysis."""
+    import json
+    import os
+    import threading
+    import time
+    from socketserver import ThreadingMixIn
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    from prometheus_client import CollectorRegistry, make_wsgi_app
+
+    from .collect.root import Root
+    from .fleet import exporter as ex
+    from .fleet import snapshot as snap
+
+    r = Root(root)
+    state = ex.State()
+    kmsg_src = kmsg or (r.exists("/dev/kmsg") and os.access(r.join("/dev/kmsg"), os.R_OK))
+    th = ex.SamplerThread(r, state, interval, systemd_pid, kmsg_src)
+    th.start()
+    reg = CollectorRegistry()
+    reg.register(ex.NodesleuthCollector(state, ex.node_info(r, zone)))
+    metrics = make_wsgi_app(reg)
+    cache = {"t": 0.0, "doc": b""}
+    lock = threading.Lock()
+
+    def app(environ, start_response):
+        if environ.get("PATH_INFO") == "/snapshot":
+            with lock:
+                if time.time() - cache["t"] > 60:
+                    cache["doc"] = json.dumps(snap.take(r, 1.0, systemd_pid, zone)).encode()
+                    cache["t"] = time.time()
+                body = cache["doc"]
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        return metrics(environ, start_response)
+
+    class Server(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *a):
+            pass
+
+    host, _, port = listen.rpartition(":")
+    if host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
+        click.echo(f"nodesleuth: serving metrics on {listen}, reachable from the network", err=True)
+    try:
+        httpd = make_server(host.strip("[]") or "127.0.0.1", int(port), app, server_class=Server, handler_class=Quiet)
+    except OSError as e:
+        raise InputError(listen, f"cannot listen: {e.strerror or e}") from None
+    click.echo(f"nodesleuth exporter on http://{listen}/metrics", err=True)
+    httpd.serve_forever()
+
+
+@main.command()
+@click.option("--root", default="/", show_default=True)
+@click.option("--seconds", default=2.0, show_default=True)
+@click.option("--systemd-pid", type=int)
+@click.option("--zone", help="Override the zone (when the host does not show it).")
+@click.option("-o", "--output", type=click.Path())
+@one_line_errors
+def snapshot(root, seconds, systemd_pid, zone, output):
+    """JSON fingerprint of this host (kernel, image, units, sysctls, packages, cloud zone) plus health."""
+    import json
+
+    from .collect.root import Root
+    from .fleet.snapshot import take
+
+    doc = json.dumps(take(Root(root), seconds, systemd_pid, zone), indent=2)
+    if output:
+        with open(output, "w") as f:
+            f.write(doc + "\n")
+    else:
+        click.echo(doc)
+
+
+@main.command()
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--group-by", default="zone", show_default=True, help="zone, instance_type, kernel or os_image.")
+@click.option("--top", default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def fleet(sources, group_by, top, as_json):
+    """Compare snapshots (directories, files or URLs): who is affected, and which config difference explains it."""
+    import json
+
+    from .fleet import drift
+
+    snaps = drift.load(list(sources))
+    ranked, na, nh = drift.rank(snaps, top)
+    grp = drift.groups(snaps, group_by)
+    if as_json:
+        click.echo(json.dumps({"hosts": len(snaps), "affected": na, "healthy": nh,
+                               "groups": {k: {"affected": a, "total": t} for k, (a, t) in grp.items()},
+                               "ranked": [r.__dict__ for r in ranked]}, indent=2))
+        return
+    click.echo(f"{len(snaps)} hosts: {na} affected, {nh} healthy")
+    click.echo(f"by {group_by}: " + ", ".join(f"{k} {a}/{t}" for k, (a, t) in grp.items()))
+    click.echo("differences that separate affected from healthy hosts:")
+    for r in ranked:
+        click.echo(f"  {r.score:+.2f}  {r.feature}: on {r.affected_share:.0%} of affected hosts, "
+                   f"{r.healthy_share:.0%} of healthy ones")
+
+
 @main.group()
 def lab() -> None:
     """Reproduce the incident for real on this machine, and undo it."""

@@ -203,8 +203,9 @@ class CgroupCensus:
     def __init__(self, root: Root, live_every: float = 60.0):
         self.root = root
         self.live_every = live_every
-        p = root.join("/proc/self/mountinfo")
-        self.mounts = parse_mountinfo(root.read("/proc/self/mountinfo"), p)
+        # under a host root mounted into a container, "self" is the container: PID 1 is the host
+        mi = "/proc/1/mountinfo" if not root.live and root.exists("/proc/1/mountinfo") else "/proc/self/mountinfo"
+        self.mounts = parse_mountinfo(root.read(mi), root.join(mi))
         self._live: dict[str, int] = {}
         self._subtrees: tuple[DyingSubtree, ...] = ()
         self._walked_at: float | None = None

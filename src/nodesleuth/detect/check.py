@@ -43,6 +43,7 @@ class CheckResult:
     started: float = 0.0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    units: list | None = None  # systemd units at the end of the window
 
     @property
     def exit_code(self) -> int:
@@ -131,7 +132,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
                                                "subsys": {k: {"live": a, "dying": b}
                                                           for k, (a, b) in c.v2.subsys.items()}},
               "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
-    return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes)
+    return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes, units1)
 
 
 def to_json(res: CheckResult, root: str) -> dict:

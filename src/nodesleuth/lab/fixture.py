@@ -251,7 +251,7 @@ def mountinfo(v1: bool, v2_path: str | None) -> str:
 
 
 def make_v1_node(root: str, ncpu: int = 96, tracked: int = 68680, live: int = 240, nprocs: int = 200,
-                 busy_cpu: int | None = 39, threads_per: int = 1, seed: int = 7) -> str:
+                 busy_cpu: int | None = 39, threads_per: int = 1, seed: int = 7, nic_resets: int = 3) -> str:
     """The incident's node: AWS 96 vCPUs, cgroup v1, ENA, 68,680 tracked vs 240 live memcgs."""
     rng = random.Random(seed)
     _w(root, "/proc/stat", proc_stat(ncpu, rng, busy_cpu))
@@ -275,7 +275,7 @@ def make_v1_node(root: str, ncpu: int = 96, tracked: int = 68680, live: int = 24
         os.makedirs(os.path.join(root, f"sys/fs/cgroup/{mnt}"), exist_ok=True)
     _w(root, "/sys/fs/cgroup/unified/cgroup.stat", "nr_descendants 0\nnr_dying_descendants 0\n")
     write_procs(root, nprocs, ncpu, rng, threads_per)
-    nic(root)
+    nic(root, resets=nic_resets, starvation=nic_resets, tx_timeout=nic_resets, kmsg_lines=None if nic_resets else [])
     return root
 
 

@@ -74,7 +74,7 @@ def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=Non
     comm_ix: dict[str, int] = {}
     stacks: list[tuple[str, ...]] = []
     comms: list[str] = []
-    slack = 60.0  # a batch is stamped with its first sample; it can reach this far past it
+    slack = 30.0  # a batch is stamped with its first sample and spans one rotation (10 s by default)
     for _, payload in reader.read(STREAM, None if t0 is None else t0 - slack, t1, on_segment):
         d = Decoded(payload)
         m = np.ones(len(d.t), dtype=bool)
@@ -84,7 +84,10 @@ def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=Non
             m &= d.t < t1
         if not m.any():
             continue
-        smap = np.array([_intern(stack_ix, stacks, st) for st in d.stacks], dtype=np.int64)
+        # intern only the stacks the selected samples use (a 1 s query touches few of a batch's)
+        used = np.unique(d.stack[m])
+        smap = np.zeros(len(d.stack_frames), dtype=np.int64)
+        smap[used] = [_intern(stack_ix, stacks, d.stack_names(i)) for i in used.tolist()]
         cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms], dtype=np.int64)
         parts.append((d.t[m], d.cpu[m], d.pid[m], d.tid[m], cmap[d.comm[m]] if len(cmap) else d.comm[m],
                       smap[d.stack[m]] if len(smap) else d.stack[m]))

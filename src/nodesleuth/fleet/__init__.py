@@ -1,0 +1,1 @@
+"""Fleet: Prometheus exporter, host snapshots, and the drift analysis across many hosts."""

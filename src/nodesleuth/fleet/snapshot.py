@@ -1,0 +1,112 @@
+"""`nodesleuth snapshot`: a JSON host fingerprint plus health figures, the unit of fleet analysis."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import time
+
+from ..collect.root import Root
+
+SCHEMA = "nodesleuth.snapshot/v1"
+SYSCTLS = ("kernel/osrelease", "kernel/pid_max", "kernel/numa_balancing", "vm/swappiness", "vm/overcommit_memory",
+           "vm/min_free_kbytes", "vm/vfs_cache_pressure", "vm/dirty_ratio", "net/core/netdev_budget",
+           "net/core/netdev_budget_usecs", "net/core/rps_sock_flow_entries", "net/core/somaxconn",
+           "fs/inotify/max_user_instances", "user/max_cgroup_namespaces")
+PACKAGES = ("linux-image-*", "systemd", "containerd*", "docker*", "kubelet", "kubeadm", "ecs-init",
+            "amazon-ecs-init", "nvidia-driver*", "cuda-drivers*", "cloud-init", "irqbalance")
+
+
+def kernel_release(root: Root) -> str:
+    v = root.read_opt("/proc/sys/kernel/osrelease")
+    return v.strip() if v else (platform.release() if root.live else "")
+
+
+def os_image(root: Root) -> str:
+    txt = root.read_opt("/etc/os-release") or ""
+    for line in txt.splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.split("=", 1)[1].strip().strip('"')
+    return ""
+
+
+def cloud_facts(root: Root) -> dict[str, str]:
+    """Zone and instance type when the host shows them (cloud-init's instance data, DMI)."""
+    out = {}
+    data = root.read_opt("/run/cloud-init/instance-data.json")
+    if data:
+        try:
+            d = json.loads(data)
+            v1 = d.get("v1", d)
+            out["zone"] = v1.get("availability_zone") or v1.get("availability-zone") or ""
+            out["instance_type"] = v1.get("instance_type", "") or d.get("ds", {}).get("meta_data", {}).get(
+                "instance-type", "")
+            out["cloud"] = v1.get("cloud_name", "")
+        except (ValueError, AttributeError):
+            pass
+    for key, path in (("dmi_product", "/sys/class/dmi/id/product_name"), ("dmi_vendor", "/sys/class/dmi/id/sys_vendor")):
+        v = root.read_opt(path)
+        if v and v.strip():
+            out[key] = v.strip()
+    return {k: v for k, v in out.items() if v}
+
+
+def sysctls(root: Root) -> dict[str, str]:
+    out = {}
+    for k in SYSCTLS:
+        v = root.read_opt(f"/proc/sys/{k}")
+        if v is not None:
+            out[k.replace("/", ".")] = " ".join(v.split())
+    return out
+
+
+def packages(root: Root) -> dict[str, str]:
+    if not root.live or not shutil.which("dpkg-query"):
+        rec = root.read_opt("/run/nodesleuth/packages.json")
+        return json.loads(rec) if rec else {}
+    p = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n", *PACKAGES],
+                       capture_output=True, text=True, timeout=30)
+    out = {}
+    for line in p.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2] == "installed":
+            out[parts[0]] = parts[1]
+    return out
+
+
+def cgroup_versions(root: Root) -> list[str]:
+    from ..collect.cgroups import parse_mountinfo
+
+    ms = parse_mountinfo(root.read("/proc/self/mountinfo"), root.join("/proc/self/mountinfo"))
+    return sorted({"v1" if m.fstype == "cgroup" else "v2" for m in ms})
+
+
+def take(root: Root, seconds: float = 2.0, ns_pid: int | None = None, zone: str | None = None) -> dict:
+    from ..detect.check import CheckOptions, run_check
+
+    res = run_check(CheckOptions(root=root.path, seconds=seconds, ns_pid=ns_pid, trace=False))
+    units = []
+    for u in res.units or []:
+        units.append({"unit": u.id, "enabled": u.enabled, "active": u.active, "sub": u.sub,
+                      "n_restarts": u.n_restarts, "crash_looping": u.crash_looping})
+    facts = cloud_facts(root)
+    if zone:
+        facts["zone"] = zone
+    mem = next((c for c in res.census["v1"] if c["controller"] == "memory"), None)
+    v2 = res.census.get("v2")
+    dying = mem["dying"] if mem and mem["dying"] is not None else (
+        (v2["subsys"].get("memory", {}).get("dying", v2["nr_dying_descendants"])) if v2 else None)
+    return {"schema": SCHEMA, "time": time.time(),
+            "host": socket.gethostname() if root.live else os.path.basename(os.path.abspath(root.path)),
+            "kernel": kernel_release(root), "os_image": os_image(root), "cloud": facts,
+            "cgroup_versions": cgroup_versions(root), "sysctls": sysctls(root), "packages": packages(root),
+            "units": units,
+            "health": {"problem": res.exit_code == 1, "dying_memcgs": dying,
+                       "findings": [{"kind": f.kind, "severity": f.severity, "title": f.title} for f in res.findings],
+                       "crash_looping_units": [u["unit"] for u in units if u["crash_looping"]],
+                       "nic_resets": sum(1 for f in res.findings if f.kind == "nic_reset"),
+                       "hot_cores": sum(1 for f in res.findings if f.kind == "hot_core")}}
