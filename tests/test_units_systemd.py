@@ -32,7 +32,7 @@ def test_crash_looping_unit_is_found():
     assert f is not None, [x["title"] for x in doc["findings"]]
     assert rc == 1
     assert f["data"]["n_restarts"] >= 3
-    assert f["data"]["restarts_delta"] >= 2
+    assert f["data"]["restarts_delta"] >= 2, f
     assert f["data"]["exit_status"] == 1
     assert f["data"]["enabled"] == "enabled"
     assert not finding(doc, "crash_loop", unit="dbus.service")

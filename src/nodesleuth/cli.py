@@ -622,6 +622,25 @@ def fleet(sources, group_by, top, as_json):
                    f"{r.healthy_share:.0%} of healthy ones")
 
 
+@main.command()
+@click.option("--store", required=True, type=click.Path())
+@click.option("--port", default=8080, show_default=True)
+@click.option("--bind", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback requires a token.")
+@click.option("--token", envvar="NODESLEUTH_TOKEN", help="Token required on every request (default: generated "
+              "when --bind is not loopback).")
+@one_line_errors
+def serve(store, port, bind, token):
+    """Web view: CPU timeline, subsecond heatmaps, flame graphs, incidents."""
+    import os
+
+    from .web.server import serve as run
+
+    if not os.path.isdir(store):
+        raise InputError(store, "no such store directory")
+    run(store, bind, port, token, log=lambda m: click.echo(m, err=True))
+
+
 @main.group()
 def lab() -> None:
     """Reproduce the incident for real on this machine, and undo it."""

@@ -100,26 +100,20 @@ def _systemctl(ns_pid: int | None) -> list[str]:
     return base
 
 
-_ENABLED_CACHE: dict[int | None, tuple[float, list[str]]] = {}
-ENABLED_TTL = 300.0  # `list-unit-files` scans the unit directories (>1 s on some hosts): cache it
-
-
-def _enabled_services(cmd: list[str], ns_pid: int | None) -> list[str]:
-    import time
-
-    hit = _ENABLED_CACHE.get(ns_pid)
-    if hit and time.time() - hit[0] < ENABLED_TTL:
-        return hit[1]
-    files = subprocess.run(cmd + ["list-unit-files", "--type=service", "--no-legend", "--state=enabled"],
-                           capture_output=True, text=True, timeout=20)
-    names = [ln.split()[0] for ln in files.stdout.splitlines() if ln.strip() and "@" not in ln.split()[0]]
-    _ENABLED_CACHE[ns_pid] = (time.time(), names)
-    return names
+def enabled_services(root: Root, ns_pid: int | None = None) -> list[str]:
+    """Enabled service unit files. `list-unit-files` scans the unit directories inside PID 1 (over a
+    second on some hosts, while systemd handles nothing else), so only snapshots ask for it."""
+    if not systemd_available(root, ns_pid) or (not root.live and not ns_pid):
+        return []
+    files = subprocess.run(_systemctl(ns_pid) + ["list-unit-files", "--type=service", "--no-legend",
+                                                 "--state=enabled"], capture_output=True, text=True, timeout=30)
+    return [ln.split()[0] for ln in files.stdout.splitlines() if ln.strip() and "@" not in ln.split()[0]]
 
 
 def read_units(root: Root, ns_pid: int | None = None) -> list[Unit] | None:
-    """Service units that can be crash-looping (not dead, or enabled), or None when no systemd runs
-    this namespace (not an error). Dead static units are skipped: they cannot be restarting."""
+    """Service units that can be crash-looping (loaded and not dead), or None when no systemd runs
+    this namespace (not an error). Dead units are skipped: they cannot be restarting, and asking
+    systemd about every unit file costs PID 1 real time (a crash loop it must serve meanwhile)."""
     if not systemd_available(root, ns_pid):
         return None
     if not root.live and not ns_pid:
@@ -132,11 +126,6 @@ def read_units(root: Root, ns_pid: int | None = None) -> list[Unit] | None:
                                     "--state=active,activating,deactivating,reloading,failed"],
                              capture_output=True, text=True, timeout=20)
         names = [ln.split()[0] for ln in lst.stdout.splitlines() if ln.strip()]
-        # enabled-but-dead units (the ECS agent that crashed out of its restart budget) are not
-        # in that list; the enabled unit files add them
-        for n in _enabled_services(cmd, ns_pid):
-            if n not in names:
-                names.append(n)
         if not names:
             return []
         show = subprocess.run(cmd + ["show", "-p", ",".join(PROPS)] + names,

@@ -13,7 +13,7 @@ def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float) 
     out = []
     for u in last:
         b = before.get(u.id)
-        grew = u.n_restarts - b.n_restarts if b else 0
+        grew = u.n_restarts - b.n_restarts if b else (u.n_restarts if first is not None else 0)
         if not (u.crash_looping or grew > 0):
             continue
         ev = [f"{u.id}: NRestarts={u.n_restarts} ({grew:+d} in {seconds:.0f} s), state {u.active}/{u.sub}, "

@@ -205,7 +205,7 @@ def _functions(rec: Recording, ep: hotcore.Episode) -> tuple[Link, list]:
     # what each process on the core does: its samples there over the minute up to the episode's end
     # (a poller using a tenth of a core leaves few samples in a 3 s episode)
     wide = (s.t >= ep.start - 60) & (s.t <= ep.end) & (s.cpu == ep.cpu)
-    for pid in sorted({p for p, _, _ in ep.top} & set(s.pid[wide].tolist())):
+    for pid in sorted(set(s.pid[wide].tolist()) - {0}):
         mp = wide & (s.pid == pid)
         n = int(mp.sum())
         comm = s.comms[Counter(s.comm[mp].tolist()).most_common(1)[0][0]]  # after exec+prctl renames
@@ -247,9 +247,10 @@ def _creator_and_unit(rec: Recording, t0: float, t1: float, first_u, last_u) -> 
         elif ev == "release" and (hier, cg) in rmdir_at:
             lifetimes.append(tm - rmdir_at.pop((hier, cg)))
     grew = {}
-    if first_u and last_u:
-        b = {u.id: u for u in first_u}
-        grew = {u.id: (u, u.n_restarts - b[u.id].n_restarts if u.id in b else 0) for u in last_u}
+    if last_u:
+        b = {u.id: u for u in first_u or []}
+        # a unit absent from the first snapshot (not yet loaded, or dead) made all its restarts since
+        grew = {u.id: (u, u.n_restarts - b[u.id].n_restarts if u.id in b else u.n_restarts) for u in last_u}
     loopers = sorted(((u, d) for u, d in grew.values() if d > 0 or u.crash_looping), key=lambda x: -x[1])
     unit = None
     if creators:

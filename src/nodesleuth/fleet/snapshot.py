@@ -89,10 +89,15 @@ def take(root: Root, seconds: float = 2.0, ns_pid: int | None = None, zone: str 
     from ..detect.check import CheckOptions, run_check
 
     res = run_check(CheckOptions(root=root.path, seconds=seconds, ns_pid=ns_pid, trace=False))
+    from ..collect.units import enabled_services
+
     units = []
     for u in res.units or []:
         units.append({"unit": u.id, "enabled": u.enabled, "active": u.active, "sub": u.sub,
                       "n_restarts": u.n_restarts, "crash_looping": u.crash_looping})
+    seen = {u["unit"] for u in units}
+    units += [{"unit": n, "enabled": "enabled", "active": "inactive", "sub": "dead", "n_restarts": 0,
+               "crash_looping": False} for n in enabled_services(root, ns_pid) if n not in seen]
     facts = cloud_facts(root)
     if zone:
         facts["zone"] = zone

@@ -421,7 +421,7 @@ class Animator:
                 parts = f.read().split()
             comm_end = next(i for i, x in enumerate(parts) if x.endswith(")"))
             off = comm_end - 1  # fields after a comm with spaces shift
-            if pid == self.busy_pid:
+            if pid == self.busy_pid and self.busy_cpu is not None:
                 parts[14 + off] = str(int(parts[14 + off]) + j * 94 // 100)
                 parts[38 + off] = str(self.busy_cpu)
             else:

@@ -50,7 +50,7 @@ def _sample(comm: str, pid: int, tid: int, cpu: int, t: float, frames, rng: rand
 
 def make_capture(path: str, cpus: int = 96, seconds: int = 20, hz: int = 49, hot_cpu: int = 39,
                  hot_from: float = 8.0, hot_to: float = 13.0, busy: float = 0.15, t0: float = 5000.0,
-                 seed: int = 5, truncate: bool = False) -> dict:
+                 seed: int = 5, truncate: bool = False, hot_pid: int = 2345) -> dict:
     """Write a capture; returns facts to assert against (counts of the hot episode)."""
     rng = random.Random(seed)
     period = 1.0 / hz
@@ -63,7 +63,7 @@ def make_capture(path: str, cpus: int = 96, seconds: int = 20, hz: int = 49, hot
             rel = t - t0
             if cpu == hot_cpu and hot_from <= rel < hot_to:
                 if rng.random() < 0.97:
-                    out.append(_sample("kubelet", 2345, 2345 + rng.randrange(1, 40), cpu, t, MEMCG_WALK, rng))
+                    out.append(_sample("kubelet", hot_pid, hot_pid + rng.randrange(1, 40), cpu, t, MEMCG_WALK, rng))
                     hot_samples += 1
                 else:
                     out.append(_sample(kworker, 412, 412, cpu, t, [("ffffffff810b7e21", "process_one_work"),

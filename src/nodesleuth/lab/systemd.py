@@ -1,7 +1,8 @@
 """A real systemd as PID 1 of a new PID namespace, for crash-loop reproductions and tests.
 
 Booted to basic.target so the image's enabled services (postgresql, getty...) stay down, with
-private /tmp and /var/tmp so its boot-time tmpfiles clean-up cannot touch the host's.
+private /tmp, /var/tmp, /etc/systemd/system and journal, so nothing it does (tmpfiles clean-up,
+enable, mask) changes the host.
 Everything it starts dies with it: killing PID 1 of a PID namespace kills the namespace.
 The cgroups it creates on the host's hierarchies are removed by stop().
 """
@@ -48,8 +49,13 @@ class SystemdNamespace:
 
     def start(self, timeout: float = 30.0) -> int:
         self._before = _top_cgroups()
-        # private /tmp and /var/tmp: the namespace's systemd-tmpfiles would otherwise empty the host's
-        boot = (f"mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp && "
+        # private /tmp and /var/tmp (the namespace's systemd-tmpfiles would otherwise empty the host's),
+        # a private copy of /etc/systemd/system (enable/disable/mask must not touch the host's), and
+        # a private journal
+        boot = ("mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp && "
+                "cp -a /etc/systemd/system /tmp/.etc-systemd && mount -t tmpfs tmpfs /etc/systemd/system && "
+                "cp -a /tmp/.etc-systemd/. /etc/systemd/system/ && rm -rf /tmp/.etc-systemd && "
+                "{ [ ! -d /var/log/journal ] || mount -t tmpfs tmpfs /var/log/journal; } && "
                 f"exec {SYSTEMD} --system --unit={self.unit}")
         self.proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c", boot],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

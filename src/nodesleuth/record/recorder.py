@@ -12,6 +12,7 @@ from ..collect.root import Root
 from ..errors import InputError
 from ..collect.sampler import Sampler
 from ..store.codec import Encoder
+from ..store.rollup import STREAM as ROLLUP, Rollup
 from ..store.store import TICKS, StoreWriter
 
 
@@ -53,6 +54,8 @@ class Recorder:
                                util=False, procs_full_every=opt.procs_full_every)
         self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every)
         self.enc = Encoder()
+        self.rollup = Rollup()
+        self.rollup_t = 0.0
         self.stop = False
         self.on_tick = on_tick
         self.ticks = 0
@@ -93,6 +96,10 @@ class Recorder:
                 cpu_s, rss = self_usage()
                 self.bytes += self.store.append(TICKS, tick.time, self.enc.encode(
                     tick, {"self": [round(cpu_s, 3), rss]}))
+                done = self.rollup.add(tick)
+                if done is not None:
+                    self.store.append(ROLLUP, self.rollup_t, done)
+                self.rollup_t = self.rollup.start
                 self.ticks += 1
                 if self.ticks % 60 == 0:
                     self.store.enforce()
@@ -102,6 +109,9 @@ class Recorder:
                 while nxt <= time.time():  # overran: skip the missed slots, never bunch up
                     nxt += self.opt.interval
         finally:
+            last = self.rollup.flush()
+            if last is not None:
+                self.store.append(ROLLUP, self.rollup.start, last)
             for runner in (self.profiler, self.churn):
                 if runner is not None:
                     runner.stop()

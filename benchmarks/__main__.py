@@ -1,0 +1,90 @@
+"""`python -m benchmarks [name ...]`: run the benchmarks side by side, one JSON object per benchmark on
+stdout, then a summary table; results and the table go to benchmarks/results/."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import sys
+import time
+
+ALL = ["recorder_overhead", "perf_parse", "profile_query", "zombie_cost", "fleet", "web_timeline"]
+
+
+def rows(r: dict) -> list[tuple[str, str]]:
+    b = r["benchmark"]
+    if "skipped" in r:
+        return [(b, f"skipped: {r['skipped']}")]
+    if b == "recorder_overhead":
+        f, runs = r["runs"]["nodesleuth_fixture"], r["runs"]
+        out = [("recorder, 96-CPU/1,000-proc/70k-memcg fixture, 1 Hz",
+                f"{f['steady_cpu_pct_of_core']}% of a core, {f['max_rss_mb']} MB RSS, {f['steady_mb_per_day']} MB/day"),
+               ("recorder CPU s per hour (fixture / live host)",
+                f"{round(f['steady_cpu_pct_of_core'] * 36, 1)} / {round(runs['nodesleuth_live']['steady_cpu_pct_of_core'] * 36, 1)}")]
+        for k in ("sadc_live", "mpstat_live"):
+            if k in runs:
+                out.append((f"{k.replace('_live', '')} 1 (live host) CPU s per hour", str(runs[k]["cpu_s_per_hour"])))
+        out += [(f"ratio {k}", str(v)) for k, v in r["ratios"].items() if "steady" in k]
+        return out
+    if b == "perf_parse":
+        return [("perf script parse, samples/s", str(r["nodesleuth_parse"]["samples_per_s"])),
+                ("  vs FlameScope heatmap pass", f"{r['ratios']['vs_flamescope_heatmap_pass']}x"),
+                ("  vs FlameScope heatmap + flame graph", f"{r['ratios']['vs_flamescope_heatmap_plus_flamegraph']}x"),
+                ("  vs stackcollapse-perf.pl", f"{r['ratios']['vs_stackcollapse_perf']}x")]
+    if b == "profile_query":
+        p = r["profile"]
+        return [(f"flame graph from store, {p['seconds']} s x {p['cpus']} CPUs x {p['hz']} Hz: 1 s range",
+                 f"{r['flame_1s']['seconds']} s"),
+                ("  1 s range, one CPU", f"{r['flame_1s_cpu39']['seconds']} s"),
+                ("  whole range", f"{r['flame_1h']['seconds']} s ({r['flame_1h']['samples_per_s']} samples/s)"),
+                ("  60 s heatmap", f"{r['heatmap_60s']['seconds']} s")]
+    if b == "zombie_cost":
+        c0, c1 = r["curve"][0], r["curve"][-1]
+        return [("zombie cost on this kernel", f"{r['percpu_bytes_per_zombie']} B Percpu + {r['slab_bytes_per_zombie']} B "
+                 f"Slab each; root memory.stat {c0['memory_stat_ms']} -> {c1['memory_stat_ms']} ms at "
+                 f"{c0['zombies']} -> {c1['zombies']} zombies; reclaim {r['reclaim']['seconds']} s")]
+    if b == "fleet":
+        return [(f"fleet drift, {r['hosts']} snapshots", f"{r['cli_seconds']} s end to end (found cause: {r['found_cause']})")]
+    if b == "web_timeline":
+        return [(f"web day timeline, {r['cpus']} CPUs x 24 h", f"{r['render_seconds']} s server+browser "
+                 f"({r['api_seconds']} s API, {r['bytes']} bytes)")]
+    return [(b, json.dumps(r)[:80])]
+
+
+def main(argv: list[str]) -> int:
+    names = argv or ALL
+    results = []
+    for n in names:
+        mod = importlib.import_module(f"benchmarks.{n}")
+        buf = io.StringIO()
+        t = time.time()
+        with contextlib.redirect_stdout(buf):
+            try:
+                r = mod.main([])
+            except Exception as e:  # one broken benchmark must not hide the others
+                r = {"benchmark": n, "skipped": f"failed: {e}"}
+        print(json.dumps(r), flush=True)
+        r["_wall"] = round(time.time() - t, 1)
+        results.append(r)
+    table = ["| benchmark | result |", "|---|---|"]
+    for r in results:
+        table += [f"| {a} | {b} |" for a, b in rows(r)]
+    text = "\n".join(table)
+    print("\n" + text)
+    d = os.path.join(os.path.dirname(__file__), "results")
+    os.makedirs(d, exist_ok=True)
+    from benchmarks.common import machine
+
+    m = machine()
+    with open(os.path.join(d, "summary.md"), "w") as f:
+        f.write(f"# Latest benchmark run\n\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+                f"{m['cpus']} CPUs ({m['cpu_model']}), {m['mem_gb']} GB, kernel {m['kernel']}, "
+                f"Python {m['python']}. Raw JSON per benchmark beside this file.\n\n{text}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

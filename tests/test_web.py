@@ -1,0 +1,158 @@
+"""The web view in a real headless Chromium (Debian's), driven by Playwright, on a recorded store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ART
+from nodesleuth.lab.webfixture import build, build_day
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+
+def _serve(store: str, port: int, *extra: str) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--port", str(port), *extra],
+                         stderr=subprocess.PIPE, text=True)
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+            break
+        except urllib.error.HTTPError:
+            break  # up, but wants a token
+        except OSError:
+            time.sleep(0.1)
+    return p
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    return build(str(tmp_path_factory.mktemp("web")))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    os.makedirs(ART, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(recorded, browser):
+    srv = _serve(recorded["store"], 18181)
+    pg = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto("http://127.0.0.1:18181/")
+    pg.wait_for_selector("canvas#timeline[data-drawn='1']", timeout=20000)
+    pg.errors = errors
+    yield pg
+    pg.close()
+    srv.terminate()
+    srv.wait()
+
+
+def pixel(pg, cpu: int, t: float) -> list[int]:
+    return pg.evaluate("""([cpu, t]) => { const tl = window.nodesleuth.state.tl;
+        const cv = document.getElementById('timeline'); const x = Math.floor((t - tl.from) / tl.step);
+        const rh = cv.height / tl.values.length; const y = Math.floor((cpu + 0.5) * rh);
+        return Array.from(cv.getContext('2d').getImageData(x, y, 1, 1).data); }""", [cpu, t])
+
+
+def test_heatmap_draws_every_cpu_and_the_hot_core(page, recorded):
+    assert page.locator("canvas#timeline").get_attribute("data-cpus") == "96"
+    hot = pixel(page, 39, recorded["hot_start"] + 2.5)
+    cold = pixel(page, 38, recorded["hot_start"] + 2.5)
+    assert hot[0] >= 120 and hot[1] <= 60, hot  # dark red (YlOrRd at 100%): ~100% busy
+    assert cold[1] >= 180, cold  # pale: idle neighbour
+    markers = page.locator("#markers .marker")
+    assert markers.count() >= 1 and "ENATxQueuePaused" in (markers.first.get_attribute("title") or "")
+    assert "dying 68.4k" in page.locator("#census").text_content()
+    page.screenshot(path=os.path.join(ART, "web-timeline.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_click_opens_subsecond_heatmap_then_flame_graph(page, recorded):
+    a = page.evaluate("([c,t]) => window.nodesleuth.cellCenter(c, t)", [39, recorded["hot_start"] + 1])
+    b = page.evaluate("([c,t]) => window.nodesleuth.cellCenter(c, t)", [39, recorded["hot_start"] + 3])
+    page.mouse.move(a["x"], a["y"])
+    page.mouse.down()
+    page.mouse.move(b["x"], b["y"])
+    page.mouse.up()
+    page.wait_for_selector("#subsecond rect.cell")
+    assert "CPU 39" in page.locator("#subsecond-title").inner_text()
+    ncols = page.evaluate("window.nodesleuth.state.sub.h.columns.length")
+    page.locator("#subsecond rect.cell[data-col='0'][data-row='49']").click()
+    page.locator(f"#subsecond rect.cell[data-col='{ncols - 1}'][data-row='0']").click()
+    page.wait_for_selector("#flame svg g")
+    page.wait_for_timeout(800)
+    assert "CPU 39" in page.locator("#flame-title").inner_text()
+    # the top frame of the flame graph (the leaf of the widest tower) is the memcg walk
+    first = page.locator("#topfuncs tr.row").first.inner_text()
+    assert first.startswith("mem_cgroup_nr_lru_pages")
+    assert page.locator("#flame").inner_text().count("mem_cgroup_nr_lru_pages") >= 1
+    page.fill("#search", "memcg_numa")
+    page.click("#search-go")
+    page.wait_for_timeout(300)
+    page.screenshot(path=os.path.join(ART, "web-flame.png"), full_page=True)
+    page.check("#diff")
+    page.wait_for_function("document.getElementById('flame-title').innerText.includes('baseline')")
+    page.screenshot(path=os.path.join(ART, "web-flame-diff.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_incidents_page_shows_the_chain(page, recorded):
+    page.goto("http://127.0.0.1:18181/#incidents")
+    page.wait_for_selector(".incident")
+    text = page.locator("#incidents").inner_text()
+    assert "root cause: ecs.service" in text
+    assert "CPU 39" in text and "mem_cgroup_nr_lru_pages" in text and "68440 dying" in text
+    assert "walked by kubelet (pid 100)" in text
+    page.screenshot(path=os.path.join(ART, "web-incidents.png"), full_page=True)
+    page.locator(".go-flame").first.click()
+    page.wait_for_function("document.getElementById('flame-title').innerText.includes('CPU 39')")
+    assert page.errors == []
+
+
+def test_day_timeline_from_rollups(tmp_path, browser):
+    store = build_day(str(tmp_path))
+    srv = _serve(store, 18182)
+    try:
+        pg = browser.new_page(viewport={"width": 1400, "height": 900})
+        pg.goto("http://127.0.0.1:18182/")
+        pg.wait_for_selector("canvas#timeline[data-drawn='1']", timeout=20000)
+        assert pg.locator("canvas#timeline").get_attribute("data-cpus") == "96"
+        assert "1 min rollups" in pg.locator("#range").inner_text()
+        assert pg.locator("#markers .marker").count() >= 10
+        pg.screenshot(path=os.path.join(ART, "web-day.png"))
+        pg.close()
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def test_non_loopback_bind_requires_a_token(recorded):
+    srv = _serve(recorded["store"], 18183, "--bind", "0.0.0.0", "--token", "s3cret")
+    try:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen("http://127.0.0.1:18183/api/summary", timeout=5)
+        assert e.value.code == 401
+        ok = json.loads(urllib.request.urlopen("http://127.0.0.1:18183/api/summary?token=s3cret", timeout=5).read())
+        assert ok["cpus"] == 96
+    finally:
+        srv.terminate()
+        srv.wait()
