@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the test-suite needs on a fresh Debian machine, as root: sysstat (mpstat, sadc) for the
 # cross-checks, ethtool, perf for kernel stacks and cgroup tracepoints, util-linux for unshare/nsenter,
-# prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program.
+# prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program,
+# Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -14,6 +15,7 @@ command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
 command -v curl >/dev/null || need+=(curl)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null

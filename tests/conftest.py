@@ -67,3 +67,17 @@ def finding(doc: dict, kind: str, **match) -> dict | None:
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for cgroups, /dev/kmsg and perf")
+
+
+def crasher_unit(exit_code: int = 1) -> str:
+    """An ECS-agent-like unit that cannot reach its cluster: fails at once, restarts every 200 ms."""
+    return f"""[Unit]
+Description=ECS-agent-like unit that cannot reach its cluster
+StartLimitIntervalSec=0
+[Service]
+ExecStart=/bin/sh -c 'echo "Unable to register as a container instance with ECS"; exit {exit_code}'
+Restart=on-failure
+RestartSec=200ms
+[Install]
+WantedBy=multi-user.target
+"""

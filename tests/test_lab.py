@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import needs_root, nodesleuth
+from conftest import crasher_unit, needs_root, nodesleuth
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
@@ -65,20 +65,11 @@ def test_lab_reproduces_and_explain_names_the_chain(lab, tmp_path):
     assert dry.returncode == 0 and "would run" in dry.stdout and "systemctl mask ecs.service" in dry.stdout
 
 
-CRASHER = """[Unit]
-StartLimitIntervalSec=0
-[Service]
-ExecStart=/bin/sh -c 'exit 3'
-Restart=on-failure
-RestartSec=200ms
-[Install]
-WantedBy=multi-user.target
-"""
 
 
 def test_remedy_apply_disables_and_masks_the_looping_unit():
     with SystemdNamespace() as ns:
-        ns.install_unit("ecs.service", CRASHER)
+        ns.install_unit("ecs.service", crasher_unit(3))
         ns.systemctl("enable", "ecs.service", check=False)
         ns.systemctl("start", "ecs.service", check=False)
         time.sleep(1.5)

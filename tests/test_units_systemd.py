@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import time
 
-from conftest import check_json, finding, needs_root
+from conftest import check_json, crasher_unit, finding, needs_root
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
 
-CRASHER = """[Unit]
-Description=ECS-agent-like unit that cannot reach its cluster
-StartLimitIntervalSec=0
-[Service]
-ExecStart=/bin/sh -c 'echo "Unable to register as a container instance with ECS"; exit 1'
-Restart=on-failure
-RestartSec=200ms
-[Install]
-WantedBy=multi-user.target
-"""
 
 
 def test_crash_looping_unit_is_found():
     with SystemdNamespace() as ns:
-        ns.install_unit("ecs.service", CRASHER)
+        ns.install_unit("ecs.service", crasher_unit(1))
         ns.systemctl("enable", "ecs.service", check=False)
         ns.systemctl("start", "ecs.service", check=False)
         time.sleep(1.5)

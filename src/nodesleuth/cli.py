@@ -438,7 +438,6 @@ def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
     t1 = parse_time(to) if to else None
     if at:
         t = parse_time(at)
-        t0 = t0 if t0 is not None else None
         t1 = t1 if t1 is not None else t + 30
     rec, problems = load.recording(store, t0, t1)
     for p in problems:

@@ -62,14 +62,11 @@ def segment_start(name: str) -> float:
 class SegmentWriter:
     """Appends frames to the newest segment of one stream; rolls by age, enforces retention."""
 
-    def __init__(self, directory: str, stream: str, segment_seconds: float = 3600.0,
-                 retention: float | None = None, max_bytes: int | None = None, fsync_every: int = 1,
+    def __init__(self, directory: str, stream: str, segment_seconds: float = 3600.0, fsync_every: int = 1,
                  level: int = 6):
         self.dir = os.path.join(directory, stream)
         os.makedirs(self.dir, exist_ok=True)
         self.segment_seconds = segment_seconds
-        self.retention = retention
-        self.max_bytes = max_bytes
         self.fsync_every = max(1, fsync_every)
         self.level = level
         self.fd: int | None = None
@@ -78,8 +75,7 @@ class SegmentWriter:
         self.cctx: zstandard.ZstdCompressor | None = None
         self.unsynced = 0
         self.bytes_written = 0
-        self.root = directory
-        self.budget: "Budget | None" = None
+        self.budget: "Budget | None" = None  # enforced whenever a segment is opened
 
     def _open(self, t: float, first: bytes) -> None:
         self.close()
@@ -156,10 +152,11 @@ class Budget:
                         dropped.append(p)
         total = sum(s[2] for s in segs if s[1] not in dropped)
         if self.max_bytes is not None:
+            newest = {os.path.dirname(p): p for _, p, _ in segs}  # each stream's segment being written
             for start, p, size in segs:
                 if total <= self.max_bytes:
                     break
-                if p in dropped or p == keep or p.endswith(".seg") and self._is_active(p):
+                if p in dropped or p == keep or newest[os.path.dirname(p)] == p:
                     continue
                 dropped.append(p)
                 total -= size
@@ -170,12 +167,6 @@ class Budget:
                 pass
         self.dropped += dropped
         return dropped
-
-    def _is_active(self, p: str) -> bool:
-        """The newest segment of each stream is being written: never drop it."""
-        d = os.path.dirname(p)
-        names = sorted(n for n in os.listdir(d) if n.endswith(".seg"))
-        return bool(names) and os.path.basename(p) == names[-1]
 
 
 def lock_writer(directory: str) -> int:
