@@ -649,8 +649,8 @@ def lab() -> None:
 @click.option("--seconds", default=60.0, show_default=True)
 @click.option("--workdir", default="/var/lib/nodesleuth-lab", show_default=True)
 @click.option("--cpu", default=1, show_default=True, help="The core the poller and the hog are pinned to.")
-@click.option("--per-start", default=20, show_default=True, help="Cgroups the agent makes per start.")
-@click.option("--restart-sec", default="200ms", show_default=True)
+@click.option("--per-start", default=50, show_default=True, help="Cgroups the agent makes per start.")
+@click.option("--restart-sec", default="1s", show_default=True, help="RestartSec of the crash-looping unit.")
 @click.option("--no-profile", is_flag=True, help="Record without perf -g (faster, less evidence).")
 @one_line_errors
 def lab_run(seconds, workdir, cpu, per_start, restart_sec, no_profile):

@@ -99,8 +99,8 @@ def write_ena_reset(napi_usec: int) -> None:
             f.flush()
 
 
-def run(seconds: float = 60.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_start: int = 20,
-        restart_sec: str = "200ms", hog_burst: float = 6.0, hog_gap: float = 8.0, hog_delay: float = 6.0,
+def run(seconds: float = 60.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_start: int = 50,
+        restart_sec: str = "1s", hog_burst: float = 6.0, hog_gap: float = 8.0, hog_delay: float = 6.0,
         poll_interval: float = 0.02, profile: bool = True, log=print) -> LabState:
     real = os.path.realpath(workdir)
     if real == "/tmp" or real.startswith(("/tmp/", "/var/tmp/")):
