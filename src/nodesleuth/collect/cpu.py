@@ -56,7 +56,7 @@ def parse_stat(text: str, path: str = "/proc/stat") -> CpuTimes:
             parts = line.split()
             name = parts[0]
             try:
-                vals = tuple(int(x) for x in parts[1:11])
+                vals = tuple(map(int, parts[1:11]))
             except ValueError:
                 raise InputError(path, f"malformed line {line[:60]!r}") from None
             if len(vals) < 4:

@@ -15,7 +15,7 @@ from .root import Root
 
 def _ints(path: str, fields: list[str], n: int, line: str) -> list[int]:
     try:
-        return [int(x) for x in fields[:n]]
+        return list(map(int, fields[:n]))
     except ValueError:
         raise InputError(path, f"malformed line {line[:60]!r}") from None
 

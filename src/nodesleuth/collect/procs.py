@@ -8,7 +8,7 @@ Cost model (this runs every second on nodes with thousands of processes):
   thread: a Go daemon like kubelet spreads work over threads and its main thread's field 39
   says nothing about where the hot thread ran, but an idle process costs one pread;
 - with `full_every` = N > 1, all processes are read every N ticks and, in between, only the
-  "hot set" (processes whose stat changed in the last two reads). A process that stays busy is
+  "hot set" (processes whose stat changed in the last read). A process that stays busy is
   measured every second; one that wakes from idle is noticed within N seconds and its CPU is
   spread over the seconds since it was last read. This keeps a 1 Hz recorder on a 1,000-process
   node within 1% of a core.
@@ -77,8 +77,7 @@ class TaskSampler:
         self.full_every = max(1, full_every)
         self.n = 0
         self.read_at: dict[int, int] = {}  # pid -> scan number it was last read in
-        self.hot: set[int] = set()  # pids whose stat changed in the last two scans
-        self._hot_prev: set[int] = set()
+        self.hot: set[int] = set()  # pids whose stat changed in the last scan
         _raise_nofile()
         self.max_open = max_open or max(256, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 256)
         self.fds: dict[int, int] = {}
@@ -197,9 +196,7 @@ class TaskSampler:
             for pid in set(fds) - cur.keys():
                 os.close(fds.pop(pid))
                 read_at.pop(pid, None)
-        now_hot = {pid for pid, _ in changed}
-        self.hot = now_hot | self._hot_prev
-        self._hot_prev = now_hot
+        self.hot = {pid for pid, _ in changed}
         self.prev = cur
         self.prev_raw = raw
         self.prev_threads = threads

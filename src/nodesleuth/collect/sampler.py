@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from operator import sub
 
 from .cgroups import Census, CgroupCensus
 from .cpu import CpuTimes, CpuUtil, read_stat, utilisation
@@ -47,7 +48,7 @@ def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5)
 
 def _delta(a, b) -> list[int]:
     """Counter deltas; clamped only in the rare case one went backwards (CPU hotplug, reset)."""
-    d = [y - x for x, y in zip(a, b)]
+    d = list(map(sub, b, a))
     return d if min(d, default=0) >= 0 else [max(0, x) for x in d]
 
 
