@@ -64,6 +64,18 @@ def test_real_perf_of_a_pinned_loop(tmp_path, spin):
     # filtered by pid: only the loop
     byp = nodesleuth("flame", "--store", d, "--pid", str(spin.pid), "--format", "folded").stdout
     assert byp and all(ln.startswith("ns-spin;") for ln in byp.splitlines())
+    # by cgroup: the loop alone in a memory cgroup of its own
+    cg = f"/sys/fs/cgroup/memory/ns-flame-{os.getpid()}"
+    os.mkdir(cg)
+    try:
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write(str(spin.pid))
+        byc = nodesleuth("flame", "--store", d, "--cgroup", os.path.basename(cg), "--format", "folded").stdout
+        assert byc.strip() and all(ln.startswith("ns-spin;") for ln in byc.splitlines())
+    finally:
+        spin.kill()
+        spin.wait()
+        os.rmdir(cg)
     # timestamps are wall-clock, and samples continue after perf was killed and restarted
     hm = json.loads(nodesleuth("heatmap", "--store", d, "--cpu", "1", "--json",
                                "--from", str(start), "--to", str(end)).stdout)

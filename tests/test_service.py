@@ -19,6 +19,7 @@ UNIT = os.path.join(os.path.dirname(__file__), "..", "deploy", "systemd", "nodes
 def test_unit_file_records_under_systemd():
     # /tmp is private to the namespace: keep the store on the shared disk, next to the tests
     store = os.path.join(os.path.dirname(__file__), "artifacts", f"svc-store-{os.getpid()}")
+    state_dir_existed = os.path.exists("/var/lib/nodesleuth")  # StateDirectory= makes it on the shared disk
     shutil.rmtree(store, ignore_errors=True)
     with open(UNIT) as f:
         text = f.read()
@@ -45,3 +46,8 @@ def test_unit_file_records_under_systemd():
         assert len(ticks) >= 3 and not r.problems
     finally:
         shutil.rmtree(store, ignore_errors=True)
+        if not state_dir_existed:
+            try:
+                os.rmdir("/var/lib/nodesleuth")
+            except OSError:
+                pass

@@ -268,11 +268,17 @@ def profile_ingest(script, store, offset):
     click.echo(f"{len(b)} samples, {len(b.stacks)} unique stacks, {b.skipped} skipped", err=True)
 
 
-def _pfilter(cpu, pid, comm, keep_idle=False):
+def _pfilter(cpu, pid, comm, keep_idle=False, cgroup=None):
     from .profile.query import Filter
 
+    pids = None
+    if cgroup:
+        from .collect.cgroups import pids_in_cgroup
+        from .collect.root import Root
+
+        pids = pids_in_cgroup(Root("/"), cgroup)
     return Filter(set(cpu) if cpu else None, set(pid) if pid else None, set(comm) if comm else None,
-                  keep_idle=keep_idle)
+                  cgroup_pids=pids, keep_idle=keep_idle)
 
 
 def _load_profile(store, frm, to):
@@ -301,13 +307,15 @@ def _span(text: str) -> tuple[str, str]:
 @click.option("--cpu", type=int, multiple=True, help="Only these CPUs (repeatable).")
 @click.option("--pid", type=int, multiple=True, help="Only these processes (repeatable).")
 @click.option("--comm", multiple=True, help="Only these command names (repeatable).")
+@click.option("--cgroup", help="Only processes now in this cgroup (and below), e.g. /kubepods/burstable or "
+              "/system.slice/kubelet.service; membership is read at query time.")
 @click.option("--diff-baseline", help="T1..T2: colour by change against this window (normalised).")
 @click.option("--format", "fmt", type=click.Choice(["svg", "folded", "speedscope"]),
               help="Default: from -o's extension (.svg, .json = speedscope), else folded.")
 @click.option("--idle", is_flag=True, help="Keep idle samples.")
 @click.option("-o", "--output", type=click.Path())
 @one_line_errors
-def flame(store, frm, to, cpu, pid, comm, diff_baseline, fmt, idle, output):
+def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, output):
     """Flame graph of any time range, filtered by CPU, pid or comm; optionally against a baseline."""
     import json
 
@@ -316,7 +324,7 @@ def flame(store, frm, to, cpu, pid, comm, diff_baseline, fmt, idle, output):
     from .timeparse import iso
 
     s, t0, t1 = _load_profile(store, frm, to)
-    f = _pfilter(cpu, pid, comm, idle)
+    f = _pfilter(cpu, pid, comm, idle, cgroup)
     fc = folded(s, f)
     if not fmt:
         fmt = "svg" if output and output.endswith(".svg") else "speedscope" if output and output.endswith(

@@ -241,3 +241,24 @@ class CgroupCensus:
         v2m = self.v2_mount()
         v2 = v2_stat(self.root, v2m) if v2m and self.root.exists(os.path.join(v2m, "cgroup.stat")) else None
         return Census(now, tuple(v1), v2, self._subtrees, self._walked_at)
+
+
+def pids_in_cgroup(root: Root, path: str) -> set[int]:
+    """Processes in a cgroup and its descendants, on whichever mounted hierarchy has that path
+    (v1 memory, the v1 name=systemd tree, or v2)."""
+    mounts = parse_mountinfo(root.read("/proc/self/mountinfo"), root.join("/proc/self/mountinfo"))
+    order = sorted(mounts, key=lambda m: (m.fstype != "cgroup2", "memory" not in m.controllers))
+    for m in order:
+        base = root.join(os.path.join(m.path, path.lstrip("/")))
+        if not os.path.isdir(base):
+            continue
+        pids: set[int] = set()
+        for dp, _, files in os.walk(base):
+            if "cgroup.procs" in files:
+                try:
+                    with open(os.path.join(dp, "cgroup.procs")) as f:
+                        pids |= {int(x) for x in f.read().split()}
+                except OSError:
+                    pass
+        return pids
+    raise InputError(path, "no such cgroup on any mounted hierarchy")

@@ -118,7 +118,12 @@ def run_check(opt: CheckOptions) -> CheckResult:
                               opt.zombie_warn, opt.zombie_crit)
     found += hotcore.findings(ticks)
     found += nic.findings(events, nics0, last.nics, since=now - opt.lookback)
-    found += units.findings(units0, units1, seconds)
+    age = None
+    if opt.ns_pid is None:  # MainPID is a PID of the inspected namespace: only ours can be looked up
+        from ..collect.units import process_age
+
+        age = lambda pid: process_age(root, pid)  # noqa: E731
+    found += units.findings(units0, units1, seconds, age)
     correlate(found)
     avg = utilisation(stat0, stat1)
     cpus = {("all" if c < 0 else str(c)): {**{k: round(v, 2) for k, v in zip(

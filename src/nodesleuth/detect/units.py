@@ -6,7 +6,9 @@ from ..collect.units import Unit
 from .findings import Finding
 
 
-def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float) -> list[Finding]:
+def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float,
+             main_age=None) -> list[Finding]:
+    """`main_age(pid)` gives a main process's age from /proc (None inside another PID namespace)."""
     if not last:
         return []
     before = {u.id: u for u in first or []}
@@ -22,6 +24,9 @@ def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float) 
               + (f", unit file {u.fragment}" if u.fragment else "")]
         if u.enabled == "enabled":
             ev.append(f"{u.id} is enabled: it will come back at every boot")
+        age = main_age(u.main_pid) if main_age and u.main_pid else None
+        if age is not None:
+            ev.append(f"its main process (pid {u.main_pid}) started {age:.1f} s ago")
         rem = [f"if this node does not need it: systemctl disable --now {u.id} && systemctl mask {u.id}",
                f"otherwise find why it fails: journalctl -u {u.id} -n 50; fix its config"]
         sev = "warning" if u.n_restarts >= 3 or grew > 0 else "info"
