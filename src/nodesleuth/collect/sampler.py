@@ -73,7 +73,7 @@ class Sampler:
         self.ethtool = ethtool
         self.ethtool_every = max(1, ethtool_every)
         self.util = util  # per-CPU percentages now; the recorder stores raw jiffies and skips this
-        self._nics = None
+        self.nics: list[NicCounters] | None = None  # the last NIC read (ethtool counters carried over)
         self.hz = clock_ticks()
         self.kmsg = None
         if kmsg:
@@ -94,6 +94,7 @@ class Sampler:
         self._t = time.time()
         self._stat = read_stat(self.root)
         self.tasks.sample(0)
+        self.nics = read_nics(self.root, self.ethtool)
         if self.irqs:
             self._irq_prev = self.irqs.read()
         return self.kmsg.read()[1] if self.kmsg else []
@@ -118,8 +119,8 @@ class Sampler:
         events = self.kmsg.read()[1] if self.kmsg else []
         nics = None
         if self.n % self.nic_every == 0:
-            eth = self.ethtool and (self._nics is None or self.n % self.ethtool_every == 0)
-            nics = self._nics = read_nics(self.root, eth, self._nics)
+            eth = self.ethtool and (self.nics is None or self.n % self.ethtool_every == 0)
+            nics = self.nics = read_nics(self.root, eth, self.nics)
         units = None
         if self.units_every and self.units_seen and self.n % self.units_every == 0:
             units = read_units(self.root, self.ns_pid)

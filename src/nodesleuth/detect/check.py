@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from ..collect.churn import ChurnSummary, ChurnTracer
 from ..collect.cpu import utilisation
-from ..collect.nic import read_nics
 from ..collect.root import Root
 from ..collect.sampler import Sampler, Tick
 from ..collect.units import read_units
@@ -79,8 +78,9 @@ def run_check(opt: CheckOptions) -> CheckResult:
     if not opt.kmsg and not os.access(root.join("/dev/kmsg"), os.R_OK):
         kmsg_src = False
         notes.append(f"cannot read {root.join('/dev/kmsg')} (run as root): NIC log lines not checked")
+    # a check is short: NIC driver counters (ethtool) are read every tick so the window's delta is exact
     sampler = Sampler(root, threads=opt.threads, kmsg=kmsg_src, ns_pid=opt.ns_pid, rules_path=opt.rules,
-                      units_every=0)
+                      units_every=0, ethtool_every=1)
     tracer = None
     if opt.trace and root.live and ChurnTracer.available():
         tracer = ChurnTracer()
@@ -92,7 +92,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
         old_events = sampler.prime()
         stat0 = sampler._stat
         census0 = sampler.census.sample(started, force_walk=True)
-        nics0 = read_nics(root)
+        nics0 = sampler.nics
         units0 = read_units(root, opt.ns_pid)
         if units0 is None:
             notes.append("systemd is not PID 1 here: unit health not checked (use --systemd-pid PID)")
