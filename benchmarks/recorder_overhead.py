@@ -30,7 +30,7 @@ def steady_state(d: str) -> dict:
     bytes per tick excluding each segment's one-off dictionary frame (amortised per 1 h segment)."""
     import orjson
 
-    from nodesleuth.store.segment import HEADER, SegmentReader
+    from nodesleuth.store.segment import HEADER
     from nodesleuth.store.store import StoreReader
 
     r = StoreReader(d)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import subprocess
@@ -81,3 +80,11 @@ RestartSec=200ms
 [Install]
 WantedBy=multi-user.target
 """
+
+
+def start_crasher(ns, exit_code: int = 1) -> None:
+    """Install, enable and start the crasher in a SystemdNamespace; let it restart a few times."""
+    ns.install_unit("ecs.service", crasher_unit(exit_code))
+    ns.systemctl("enable", "ecs.service", check=False)
+    ns.systemctl("start", "ecs.service", check=False)
+    time.sleep(1.5)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import threading
 import time
 
-import pytest
 
 from conftest import check_json, finding, kmsg_write, needs_root
 from nodesleuth.lab import zombies as zl

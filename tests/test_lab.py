@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import crasher_unit, needs_root, nodesleuth
+from conftest import start_crasher, needs_root, nodesleuth
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
@@ -66,13 +66,9 @@ def test_lab_reproduces_and_explain_names_the_chain(lab, tmp_path):
 
 
 
-
 def test_remedy_apply_disables_and_masks_the_looping_unit():
     with SystemdNamespace() as ns:
-        ns.install_unit("ecs.service", crasher_unit(3))
-        ns.systemctl("enable", "ecs.service", check=False)
-        ns.systemctl("start", "ecs.service", check=False)
-        time.sleep(1.5)
+        start_crasher(ns, 3)
         dry = nodesleuth("remedy", "--systemd-pid", str(ns.pid), "--seconds", "2")
         assert f"nsenter -t {ns.pid} -m -p -- systemctl disable --now ecs.service" in dry.stdout
         assert ns.systemctl("is-enabled", "ecs.service", check=False).stdout.strip() == "enabled"  # dry run

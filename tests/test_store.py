@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -15,13 +14,23 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from conftest import needs_root, nodesleuth
 from nodesleuth.errors import InputError
-from nodesleuth.store.segment import HEADER, SegmentReader
+from nodesleuth.store.segment import HEADER
 from nodesleuth.store.store import StoreReader, StoreWriter
 from nodesleuth.timeparse import parse_time
 
 
 def payload(i: int) -> bytes:
     return json.dumps({"i": i, "pad": "x" * (i % 7)}).encode()
+
+
+def written(tmp_path, n: int) -> str:
+    """A closed store holding records 0..n-1 at t = 1000 + i."""
+    d = str(tmp_path / "st")
+    w = StoreWriter(d)
+    for i in range(n):
+        w.append("ticks", 1000.0 + i, payload(i))
+    w.close()
+    return d
 
 
 def read_all(d: str) -> tuple[list[int], StoreReader]:
@@ -53,11 +62,7 @@ def test_second_writer_is_refused(tmp_path):
 
 
 def test_torn_tail_frame_loses_only_that_frame(tmp_path):
-    d = str(tmp_path / "st")
-    w = StoreWriter(d)
-    for i in range(10):
-        w.append("ticks", 1000.0 + i, payload(i))
-    w.close()
+    d = written(tmp_path, 10)
     seg = StoreReader(d).segments("ticks")[0]
     size = os.path.getsize(seg)
     with open(seg, "r+b") as f:  # cut the last frame in the middle, as a power cut would
@@ -68,11 +73,7 @@ def test_torn_tail_frame_loses_only_that_frame(tmp_path):
 
 
 def test_corrupt_frame_is_reported_and_skipped(tmp_path):
-    d = str(tmp_path / "st")
-    w = StoreWriter(d)
-    for i in range(20):
-        w.append("ticks", 1000.0 + i, payload(i))
-    w.close()
+    d = written(tmp_path, 20)
     seg = StoreReader(d).segments("ticks")[0]
     offsets = []
     with open(seg, "rb") as f:

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import time
 
-from conftest import check_json, crasher_unit, finding, needs_root
+from conftest import check_json, start_crasher, finding, needs_root
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
 
 
-
 def test_crash_looping_unit_is_found():
     with SystemdNamespace() as ns:
-        ns.install_unit("ecs.service", crasher_unit(1))
-        ns.systemctl("enable", "ecs.service", check=False)
-        ns.systemctl("start", "ecs.service", check=False)
-        time.sleep(1.5)
+        start_crasher(ns, 1)
         rc, doc = check_json("--seconds", "2", "--no-trace", "--systemd-pid", str(ns.pid))
     f = finding(doc, "crash_loop", unit="ecs.service")
     assert f is not None, [x["title"] for x in doc["findings"]]

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<pid>-?\d+)(?:/(?P<tid>\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"

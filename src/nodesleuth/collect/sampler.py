@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from operator import sub
 
 from .cgroups import Census, CgroupCensus
-from .cpu import CpuTimes, CpuUtil, read_stat, utilisation
+from .cpu import CpuTimes, CpuUtil, from_deltas, read_stat
 from .irqs import IrqReader
 from .kmsg import KernelEvent, KmsgReader
 from .meminfo import read_meminfo
@@ -105,8 +105,11 @@ class Sampler:
         now = time.time()
         stat = read_stat(self.root)
         interval = max(1e-6, now - self._t)
+        raw = {c: tuple(_delta(self._stat.cpus[c], v)) for c, v in stat.cpus.items() if c in self._stat.cpus}
+        cpu = {}
+        if self.util:  # percentages from the same deltas the store keeps
+            cpu = {c: u for c, u in ((c, from_deltas(c, d)) for c, d in raw.items()) if u is not None}
         # per-CPU jiffies of this interval: the denominator for per-process percentages
-        cpu = utilisation(self._stat, stat) if self.util else {}
         ncpu = max(1, len([c for c in stat.cpus if c >= 0]))
         total = stat.cpus[-1]
         prev_total = self._stat.cpus[-1]
@@ -119,13 +122,13 @@ class Sampler:
         events = self.kmsg.read()[1] if self.kmsg else []
         nics = None
         if self.n % self.nic_every == 0:
-            eth = self.ethtool and (self.nics is None or self.n % self.ethtool_every == 0)
+            # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
+            eth = self.ethtool and (self.nics is None or (self.n + 1) % self.ethtool_every == 0)
             nics = self.nics = read_nics(self.root, eth, self.nics)
         units = None
         if self.units_every and self.units_seen and self.n % self.units_every == 0:
             units = read_units(self.root, self.ns_pid)
             self.units_seen = units is not None
-        raw = {c: tuple(_delta(self._stat.cpus[c], v)) for c, v in stat.cpus.items() if c in self._stat.cpus}
         si = ni = None
         if self.irqs:
             cur = self.irqs.read()

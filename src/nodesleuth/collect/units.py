@@ -8,7 +8,6 @@ On a fixture tree the recorded `systemctl show` output is read from ROOT/run/nod
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -152,6 +151,3 @@ def process_age(root: Root, pid: int, uptime: float | None = None) -> float | No
         uptime = float(up[0])
     return max(0.0, uptime - t.starttime / clock_ticks())
 
-
-def ns_pid_ok(pid: int) -> bool:
-    return os.path.exists(f"/proc/{pid}")

@@ -8,7 +8,7 @@ and the cgroup churn trace when they were recorded.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from ..collect.churn import path_pattern, unit_of_path
@@ -190,15 +190,13 @@ def _functions(rec: Recording, ep: hotcore.Episode) -> tuple[Link, list]:
     s = rec.samples
     if s is None or not len(s):
         return unknown("functions", "no profile recorded (record with --profile)"), []
-    import numpy as np
-
     from ..profile.query import Filter, top_functions
 
     m = (s.t >= ep.start) & (s.t <= ep.end) & (s.cpu == ep.cpu)
     if not m.any():
         return unknown("functions", f"no profile samples on CPU {ep.cpu} in the episode"), []
     f = Filter(cpus={ep.cpu})
-    top = top_functions(_sub(s, m), f, kernel_only=False, n=8)
+    top = top_functions(s.masked(m), f, kernel_only=False, n=8)
     ev = [f"{r['function']}{' [kernel]' if r['kernel'] else ''}: self {r['self_pct']:.0f}%, total {r['total_pct']:.0f}%"
           for r in top[:6]]
     memcg = []
@@ -222,12 +220,6 @@ def _functions(rec: Recording, ep: hotcore.Episode) -> tuple[Link, list]:
                       f"mostly {hits.most_common(1)[0][0]}")
     return Link("functions", "found", "high", f"hottest on CPU {ep.cpu}: {top[0]['function']}" if top else "",
                 ev, {"top": top}), memcg
-
-
-def _sub(s, m):
-    from ..profile.query import Samples
-
-    return Samples(s.t[m], s.cpu[m], s.pid[m], s.tid[m], s.comm[m], s.stack[m], s.comms, s.stacks, s.idle)
 
 
 def _creator_and_unit(rec: Recording, t0: float, t1: float, first_u, last_u) -> list[Link]:

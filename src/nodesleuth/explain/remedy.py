@@ -6,8 +6,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from ..collect.units import _systemctl, read_units
-from ..collect.root import Root
+from ..collect.units import _systemctl
 from ..lab.zombies import drop_caches, memory_num_cgroups
 
 

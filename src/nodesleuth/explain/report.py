@@ -32,7 +32,7 @@ def terminal(incidents: list[Incident], console: Console | None = None) -> None:
 
 
 def markdown(incidents: list[Incident], store: str) -> str:
-    out = [f"# nodesleuth explain", "", f"Recording: `{store}`", ""]
+    out = ["# nodesleuth explain", "", f"Recording: `{store}`", ""]
     if not incidents:
         out.append("No incidents in this range.")
     for i, inc in enumerate(incidents, 1):

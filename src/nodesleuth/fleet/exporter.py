@@ -8,7 +8,6 @@ no instance/job: Prometheus adds those); per-node facts (zone, kernel) are on an
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily

@@ -27,12 +27,8 @@ def speedscope(s: Samples, f: Filter, name: str = "nodesleuth") -> dict:
             weights.append(1)
         if len(samples) > best:
             busiest, best = len(profiles), len(samples)
-        ts = s.t[mc]
         profiles.append({"type": "sampled", "name": f"CPU {cpu}", "unit": "none",
-                         "startValue": 0, "endValue": len(samples), "samples": samples, "weights": weights,
-                         "startTime": float(ts.min()) if len(ts) else 0.0})
-    for p in profiles:
-        p.pop("startTime")
+                         "startValue": 0, "endValue": len(samples), "samples": samples, "weights": weights})
     return {"$schema": "https://www.speedscope.app/file-format-schema.json",
             "shared": {"frames": [{"name": k} for k in frames]}, "profiles": profiles, "name": name,
             "activeProfileIndex": busiest, "exporter": "nodesleuth@0.1.0"}
@@ -83,7 +79,7 @@ def svg(fc: Counter, title: str = "Flame Graph", width: int = 1200, frame_h: int
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="Verdana" font-size="12">',
            '<style>rect:hover{stroke:black;stroke-width:0.5}</style>',
-           f'<rect width="100%" height="100%" fill="#f8f8f8"/>',
+           '<rect width="100%" height="100%" fill="#f8f8f8"/>',
            f'<text x="{width // 2}" y="20" text-anchor="middle" font-size="16">{html.escape(title)}</text>']
 
     def walk(node, x, level, bnode):

@@ -5,7 +5,7 @@ and the hottest kernel functions of one CPU."""
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,6 +43,11 @@ class Samples:
 
     def __len__(self) -> int:
         return len(self.t)
+
+    def masked(self, m: np.ndarray) -> "Samples":
+        """The samples where m is true, sharing the stack and comm tables."""
+        return Samples(self.t[m], self.cpu[m], self.pid[m], self.tid[m], self.comm[m], self.stack[m], self.comms,
+                       self.stacks, self.idle, self.problems)
 
     def select(self, f: Filter) -> np.ndarray:
         m = np.ones(len(self.t), dtype=bool)
@@ -171,25 +176,6 @@ def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, e
                    sorted(f.cpus) if f.cpus is not None else None)
 
 
-def per_cpu_busy(s: Samples, start: float, seconds: int) -> dict[int, list[float]]:
-    """CPU -> busy fraction per second from the profile (work samples / all samples)."""
-    m = (s.t >= start) & (s.t < start + seconds)
-    tc = (s.t[m] - start).astype(np.int64)
-    cc = s.cpu[m].astype(np.int64)
-    wk = (~s.idle[s.stack[m]]) | (s.pid[m] != 0)
-    out = {}
-    if not len(tc):
-        return out
-    ncpu = int(cc.max()) + 1
-    tot = np.zeros((seconds, ncpu))
-    busy = np.zeros((seconds, ncpu))
-    np.add.at(tot, (tc, cc), 1)
-    np.add.at(busy, (tc[wk], cc[wk]), 1)
-    for c in np.unique(cc).tolist():
-        out[c] = (busy[:, c] / np.maximum(tot[:, c], 1)).tolist()
-    return out
-
-
 def top_functions(s: Samples, f: Filter, kernel_only: bool = True, n: int = 20) -> list[dict]:
     """Functions by self (leaf) and total (anywhere in the stack) samples, as % of selected samples."""
     m = s.select(f)
@@ -217,10 +203,3 @@ def diff(incident: Counter, baseline: Counter) -> list[tuple[str, float, int]]:
     scale = ti / tb if tb else 0.0
     keys = sorted(set(incident) | set(baseline))
     return [(k, round(baseline.get(k, 0) * scale, 2), incident.get(k, 0)) for k in keys]
-
-
-def by_thread(s: Samples, m: np.ndarray) -> dict[tuple[int, int, str], int]:
-    out: dict = defaultdict(int)
-    for pid, tid, c in zip(s.pid[m].tolist(), s.tid[m].tolist(), s.comm[m].tolist()):
-        out[(pid, tid, s.comms[c])] += 1
-    return out

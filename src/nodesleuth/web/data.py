@@ -159,5 +159,4 @@ def flame(samples, base_samples, f: pq.Filter) -> dict:
 
 
 def subset(s, t0: float, t1: float):
-    m = (s.t >= t0) & (s.t < t1)
-    return pq.Samples(s.t[m], s.cpu[m], s.pid[m], s.tid[m], s.comm[m], s.stack[m], s.comms, s.stacks, s.idle)
+    return s.masked((s.t >= t0) & (s.t < t1))

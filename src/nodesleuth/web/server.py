@@ -73,9 +73,11 @@ def create_app(store: str, token: str | None = None) -> Flask:
     @app.get("/api/timeline")
     def timeline():
         r = reader()
-        s = data.summary(r)
-        t1 = fnum("to", s["end"] or time.time())
-        t0 = fnum("from", max(s["start"] or t1 - 3600, t1 - 86400))
+        t0, t1 = fnum("from"), fnum("to")
+        if t0 is None or t1 is None:  # only then is the recording's span (a read of its ends) needed
+            s = data.summary(r)
+            t1 = t1 if t1 is not None else (s["end"] or time.time())
+            t0 = t0 if t0 is not None else max(s["start"] or t1 - 3600, t1 - 86400)
         cols = max(10, min(4000, inum("cols") or 600))
         return jsonify(data.timeline(r, t0, t1, cols, request.args.get("metric", "busy")))
 
