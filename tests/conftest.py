@@ -26,6 +26,7 @@ def check_json(*args: str) -> tuple[int, dict]:
 
 BUSY = r"""
 import ctypes, os, sys
+ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG: never outlive the test-suite
 ctypes.CDLL(None).prctl(15, sys.argv[2].encode(), 0, 0, 0)  # PR_SET_NAME
 os.sched_setaffinity(0, {int(sys.argv[1])})
 def nodesleuth_busy_loop():
@@ -88,3 +89,56 @@ def start_crasher(ns, exit_code: int = 1) -> None:
     ns.systemctl("enable", "ecs.service", check=False)
     ns.systemctl("start", "ecs.service", check=False)
     time.sleep(1.5)
+
+
+# --- the suite must not leak: processes it started, cgroups it made ------------------------------
+
+LEAK_COMMS = ("perf", "unshare", "dataloader", "napi-poll", "ecs-agent", "ns-busyloop", "ns-recloop", "ns-spin",
+              "decoy-loop", "ep-loop", "pin-0", "pin-1", "roamer", "rt-hog")
+
+
+def _leak_snapshot() -> tuple[set, set]:
+    procs = set()
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{d}/cmdline") as f:
+                cmd = f.read().replace("\0", " ")
+        except OSError:
+            continue
+        if comm in LEAK_COMMS or "nodesleuth.children" in cmd or "-m nodesleuth" in cmd:
+            procs.add((int(d), comm))
+    cgs = set()
+    base = "/sys/fs/cgroup"
+    for h in os.listdir(base):
+        p = os.path.join(base, h)
+        if os.path.isdir(p) and not os.path.islink(p):
+            cgs |= {os.path.join(p, x) for x in os.listdir(p) if os.path.isdir(os.path.join(p, x))}
+    return procs, cgs
+
+
+_LEAK_BEFORE: tuple[set, set] | None = None
+
+
+def pytest_sessionstart(session):
+    global _LEAK_BEFORE
+    _LEAK_BEFORE = _leak_snapshot()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _LEAK_BEFORE is None:
+        return
+    deadline = time.time() + 5
+    while True:
+        procs, cgs = _leak_snapshot()
+        new_procs = {p for p in procs - _LEAK_BEFORE[0] if p[0] != os.getpid()}
+        new_cgs = {c for c in cgs - _LEAK_BEFORE[1] if "nodesleuth" in c or c.endswith(("system.slice", "init.scope"))}
+        if (not new_procs and not new_cgs) or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    if new_procs or new_cgs:
+        print(f"\nLEAK: the test-suite left processes {sorted(new_procs)} and cgroups {sorted(new_cgs)}")
+        session.exitstatus = 1

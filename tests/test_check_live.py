@@ -30,8 +30,10 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         live_now = live_dirs(zl.V1_MEMORY)
         f = finding(doc, "zombie_cgroups", controller="memory", version="v1")
         assert f is not None, doc["findings"]
-        assert rc == 1 and f["severity"] == "warning"
         d = f["data"]
+        # warning from 1,000 dying, critical from 10,000 (other jobs on this host may hold zombies too)
+        assert rc == 1 and f["severity"] == ("critical" if d["dying"] >= 10000 else "warning")
+        assert doc["status"] == "problem" and doc["exit_code"] == 1
         # the report agrees with /proc/cgroups and `find -type d | wc -l` read independently
         assert abs(d["tracked"] - tracked_now) <= 5
         assert d["live"] == live_now
@@ -42,9 +44,9 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         zl.clear(parent, data)
     after = zl.memory_num_cgroups()
     assert after <= before + 50, (before, after)
-    rc, doc = check_json("--seconds", "1", "--no-trace")
-    f = finding(doc, "zombie_cgroups", controller="memory", version="v1")
-    assert f is None or f["data"]["dying"] < 1000
+    rc, doc2 = check_json("--seconds", "1", "--no-trace")
+    f2 = finding(doc2, "zombie_cgroups", controller="memory", version="v1")
+    assert f2 is None or f2["data"]["dying"] <= d["dying"] - 1450  # ours are gone
 
 
 def test_churn_trace_names_the_creator(tmp_path):
@@ -76,16 +78,28 @@ def test_churn_trace_names_the_creator(tmp_path):
 
 
 def test_hot_core_names_cpu_and_process(busy_loop):
+    """A pinned loop on CPU 1. The rule also needs the other CPUs quiet (< 60%): on a host where
+    something else keeps CPU 0 busy the check must say there is no hot core, not invent one."""
     p = busy_loop(cpu=1, comm="ns-busyloop")
     rc, doc = check_json("--seconds", "5", "--no-trace")
+    others = doc["cpus"]["0"]["busy"]
     f = finding(doc, "hot_core", cpu=1)
-    assert f is not None, [x["title"] for x in doc["findings"]]
-    assert rc == 1
+    assert doc["cpus"]["1"]["busy"] >= 90
+    if others >= 70:  # a busy node, not one starved core
+        assert f is None, (others, f)
+        return
+    if others < 50:
+        assert f is not None, ([x["title"] for x in doc["findings"]], others)
+    if f is None:
+        return  # others averaged 50-70% over the window: either answer follows the rule at the edge
+    assert rc == 1 and doc["status"] == "problem"
     assert f["data"]["busy"] >= 90
     assert f["data"]["seconds"] >= 3
+    assert f["data"]["others_busy"] < 60
     top = f["data"]["top"][0]
     assert top["pid"] == p.pid and top["comm"] == "ns-busyloop"
-    assert top["pct"] >= 80
+    assert top["pct"] >= 80 and top["share"] >= 0.8
+    assert sum(t["pct"] for t in f["data"]["top"]) <= f["data"]["busy"] + 2.5  # attribution adds up
     assert not finding(doc, "hot_core", cpu=0)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -18,7 +19,8 @@ WORKDIR = "/var/lib/nodesleuth-lab-test"
 
 
 def _leftovers() -> list[str]:
-    out = subprocess.run(["pgrep", "-af", f"{WORKDIR}|lab-hog|ecs-agent"], capture_output=True, text=True).stdout
+    out = subprocess.run(["pgrep", "-af", f"{WORKDIR}|dataloader|napi-poll|ecs-agent"], capture_output=True,
+                         text=True).stdout
     return [ln for ln in out.splitlines() if "pgrep" not in ln]
 
 
@@ -30,53 +32,122 @@ def lab():
     assert res.returncode == 0, res.stderr
     assert not _leftovers()
     assert not os.path.exists("/sys/fs/cgroup/memory/nodesleuth-lab")
+    assert not os.path.exists("/sys/fs/cgroup/memory/nodesleuth-lab-cost")
 
 
-def test_lab_reproduces_and_explain_names_the_chain(lab, tmp_path):
-    run = nodesleuth("lab", "run", "--workdir", lab, "--seconds", "32", timeout=400)
+def test_lab_makes_the_incident_and_explain_proves_the_chain(lab, tmp_path):
+    """The kernel makes the hot core: a crash-looping unit leaves 20,000 zombies under a memory-limited
+    parent, and a data loader's direct reclaim walks them on CPU 1. explain proves every link."""
+    run = nodesleuth("lab", "run", "--workdir", lab, "--seconds", "15", "--zombies", "20000", "--rate", "150",
+                     timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "ENA reset lines written" in run.stderr
-    assert "zombie cost on this kernel" in run.stdout
-    curve = [ln.split() for ln in run.stdout.splitlines() if ln.strip()[:1].isdigit()]
-    assert len(curve) >= 4 and int(curve[-1][0]) > int(curve[0][0]) + 200  # zombies accumulated
+    curve = [ln.split() for ln in run.stdout.splitlines() if ln.strip()[:1].isdigit() and ln.rstrip().endswith("%")]
+    assert [int(c[0]) for c in curve] == [0, 1000, 10000, 30000], run.stdout
+    ms = [float(c[1]) for c in curve]
+    assert ms[-1] >= 5 * max(ms[0], 0.05) and ms[2] > ms[0], ms  # the kernel's cost grows with zombies
+    st = json.load(open(os.path.join(lab, "state.json")))
+    assert st["zombies"] >= 20000
+    busy = [v["busy"] for v in st["victim"] if v["busy"] is not None]
     store = os.path.join(lab, "store")
     md, html = str(tmp_path / "r.md"), str(tmp_path / "r.html")
-    ex = nodesleuth("explain", "--store", store, "--json", "--markdown", md, "--html", html, timeout=300)
+    ex = nodesleuth("explain", "--store", store, "--json", "--markdown", md, "--html", html, timeout=600)
     assert ex.returncode == 0, ex.stderr
-    incs = json.loads(ex.stdout)["incidents"]
-    nic = [i for i in incs if i["kind"] == "nic_reset"]
-    assert nic, [i["title"] for i in incs]
-    inc = nic[0]
-    links = {lk["name"]: lk for lk in inc["links"]}
-    assert inc["root_cause"] == "ecs.service"
-    assert "SUSPECTED_POLL_STARVATION" in links["event"]["data"]["reasons"]
-    assert links["saturated_core"]["status"] == "found" and links["saturated_core"]["data"]["cpu"] == 1
-    comms = {p["comm"] for p in links["processes"]["data"]["top"]}
-    assert {"lab-hog", "kubelet"} <= comms
-    assert links["resource"]["status"] == "found" and "kubelet" in links["resource"]["summary"]
-    assert links["resource"]["data"]["dying"] >= 100
-    assert links["resource"]["data"]["tracked"] - links["resource"]["data"]["live"] == links["resource"]["data"]["dying"]
-    assert links["creator"]["data"]["comm"] == "ecs-agent" and links["creator"]["data"]["unit"] == "ecs.service"
-    assert links["creator"]["confidence"] == "high"
-    assert links["unit_loop"]["data"]["restarts"] >= 5 and links["unit_loop"]["data"]["exit_status"] == 1
-    assert "systemctl disable --now ecs.service" in links["remediation"]["data"]["commands"]
-    assert "root cause: ecs.service" in open(md).read() and "ecs.service" in open(html).read()
+    doc = json.loads(ex.stdout)
+    incs = [i for i in doc["incidents"] if i["links"][1]["data"].get("cpu") == 1]
+    if max(busy) < 90 or not incs:
+        # another job shared the machine: CPU 1 was not >= 90% for 3 s with CPU 0 quiet; explain says so
+        assert all(not i["root_cause"] for i in doc["incidents"]), doc["incidents"]
+        pytest.skip(f"CPU 1 reached {max(busy)}%: the machine was too busy for the rule (others < 60%)")
+    inc = max(incs, key=lambda i: i["end"] - i["start"])
+    lk = {x["name"]: x for x in inc["links"]}
+    assert inc["root_cause"] == "ecs.service" and inc["chain_proven"] is True, (inc["leading"], inc["rejected"])
+    for name in ("processes", "resource", "creator", "unit_loop"):
+        assert lk[name]["verdict"] == "proven" and lk[name]["share"] >= 0.5, (name, lk[name])
+    core = lk["saturated_core"]["data"]
+    assert core["sys"] >= 60  # the core is in the kernel, not in user space
+    top = lk["processes"]["data"]["top"][0]
+    assert top["comm"] == "dataloader" and top["source"] == "profile" and top["kernel"] >= 0.6
+    assert lk["resource"]["data"]["dying"] >= 20000
+    assert lk["resource"]["data"]["walkers"][0]["comm"] == "dataloader"
+    assert lk["creator"]["data"]["comm"] == "ecs-agent" and lk["creator"]["data"]["lasting"] >= 10000
+    assert lk["unit_loop"]["data"]["exit_status"] == 1 and lk["unit_loop"]["data"]["restarts"] >= 20
+    assert any(a["kind"] == "disable_unit" and a["target"] == "ecs.service" for a in inc["actions"])
+    assert "root cause: ecs.service" in open(md).read() and "proven" in open(html).read()
     dry = nodesleuth("remedy", "--store", store)
     assert dry.returncode == 0 and "would run" in dry.stdout and "systemctl mask ecs.service" in dry.stdout
 
 
+def _zombie_maker(ns, workdir: str, per_start: int = 20) -> None:
+    """An ECS-agent-like unit that, at each start, leaves `per_start` memcgs dying (page cache charged
+    to them) and exits 1: the real creator of lasting zombies."""
+    import sys
 
-def test_remedy_apply_disables_and_masks_the_looping_unit():
+    import shutil as sh
+
+    from nodesleuth.lab.actors import ecs_agent
+
+    os.makedirs(workdir, exist_ok=True)
+    agent = os.path.join(workdir, "ecs-agent.py")
+    sh.copyfile(ecs_agent.__file__, agent)
+    ns.install_unit("ecs.service", f"""[Unit]
+StartLimitIntervalSec=0
+[Service]
+ExecStart={sys.executable} {agent} nodesleuth-remedy-test {os.path.join(workdir, "data")} {per_start}
+Restart=on-failure
+RestartSec=300ms
+[Install]
+WantedBy=multi-user.target
+""")
+    ns.systemctl("enable", "ecs.service", check=False)
+    ns.systemctl("start", "ecs.service", check=False)
+
+
+def test_remedy_does_nothing_for_a_crash_loop_that_makes_no_zombies():
+    """Presence is not proof: a crash-looping unit whose restarts leave nothing dying is not disabled."""
     with SystemdNamespace() as ns:
         start_crasher(ns, 3)
-        dry = nodesleuth("remedy", "--systemd-pid", str(ns.pid), "--seconds", "2")
-        assert f"nsenter -t {ns.pid} -m -p -- systemctl disable --now ecs.service" in dry.stdout
-        assert ns.systemctl("is-enabled", "ecs.service", check=False).stdout.strip() == "enabled"  # dry run
-        p = nodesleuth("remedy", "--systemd-pid", str(ns.pid), "--seconds", "2", "--apply")
-        assert p.returncode == 0, p.stderr
-        time.sleep(1.0)
-        assert ns.systemctl("is-enabled", "ecs.service", check=False).stdout.strip() == "masked"
-        assert ns.systemctl("is-active", "ecs.service", check=False).stdout.strip() in ("inactive", "failed")
-        n1 = int(ns.systemctl("show", "-p", "NRestarts", "--value", "ecs.service").stdout)
-        time.sleep(1.0)
-        assert int(ns.systemctl("show", "-p", "NRestarts", "--value", "ecs.service").stdout) == n1
+        dry = nodesleuth("remedy", "--systemd-pid", str(ns.pid), "--seconds", "3")
+        assert dry.returncode == 0, dry.stderr
+        assert "systemctl disable" not in dry.stdout and "ecs.service" not in dry.stdout, dry.stdout
+        assert ns.systemctl("is-enabled", "ecs.service", check=False).stdout.strip() == "enabled"
+
+
+def test_remedy_apply_disables_the_unit_proven_to_make_zombies():
+    from nodesleuth.lab import zombies as zl
+
+    workdir = "/var/lib/nodesleuth-remedy-test"
+    try:
+        with SystemdNamespace() as ns:
+            _zombie_maker(ns, workdir)
+            time.sleep(1.0)
+            dry = nodesleuth("remedy", "--systemd-pid", str(ns.pid), "--seconds", "4")
+            assert dry.returncode == 0, dry.stderr
+            assert f"nsenter -t {ns.pid} -m -p -- systemctl disable --now ecs.service" in dry.stdout, dry.stdout
+            assert "because: ecs.service makes cgroups that stay dying" in dry.stdout
+            assert ns.systemctl("is-enabled", "ecs.service", check=False).stdout.strip() == "enabled"  # dry run
+            p = nodesleuth("remedy", "--systemd-pid", str(ns.pid), "--seconds", "4", "--apply")
+            assert p.returncode == 0, p.stderr
+            time.sleep(1.0)
+            assert ns.systemctl("is-enabled", "ecs.service", check=False).stdout.strip() == "masked"
+            assert ns.systemctl("is-active", "ecs.service", check=False).stdout.strip() in ("inactive", "failed")
+            n1 = int(ns.systemctl("show", "-p", "NRestarts", "--value", "ecs.service").stdout)
+            time.sleep(1.0)
+            assert int(ns.systemctl("show", "-p", "NRestarts", "--value", "ecs.service").stdout) == n1
+    finally:
+        zl.clear(f"{zl.V1_MEMORY}/nodesleuth-remedy-test", os.path.join(workdir, "data"))
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def test_remedy_refuses_protected_units():
+    from nodesleuth.remedy.actions import Action, protected
+    from nodesleuth.remedy.apply import Plan
+
+    assert protected("kubelet.service") and protected("systemd-journald.service") and protected("sshd.service")
+    assert not protected("ecs.service")
+    p = Plan()
+    p.add(Action("disable_unit", "kubelet.service", "proven"), allow=set())
+    assert p.units == [] and "kubelet.service is protected" in p.refused[0]
+    p.add(Action("disable_unit", "kubelet.service", "proven"), allow={"kubelet.service"})
+    assert p.units == ["kubelet.service"]

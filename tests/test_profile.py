@@ -37,30 +37,50 @@ def spin(tmp_path):
     p.wait()
 
 
-def _perf_children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid), "-x", "perf"], capture_output=True, text=True).stdout
-    return [int(x) for x in out.split()]
+def _perf_children(pid: int, store: str) -> list[int]:
+    """perf processes recording into this store (they run under nodesleuth's reaper)."""
+    out = subprocess.run(["pgrep", "-x", "perf"], capture_output=True, text=True).stdout
+    pids = []
+    for x in out.split():
+        try:
+            with open(f"/proc/{x}/cmdline") as f:
+                if store in f.read():
+                    pids.append(int(x))
+        except OSError:
+            pass
+    return pids
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return int(rest[11]) + int(rest[12])
 
 
 @needs_root
 def test_real_perf_of_a_pinned_loop(tmp_path, spin):
     d = str(tmp_path / "st")
     start = time.time()
+    c0 = _cpu_ticks(spin.pid)
     rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", d, "--quiet", "--profile",
                             "--profile-rotate", "2", "--duration", "9s"])
     time.sleep(3.5)
-    perf = _perf_children(rec.pid)
+    perf = _perf_children(rec.pid, d)
     assert perf, "perf was not started"
     os.kill(perf[0], signal.SIGKILL)  # perf dies: the runner must restart it
     killed = time.time()
     assert rec.wait(timeout=90) == 0
     end = time.time()
+    # the loop's own share of CPU 1 over the run, from the kernel: the profile must agree with it
+    # (on a busy host something else shares CPU 1 and both figures drop together)
+    share = (_cpu_ticks(spin.pid) - c0) / os.sysconf("SC_CLK_TCK") / (end - start)
     out = nodesleuth("flame", "--store", d, "--cpu", "1", "--format", "folded")
     assert out.returncode == 0, out.stderr
     rows = [ln.rsplit(" ", 1) for ln in out.stdout.splitlines()]
     total = sum(int(c) for _, c in rows)
     spin_n = sum(int(c) for s, c in rows if s.startswith("ns-spin;") and "ns_spin_inner" in s)
-    assert total >= 49 * 3 and spin_n / total >= 0.8, out.stdout[:2000]
+    assert total >= 49 * 3 and share >= 0.2, (total, share)
+    assert abs(spin_n / total - share) <= 0.15, (spin_n / total, share, out.stdout[:2000])
     # filtered by pid: only the loop
     byp = nodesleuth("flame", "--store", d, "--pid", str(spin.pid), "--format", "folded").stdout
     assert byp and all(ln.startswith("ns-spin;") for ln in byp.splitlines())

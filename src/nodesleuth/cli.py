@@ -101,6 +101,7 @@ def _duration(text: str) -> float:
 @click.option("--max-size", default="2G", show_default=True, help="Drop oldest segments beyond this many bytes.")
 @click.option("--segment", default="1h", show_default=True, help="Segment length.")
 @click.option("--live-every", default=60.0, show_default=True, help="Seconds between cgroup directory walks.")
+@click.option("--units-every", default=5, show_default=True, help="Read systemd units every N ticks.")
 @click.option("--systemd-pid", type=int, help="Read units from the systemd that is PID 1 of this PID's namespace.")
 @click.option("--kmsg", type=click.Path(), help="Recorded kernel log file instead of ROOT/dev/kmsg.")
 @click.option("--threads/--no-threads", default=True, show_default=True)
@@ -111,15 +112,15 @@ def _duration(text: str) -> float:
 @click.option("--trace-churn", is_flag=True,
               help="Also trace cgroup mkdir/rmdir/release with perf: who creates cgroups, zombie lifetimes.")
 @one_line_errors
-def record(store, root, interval, duration, retention, max_size, segment, live_every, systemd_pid, kmsg, threads,
-           quiet, profile, profile_freq, profile_rotate, trace_churn):
+def record(store, root, interval, duration, retention, max_size, segment, live_every, units_every, systemd_pid, kmsg,
+           threads, quiet, profile, profile_freq, profile_rotate, trace_churn):
     """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE."""
     from .record.recorder import RecordOptions, Recorder
 
     opt = RecordOptions(store=store, root=root, interval=interval,
                         duration=_duration(duration) if duration else None, retention=_duration(retention),
                         max_bytes=_size(max_size), segment_seconds=_duration(segment), live_every=live_every,
-                        threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
+                        units_every=units_every, threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
                         profile_freq=profile_freq, profile_rotate=profile_rotate, churn=trace_churn)
     status = None
     if not quiet and sys.stderr.isatty():
@@ -133,12 +134,31 @@ def record(store, root, interval, duration, retention, max_size, segment, live_e
     Recorder(opt, on_tick=status).run()
 
 
+def _times(frm, to) -> tuple[float | None, float | None]:
+    """--from/--to as epoch seconds; a reversed or empty range is a user mistake (exit 2)."""
+    from .timeparse import iso, parse_time
+
+    t0 = parse_time(frm) if frm else None
+    t1 = parse_time(to) if to else None
+    if t0 is not None and t1 is not None and t0 >= t1:
+        raise InputError("--from/--to", f"from ({iso(t0)}) is after to ({iso(t1)})" if t0 > t1
+                         else f"empty range: from and to are both {iso(t0)}")
+    return t0, t1
+
+
 def _range(store, frm, to):
     from .store.store import StoreReader
-    from .timeparse import parse_time
 
-    reader = StoreReader(store)
-    return reader, (parse_time(frm) if frm else None), (parse_time(to) if to else None)
+    t0, t1 = _times(frm, to)
+    return StoreReader(store), t0, t1
+
+
+def _warn(problems) -> None:
+    """Read problems in one line (exit 2 follows from the caller)."""
+    from .store.segment import summarise
+
+    if problems:
+        click.echo(f"nodesleuth: warning: {summarise(problems)}", err=True)
 
 
 def _progress(reader, stream="ticks"):
@@ -178,9 +198,9 @@ def dump(store, frm, to, fmt, output):
         n = {"json": query.to_json_lines, "csv": query.to_csv, "openmetrics": query.to_openmetrics}[fmt](ts, out)
     if output:
         out.close()
-    for p in reader.problems:
-        click.echo(f"nodesleuth: warning: {p}", err=True)
+    _warn(reader.problems)
     click.echo(f"{n} samples", err=True)
+    sys.exit(2 if reader.problems else 0)
 
 
 @main.command()
@@ -189,9 +209,12 @@ def dump(store, frm, to, fmt, output):
 @click.option("--to", help="End; default now.")
 @click.option("--at", help="Replay the seconds around this time instead (with --around).")
 @click.option("--around", default=10.0, show_default=True, help="Seconds either side of --at.")
+@click.option("--top", "top_n", default=2, show_default=True, help="Show the N hottest CPUs each second.")
+@click.option("--all-cpus", is_flag=True, help="Show every CPU each second.")
 @one_line_errors
-def replay(store, frm, to, at, around):
-    """Time travel in the terminal: one line per second (node, hottest CPU and who ran there, zombies, events)."""
+def replay(store, frm, to, at, around, top_n, all_cpus):
+    """Time travel in the terminal: one line per second (node, the hottest CPUs and who ran there
+    (~ = estimated split of a migrating thread), zombies, ksoftirqd waits, events)."""
     from .report.replay import render
     from .store import query
     from .timeparse import parse_time
@@ -202,11 +225,11 @@ def replay(store, frm, to, at, around):
     reader, t0, t1 = _range(store, frm, to)
     prog, cb = _progress(reader)
     with prog:
-        n = render(query.ticks(reader, t0, t1, on_segment=cb))
-    for p in reader.problems:
-        click.echo(f"nodesleuth: warning: {p}", err=True)
+        n = render(query.ticks(reader, t0, t1, on_segment=cb), None if all_cpus else top_n)
+    _warn(reader.problems)
     if not n:
         click.echo("no samples in that range", err=True)
+    sys.exit(2 if reader.problems else 0)
 
 
 @main.group()
@@ -231,7 +254,7 @@ def profile_run(store, freq, rotate, duration, retention, max_size):
     from .store.store import StoreWriter
 
     w = StoreWriter(store, _duration(retention), _size(max_size))
-    r = ProfileRunner(w.append, freq=freq, rotate=rotate)
+    r = ProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
     if not r.start():
         raise InputError("perf", r.error or "cannot start")
     stop = []
@@ -288,8 +311,13 @@ def _load_profile(store, frm, to):
     prog, cb = _progress(reader, "profile")
     with prog:
         s = load(reader, t0, t1, on_segment=cb)
-    for p in reader.problems:
-        click.echo(f"nodesleuth: warning: {p}", err=True)
+    _warn(reader.problems)
+    if not len(s):
+        from .timeparse import iso
+
+        rng = f"{iso(t0) if t0 else 'the start'} .. {iso(t1) if t1 else 'the end'}"
+        raise InputError(store, f"no profile samples in {rng}" + (" (parts of the store could not be read)"
+                                                                   if reader.problems else ""))
     return s, t0, t1
 
 
@@ -351,6 +379,7 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, outp
         click.echo(f"{sum(fc.values())} samples, {len(fc)} stacks -> {output}", err=True)
     else:
         click.echo(text, nl=False)
+    sys.exit(2 if s.problems else 0)
 
 
 @main.command()
@@ -379,6 +408,7 @@ def heatmap(store, frm, to, cpu, rows, as_json):
         click.echo(f"{1000 - (r + 1) * 1000 // h.rows:>4}ms |{line}|")
     click.echo("hot CPUs per second: " + " ".join(
         f"{c}:{','.join(map(str, hc))}" for c, hc in zip(h.columns, h.hot_cpus) if hc) or "none")
+    sys.exit(2 if s.problems else 0)
 
 
 @main.command("top-functions")
@@ -409,72 +439,73 @@ def top_functions(store, frm, to, cpu, pid, all_functions, n, as_json):
     for r in rows:
         t.add_row(r["function"], f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}", str(r["self"]), str(r["total"]))
     Console().print(t)
+    sys.exit(2 if s.problems else 0)
 
 
 @main.command()
 @click.option("--store", required=True, type=click.Path())
-@click.option("--at", help="Explain the incident at this time (ISO-8601, epoch, '10m ago').")
+@click.option("--at", help="Explain the incident covering this time (ISO-8601, epoch, '10m ago').")
 @click.option("--incidents", is_flag=True, help="Find the incidents in the range and explain each (default).")
 @click.option("--from", "frm", help="Range start; default: the whole recording.")
 @click.option("--to", help="Range end.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Schema nodesleuth.explain/v2.")
 @click.option("--markdown", type=click.Path(), help="Also write a Markdown report here.")
 @click.option("--html", "html_out", type=click.Path(), help="Also write an HTML report here.")
 @click.option("--trace", type=float, help="First trace cgroup churn live for this many seconds and print creators.")
 @one_line_errors
 def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
-    """Rebuild event -> hot core -> process -> function -> zombie cgroups -> creating unit -> fix."""
-    import json
-
+    """Rebuild event -> hot core -> process -> function -> zombie cgroups -> creating unit -> fix,
+    with a measured share and a verdict (proven / contributing / not proven) for every link.
+    Exit 0; 2 when parts of the recording could not be read (the answer may be incomplete)."""
     from .explain import chain, load, report
     from .timeparse import parse_time
 
     if trace:
-        from .collect.churn import ChurnTracer
-
-        tr = ChurnTracer()
-        if not tr.start():
-            raise InputError("perf", tr.error or "cannot trace")
-        import time as _t
-
-        _t.sleep(trace)
-        summ = tr.stop(trace)
-        for c in (summ.creators if summ else [])[:10]:
-            click.echo(f"churn: {c.comm} made {c.mkdir} / removed {c.rmdir} cgroups like {c.pattern}"
-                       + (f" (unit {c.unit})" if c.unit else "") + f" pids {sorted(c.pids)[:5]}", err=True)
-    t0 = parse_time(frm) if frm else None
-    t1 = parse_time(to) if to else None
-    if at:
-        t = parse_time(at)
-        t1 = t1 if t1 is not None else t + 30
-    rec, problems = load.recording(store, t0, t1)
-    for p in problems:
-        click.echo(f"nodesleuth: warning: {p}", err=True)
-    found = chain.find_incidents(rec)
-    if at:
-        near = [x for x in found if abs(x[1] - t) <= 60]
-        found = [min(near, key=lambda x: abs(x[1] - t))] if near else [("hot_core", t, None)]
-    incs = []
-    for kind, tm, payload in found:
-        if payload is None:
-            ep = chain._episode_for(rec, tm)
-            if ep is None:
-                incs.append(chain.Incident("none", tm, "nothing saturated near this time",
-                                           [chain.unknown("event", "no NIC event or hot core within 60 s")]))
-                continue
-            kind, payload = "hot_core", ep
-        incs.append(chain.build(rec, kind, tm, payload))
+        _trace_churn(trace)
+    t0, t1 = _times(frm, to)
+    t = parse_time(at) if at else None
+    lo, hi = (t, t) if t is not None else (t0, t1)
+    rec, problems = load.recording(store, lo, hi)
+    chosen, notes = load.choose(rec, t, t0, t1)
+    if t is not None and not chosen:  # none covers T: name the nearest in the whole recording
+        whole, problems = load.recording(store, None, None)
+        _, notes = load.choose(whole, t, None, None)
+    incs = [chain.build(rec, i) for i in chosen]
     if markdown:
-        with open(markdown, "w") as f:
-            f.write(report.markdown(incs, store))
+        _write_text(markdown, report.markdown(incs, store, notes, problems))
     if html_out:
-        with open(html_out, "w") as f:
-            f.write(report.html_report(incs, store))
+        _write_text(html_out, report.html_report(incs, store, notes, problems))
+    _warn(problems)
     if as_json:
-        click.echo(json.dumps({"schema": "nodesleuth.explain/v1", "store": store,
-                               "incidents": [i.to_dict() for i in incs]}, indent=2))
+        sys.stdout.buffer.write(orjson.dumps(report.to_json(incs, store, problems, notes),
+                                             option=orjson.OPT_INDENT_2) + b"\n")
     else:
-        report.terminal(incs)
+        report.terminal(incs, notes, problems)
+    sys.exit(2 if problems else 0)
+
+
+def _trace_churn(seconds: float) -> None:
+    from .collect.churn import ChurnTracer
+
+    tr = ChurnTracer()
+    if not tr.start():
+        raise InputError("perf", tr.error or "cannot trace")
+    import time as _t
+
+    _t.sleep(seconds)
+    summ = tr.stop(seconds)
+    for c in (summ.creators if summ else [])[:10]:
+        click.echo(f"churn: {c.comm} made {c.mkdir} / removed {c.rmdir} cgroups like {c.pattern}"
+                   + (f" (unit {c.unit})" if c.unit else "") + f"; {c.still_dying} still dying; pids "
+                   f"{sorted(c.pids)[:5]}", err=True)
+
+
+def _write_text(path: str, text: str) -> None:
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise InputError(path, f"cannot write: {e.strerror or e}") from None
 
 
 @main.command()
@@ -482,30 +513,37 @@ def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
 @click.option("--from", "frm")
 @click.option("--to")
 @click.option("--systemd-pid", type=int, help="Act on the systemd that is PID 1 of this PID's namespace.")
+@click.option("--unit", "units", multiple=True, help="Allow acting on this protected unit (kubelet, sshd, "
+              "systemd-*...) when it is proven to be the cause.")
 @click.option("--apply", "do_apply", is_flag=True, help="Do it (default: print what would be done).")
 @click.option("--seconds", default=5.0, show_default=True, help="Live check length when no --store.")
 @one_line_errors
-def remedy(store, frm, to, systemd_pid, do_apply, seconds):
-    """Disable and mask the crash-looping unit(s) and reclaim zombie cgroups, as explain proposes."""
+def remedy(store, frm, to, systemd_pid, units, do_apply, seconds):
+    """Perform what explain (or check) proved: disable and mask the unit proven to make the zombies,
+    reclaim zombies proven to cost a core. Nothing unproven, no protected unit unless named."""
     import json
 
-    from .explain import remedy as rm
+    from .remedy import apply as rm
 
+    allow = set(units)
     if store:
         from .explain import chain, load
-        from .timeparse import parse_time
 
-        rec, _ = load.recording(store, parse_time(frm) if frm else None, parse_time(to) if to else None)
-        plan = rm.plan_from_incidents([chain.build(rec, k, t, p) for k, t, p in chain.find_incidents(rec)])
+        t0, t1 = _times(frm, to)
+        rec, problems = load.recording(store, t0, t1)
+        _warn(problems)
+        plan = rm.plan_from_incidents([chain.build(rec, i) for i in load.incidents(rec, t0, t1)], allow)
     else:
         from .detect.check import CheckOptions, run_check
 
-        plan = rm.plan_from_findings(run_check(CheckOptions(seconds=seconds, ns_pid=systemd_pid, trace=False)).findings)
-    for w in plan.why:
-        click.echo(f"because: {w}")
+        plan = rm.plan_from_findings(run_check(CheckOptions(seconds=seconds, ns_pid=systemd_pid)).findings, allow)
+    for a in plan.actions:
+        click.echo(f"because: {a.why}")
+    for r in plan.refused:
+        click.echo(f"refused: {r}")
     cmds = plan.commands(systemd_pid)
     if not cmds:
-        click.echo("nothing to do: no crash-looping unit or zombie build-up found")
+        click.echo("nothing to do: no unit is proven to make zombies and no zombie cost is proven")
         return
     if not do_apply:
         click.echo("would run (dry run; --apply to act):")
@@ -559,7 +597,10 @@ def exporter(root, listen, interval, zone, systemd_pid, kmsg):
                 body = cache["doc"]
             start_response("200 OK", [("Content-Type", "application/json")])
             return [body]
-        return metrics(environ, start_response)
+        if environ.get("PATH_INFO") in ("/metrics", "/"):
+            return metrics(environ, start_response)
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found: try /metrics or /snapshot\n"]
 
     class Server(ThreadingMixIn, WSGIServer):
         daemon_threads = True
@@ -654,27 +695,36 @@ def lab() -> None:
 
 
 @lab.command("run")
-@click.option("--seconds", default=60.0, show_default=True)
+@click.option("--seconds", default=30.0, show_default=True, help="How long the data loader runs once zombies are there.")
 @click.option("--workdir", default="/var/lib/nodesleuth-lab", show_default=True)
-@click.option("--cpu", default=1, show_default=True, help="The core the poller and the hog are pinned to.")
-@click.option("--per-start", default=50, show_default=True, help="Cgroups the agent makes per start.")
-@click.option("--restart-sec", default="1s", show_default=True, help="RestartSec of the crash-looping unit.")
+@click.option("--cpu", default=1, show_default=True, help="The core the data loader and the poller are pinned to.")
+@click.option("--zombies", default=30000, show_default=True, help="Dying memcgs the unit must leave before the "
+              "data loader starts.")
+@click.option("--rate", default=100.0, show_default=True, help="Data loader MB/s (page cache through reclaim).")
+@click.option("--per-start", default=500, show_default=True, help="Cgroups the agent leaves per start.")
+@click.option("--restart-sec", default="200ms", show_default=True, help="RestartSec of the crash-looping unit.")
+@click.option("--no-curve", is_flag=True, help="Skip measuring the cost curve first.")
 @click.option("--no-profile", is_flag=True, help="Record without perf -g (faster, less evidence).")
 @one_line_errors
-def lab_run(seconds, workdir, cpu, per_start, restart_sec, no_profile):
-    """Crash-looping ECS-like unit under a real systemd, kubelet-like poller, hog, ENA resets, recorded."""
-    from .lab.run import run
+def lab_run(seconds, workdir, cpu, zombies, rate, per_start, restart_sec, no_curve, no_profile):
+    """The incident made by the kernel: a crash-looping unit leaves zombies, reclaim walks them on CPU N."""
+    from .lab.run import LabError, run
 
     try:
         st = run(seconds=seconds, workdir=workdir, cpu=cpu, per_start=per_start, restart_sec=restart_sec,
-                 profile=not no_profile, log=lambda m: click.echo(m, err=True))
-    except RuntimeError as e:
+                 zombies=zombies, rate=rate, profile=not no_profile, curve=not no_curve,
+                 log=lambda m: click.echo(m, err=True))
+    except LabError as e:
         raise InputError(workdir, str(e)) from None
-    click.echo("\nzombie cost on this kernel (as the count grew):")
-    click.echo(f"{'zombies':>8} {'memory.stat ms':>15} {'numa_stat ms':>13} {'Percpu KiB':>11} {'Slab MiB':>9}")
-    for c in st.curve:
-        click.echo(f"{c['zombies']:>8} {c['memory_stat_ms']:>15.3f} {c['numa_stat_ms']:>13.3f} "
-                   f"{c['percpu_bytes'] >> 10:>11} {c['slab_bytes'] >> 20:>9}")
+    if st.curve:
+        click.echo(f"\nmemcg reclaim cost on this kernel (data loader at {rate:.0f} MB/s on CPU {cpu}):")
+        click.echo(f"{'zombies':>8} {'kernel ms/MB':>13} {'share of CPU':>13}")
+        for c in st.curve:
+            click.echo(f"{c['zombies']:>8} {c['reclaim_sys_ms_per_mb']:>13.2f} {100 * c['core_share_at_rate']:>12.0f}%")
+    click.echo(f"\n{st.zombies} zombies made by ecs.service; CPU {cpu} busy per second: "
+               + " ".join(f"{v['busy']:.0f}" for v in st.victim if v["busy"] is not None))
+    click.echo("NIC reset lines: " + (f"{len(st.resets)} SIMULATED (the victim waited past the lab's threshold)"
+                                      if st.resets else "none simulated (the victim was not starved)"))
     click.echo(f"\nrecording: {st.store}\nnext: nodesleuth explain --store {st.store}; then nodesleuth lab clean")
 
 
@@ -687,7 +737,7 @@ def lab_clean(workdir, keep_store):
     from .lab.run import clean
 
     res = clean(workdir, log=lambda m: click.echo(m, err=True), keep_store=keep_store)
-    sys.exit(0 if res["returned_to_baseline"] else 1)
+    sys.exit(0 if res["returned_to_baseline"] else 1)  # 1: the memory cgroup count stayed above the baseline
 
 
 if __name__ == "__main__":

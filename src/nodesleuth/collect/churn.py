@@ -15,6 +15,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
+from ..children import spawn, spawn_reaped
+
 LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<pid>-?\d+)(?:/(?P<tid>\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"
                   r"(?P<time>\d+\.\d+):\s+cgroup:(?P<ev>cgroup_\w+):\s+root=(?P<root>\d+)\s+id=(?P<id>\d+)\s+"
                   r"level=(?P<level>\d+)\s+path=(?P<path>.*)$")
@@ -55,6 +57,8 @@ class Creator:
     rmdir: int = 0
     pids: set = field(default_factory=set)
     unit: str | None = None
+    freed: int = 0  # removed and released during the trace
+    still_dying: int = 0  # removed and not released by the end of the trace
 
 
 @dataclass
@@ -103,6 +107,13 @@ def summarise(events: list[CgEvent], seconds: float) -> ChurnSummary:
             if t0 is not None:
                 lifetimes.append(e.time - t0)
                 released += 1
+                ck = mkdir_by.get(key)
+                if ck:
+                    creators[ck].freed += 1
+    for key in rmdir_at:
+        ck = mkdir_by.get(key)
+        if ck:
+            creators[ck].still_dying += 1
     ranked = sorted(creators.values(), key=lambda c: -c.mkdir)
     return ChurnSummary(seconds, ranked, released, len(rmdir_at), lifetimes, len(events))
 
@@ -131,8 +142,7 @@ class ChurnTracer:
         for ev in EVENTS:
             cmd += ["-e", ev]
         try:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                         start_new_session=True)
+            self.proc = spawn_reaped(cmd, self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         except OSError as e:
             self.error = str(e)
             return False
@@ -151,12 +161,10 @@ class ChurnTracer:
         if not os.path.exists(self.data):
             self.error = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or ["perf failed"]
             self.error = self.error[0]
+            shutil.rmtree(self.dir, ignore_errors=True)
             return None
-        p = subprocess.run([self.perf, "script", "-i", self.data, "-F", "comm,pid,tid,cpu,time,event,trace"],
-                           capture_output=True, text=True, timeout=120)
-        try:
-            os.unlink(self.data)
-            os.rmdir(self.dir)
-        except OSError:
-            pass
-        return summarise(parse_script(p.stdout), seconds)
+        p = spawn([self.perf, "script", "-i", self.data, "-F", "comm,pid,tid,cpu,time,event,trace"],
+                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        out, _ = p.communicate(timeout=120)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return summarise(parse_script(out), seconds)

@@ -8,6 +8,7 @@ A flood is bounded: at most `max_records` are read per call (NPD #1168 went blin
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import re
@@ -31,6 +32,7 @@ class Rule:
     kind: str  # tx_timeout | starvation | reset_start | reset | watchdog | missing_tx | ...
     severity: str
     reset_reason: str | None
+    cls: str = "nic"  # nic | lockup | ...: which incident model the rule feeds
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class KernelEvent:
     message: str
     reset_reason: str | None = None
     fields: dict = field(default_factory=dict)
+    category: str = ""  # the rule's class (nic, lockup); empty in recordings made before it existed
 
 
 def load_rules(path: str | None = None) -> list[Rule]:
@@ -78,8 +81,25 @@ def load_rules(path: str | None = None) -> list[Rule]:
         except (KeyError, re.error) as e:
             raise InputError(path, f"rule {i} ({r.get('reason')}): bad pattern: {e}") from None
         rules.append(Rule(r.get("reason", f"rule{i}"), r.get("type", "temporary"), rx, x.get("driver", ""),
-                          x.get("kind", "other"), x.get("severity", "warning"), x.get("reset_reason")))
+                          x.get("kind", "other"), x.get("severity", "warning"), x.get("reset_reason"),
+                          x.get("class", "nic")))
     return rules
+
+
+@functools.lru_cache(maxsize=8)
+def _reasons(rules_path: str | None, cls: str) -> frozenset[str]:
+    return frozenset(r.reason for r in load_rules(rules_path) if r.cls == cls)
+
+
+def nic_reasons(rules_path: str | None = None) -> frozenset[str]:
+    """Rule reasons whose class is "nic" in the rules file: the one list of NIC trouble."""
+    return _reasons(rules_path, "nic")
+
+
+def is_nic(e, rules_path: str | None = None) -> bool:
+    """A NIC reset/timeout line. Events recorded before rules had classes are looked up by reason."""
+    cls = getattr(e, "category", "")
+    return cls == "nic" if cls else e.reason in nic_reasons(rules_path)
 
 
 def parse_record(line: str, path: str) -> Record | None:
@@ -118,7 +138,7 @@ def match(rec: Record, rules: list[Rule], boot_wall: float) -> KernelEvent | Non
             starving = fields.get("napi_scheduled") == "1" and napi > int(fields.get("threshold_usec", 0))
             reset_reason = "SUSPECTED_POLL_STARVATION" if starving else "OS_NETDEV_WD"
         return KernelEvent(rec.seq, boot_wall + rec.usec / 1e6, rec.usec, r.reason, r.kind, r.severity,
-                           driver, ifname, rec.message, reset_reason, fields)
+                           driver, ifname, rec.message, reset_reason, fields, r.cls)
     return None
 
 

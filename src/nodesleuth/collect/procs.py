@@ -57,6 +57,7 @@ class ProcUse:
     comm: str
     cpu: int
     pct: float  # percent of that one CPU
+    estimate: bool = False  # moved or scaled by fit_to_cpus: its threads ran on more than one CPU
 
 
 def _raise_nofile() -> None:
@@ -84,6 +85,7 @@ class TaskSampler:
         self.prev: dict[int, Task] = {}  # pid -> process-level task
         self.prev_raw: dict[int, bytes] = {}  # pid -> last stat bytes: identical bytes = idle, no parse
         self.prev_threads: dict[int, dict[int, Task]] = {}  # pid -> tid -> task, busy processes only
+        self.full_uptime: float | None = None  # uptime (clock ticks) at the last full scan
 
     def _pread(self, pid: int) -> bytes | None:
         """(Re)open a process's stat: new process, or a PID reused after the old one exited."""
@@ -130,8 +132,11 @@ class TaskSampler:
                 out[t.tid] = t
         return out
 
-    def sample(self, interval_ticks: float) -> list[ProcUse]:
-        """CPU use since the previous call, attributed to the CPU each task last ran on."""
+    def sample(self, interval_ticks: float, uptime: float | None = None) -> list[ProcUse]:
+        """CPU use since the previous call, attributed to the CPU each task last ran on.
+
+        `uptime` (clock ticks since boot, from /proc/uptime) lets a process that started since the
+        last full scan count from its start (field 22): a hog started a second ago is not invisible."""
         self.n += 1
         full = self.n % self.full_every == 0 or self.n == 1
         prev, prev_raw, fds, pread = self.prev, self.prev_raw, self.fds, os.pread
@@ -177,7 +182,14 @@ class TaskSampler:
             gap = max(1, n - read_at.get(pid, n - 1))
             read_at[pid] = n
             if p is None or p.starttime != t.starttime:
-                continue  # new process: no baseline (its lifetime ticks would be over-attributed)
+                # new process: all its CPU time is since it started; count it only when it started
+                # after the last full scan (else its lifetime ticks would be over-attributed)
+                since = self.full_uptime
+                if uptime is None or since is None or t.starttime < since or t.ticks <= 0 or interval_ticks <= 0:
+                    continue
+                d = t.ticks / max(1, -(-(uptime - t.starttime) // interval_ticks))
+                _add(acc, pid, t.processor, t.comm, d)
+                continue
             d = (t.ticks - p.ticks) / gap  # a process last read N scans ago: its per-scan share
             if d <= 0:
                 continue
@@ -197,6 +209,8 @@ class TaskSampler:
                 os.close(fds.pop(pid))
                 read_at.pop(pid, None)
         self.hot = {pid for pid, _ in changed}
+        if full and uptime is not None:
+            self.full_uptime = uptime
         self.prev = cur
         self.prev_raw = raw
         self.prev_threads = threads
@@ -208,6 +222,47 @@ class TaskSampler:
         for fd in self.fds.values():
             os.close(fd)
         self.fds.clear()
+
+
+def fit_to_cpus(uses: list[ProcUse], busy: dict[int, float], tolerance: float = 2.0) -> list[ProcUse]:
+    """Make per-CPU attribution add up. Field 39 is only the CPU a thread ran on *last*: a thread
+    that migrated gets all its time on one CPU, and that CPU's processes can sum past its busy %.
+    On such a CPU every process is scaled to the CPU's busy % (from /proc/stat), and what was cut
+    is spread over CPUs with unexplained busy time, in proportion to it. Moved or scaled entries
+    are marked `estimate`. `busy` maps CPU -> busy % over the same interval."""
+    by_cpu: dict[int, list[ProcUse]] = {}
+    for u in uses:
+        by_cpu.setdefault(u.cpu, []).append(u)
+    sums = {c: sum(u.pct for u in us) for c, us in by_cpu.items()}
+    over = {c for c, s in sums.items() if c in busy and s > busy[c] + tolerance}
+    if not over:
+        return uses
+    out: list[ProcUse] = []
+    cut: dict[tuple[int, str], float] = {}
+    for c, us in by_cpu.items():
+        if c not in over:
+            out += us
+            continue
+        f = busy[c] / sums[c]
+        for u in us:
+            out.append(ProcUse(u.pid, u.comm, c, u.pct * f, True))
+            cut[(u.pid, u.comm)] = cut.get((u.pid, u.comm), 0.0) + u.pct * (1 - f)
+    spare = {c: b - sums.get(c, 0.0) for c, b in busy.items() if c not in over and b - sums.get(c, 0.0) > tolerance}
+    room = sum(spare.values())
+    if room > 0:
+        moved = sum(cut.values())
+        k = min(1.0, room / moved) if moved else 0.0
+        for (pid, comm), v in cut.items():
+            for c, sp in spare.items():
+                pct = v * k * sp / room
+                if pct >= 0.05:
+                    out.append(ProcUse(pid, comm, c, pct, True))
+    merged: dict[tuple[int, int], ProcUse] = {}
+    for u in out:
+        m = merged.get((u.pid, u.cpu))
+        merged[(u.pid, u.cpu)] = u if m is None else ProcUse(u.pid, u.comm, u.cpu, m.pct + u.pct,
+                                                              m.estimate or u.estimate)
+    return list(merged.values())
 
 
 def _add(acc: dict, pid: int, cpu: int, comm: str, d: int) -> None:

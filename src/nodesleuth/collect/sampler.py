@@ -12,8 +12,9 @@ from .irqs import IrqReader
 from .kmsg import KernelEvent, KmsgReader
 from .meminfo import read_meminfo
 from .nic import NicCounters, read_nics
-from .procs import ProcUse, TaskSampler, clock_ticks
+from .procs import ProcUse, TaskSampler, clock_ticks, fit_to_cpus
 from .root import Root
+from .starvation import StarvationReader, deltas as starvation_deltas
 from .units import Unit, read_units
 
 TOP_PER_CPU = 5
@@ -33,6 +34,7 @@ class Tick:
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
     softirqs: dict[str, list[int]] | None = None  # per-CPU deltas this interval
     nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
+    starve: dict | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
 
 
 def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5) -> list[ProcUse]:
@@ -63,7 +65,8 @@ class Sampler:
     def __init__(self, root: Root, *, threads: bool = True, live_every: float = 60.0,
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
-                 irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1):
+                 irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
+                 starvation: bool = True):
         self.root = root
         self.threads = threads
         self.census = CgroupCensus(root, live_every=live_every)
@@ -88,13 +91,22 @@ class Sampler:
         self.units_seen = True
         self.irqs = IrqReader(root) if irqs else None
         self._irq_prev: tuple[dict, dict] | None = None
+        self.starvation = StarvationReader(root) if starvation else None
+        self._starve_prev: dict | None = None
+
+    @property
+    def stat(self) -> CpuTimes | None:
+        """The last /proc/stat read (check averages over its window from the first to the last)."""
+        return self._stat
 
     def prime(self) -> list[KernelEvent]:
         """First read: baselines for deltas; returns kernel-log events already in the ring."""
         self._t = time.time()
         self._stat = read_stat(self.root)
-        self.tasks.sample(0)
+        self.tasks.sample(0, self._uptime())
         self.nics = read_nics(self.root, self.ethtool)
+        if self.starvation:
+            self._starve_prev = self.starvation.read()
         if self.irqs:
             self._irq_prev = self.irqs.read()
         return self.kmsg.read()[1] if self.kmsg else []
@@ -116,7 +128,12 @@ class Sampler:
         ticks_per_cpu = (sum(total[:8]) - sum(prev_total[:8])) / ncpu
         if ticks_per_cpu <= 0:
             ticks_per_cpu = interval * self.hz
-        procs = top_per_cpu(self.tasks.sample(ticks_per_cpu))
+        busy = {}
+        for c, d in raw.items():
+            tot = sum(d[:8])
+            if c >= 0 and tot > 0:
+                busy[c] = 100.0 * (tot - d[3] - d[4]) / tot
+        procs = top_per_cpu(fit_to_cpus(self.tasks.sample(ticks_per_cpu, self._uptime()), busy))
         census = self.census.sample(now, force_walk=force_walk)
         mi = read_meminfo(self.root)
         events = self.kmsg.read()[1] if self.kmsg else []
@@ -134,10 +151,23 @@ class Sampler:
             cur = self.irqs.read()
             si, ni = (_deltas(a, b) for a, b in zip(self._irq_prev, cur))
             self._irq_prev = cur
+        starve = None
+        if self.starvation:
+            cur_s = self.starvation.read()
+            starve = starvation_deltas(self._starve_prev, cur_s, interval)
+            self._starve_prev = cur_s
         self._stat, self._t = stat, now
         self.n += 1
         return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
-                    events, nics, units, raw, si, ni)
+                    events, nics, units, raw, si, ni, starve)
+
+    def _uptime(self) -> float | None:
+        """Clock ticks since boot (for processes that started between scans)."""
+        text = self.root.read_opt("/proc/uptime")
+        try:
+            return float(text.split()[0]) * self.hz if text else None
+        except (ValueError, IndexError):
+            return None
 
     def close(self) -> None:
         self.tasks.close()

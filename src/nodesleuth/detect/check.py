@@ -13,6 +13,7 @@ from ..collect.root import Root
 from ..collect.sampler import Sampler, Tick
 from ..collect.units import read_units
 from . import hotcore, nic, units, zombies
+from .incidents import NIC_LOOKBACK
 from .findings import Finding, ordered
 
 SCHEMA = "nodesleuth.check/v1"
@@ -56,18 +57,20 @@ def _sleep_until(t: float) -> None:
         time.sleep(d)
 
 
-def correlate(found: list[Finding], slack_before: float = 10.0, slack_after: float = 10.0) -> None:
-    """A NIC event during or just after a hot-core episode is the incident's signature: say so."""
+def correlate(found: list[Finding]) -> None:
+    """A NIC event during or within NIC_LOOKBACK s after a hot-core episode is the incident's
+    signature (the same rule as explain's, detect/incidents.py): raise the episode to critical."""
     hots = [f for f in found if f.kind == "hot_core"]
     nics = [f for f in found if f.kind == "nic_reset"]
     for h in hots:
         for n in nics:
             times = [e["time"] for e in n.data.get("events", [])]
-            hit = [t for t in times if h.data["start"] - slack_before <= t <= h.data["end"] + slack_after]
+            hit = [t for t in times if h.data["start"] - 2 <= t <= h.data["end"] + NIC_LOOKBACK]
             if hit:
                 h.severity = "critical"
+                h.data["nic_events"] = len(hit)
                 h.evidence.append(f"NIC {n.data['ifname']} logged {len(hit)} reset/timeout line(s) during or "
-                                  f"within {slack_after:.0f} s of this episode")
+                                  f"within {NIC_LOOKBACK:.0f} s after this episode")
                 n.evidence.append(f"CPU {h.data['cpu']} was saturated when it happened (see hot core finding)")
 
 
@@ -80,7 +83,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
         notes.append(f"cannot read {root.join('/dev/kmsg')} (run as root): NIC log lines not checked")
     # a check is short: NIC driver counters (ethtool) are read every tick so the window's delta is exact
     sampler = Sampler(root, threads=opt.threads, kmsg=kmsg_src, ns_pid=opt.ns_pid, rules_path=opt.rules,
-                      units_every=0, ethtool_every=1)
+                      units_every=0, ethtool_every=1, irqs=True)
     tracer = None
     if opt.trace and root.live and ChurnTracer.available():
         tracer = ChurnTracer()
@@ -90,7 +93,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
     try:
         started = time.time()
         old_events = sampler.prime()
-        stat0 = sampler._stat
+        stat0 = sampler.stat
         census0 = sampler.census.sample(started, force_walk=True)
         nics0 = sampler.nics
         units0 = read_units(root, opt.ns_pid)
@@ -101,7 +104,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
         for i in range(n):
             _sleep_until(started + i + 1)
             ticks.append(sampler.tick(force_walk=(i == n - 1)))
-        stat1 = sampler._stat
+        stat1 = sampler.stat
         units1 = read_units(root, opt.ns_pid) if units0 is not None else None
         seconds = time.time() - started
     finally:
@@ -114,8 +117,10 @@ def run_check(opt: CheckOptions) -> CheckResult:
     now = time.time() if root.live else max([e.time for e in events], default=time.time())
     found: list[Finding] = []
     last = ticks[-1]
+    b = {u.id: u.n_restarts for u in units0 or []}
+    restarts = {u.id: u.n_restarts - b.get(u.id, u.n_restarts if units0 else 0) for u in units1 or []}
     found += zombies.findings(census0, last.census, last.meminfo, seconds, units1, churn,
-                              opt.zombie_warn, opt.zombie_crit)
+                              opt.zombie_warn, opt.zombie_crit, restarts)
     found += hotcore.findings(ticks)
     found += nic.findings(events, nics0, last.nics, since=now - opt.lookback)
     age = None

@@ -15,13 +15,16 @@ class Finding:
     evidence: list[str]
     remediation: list[str] = field(default_factory=list)
     data: dict = field(default_factory=dict)
+    actions: list = field(default_factory=list)  # remedy.actions.Action: what `remedy` may perform
 
     @property
     def problem(self) -> bool:
         return SEVERITY_RANK[self.severity] >= SEVERITY_RANK["warning"]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["actions"] = [a.to_dict() for a in self.actions]
+        return d
 
 
 def ordered(findings: list[Finding]) -> list[Finding]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..collect.units import Unit
+from ..remedy.actions import Action, protected
 from .findings import Finding
 
 
@@ -29,9 +30,13 @@ def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float,
             ev.append(f"its main process (pid {u.main_pid}) started {age:.1f} s ago")
         rem = [f"if this node does not need it: systemctl disable --now {u.id} && systemctl mask {u.id}",
                f"otherwise find why it fails: journalctl -u {u.id} -n 50; fix its config"]
+        if protected(u.id):
+            ev.append(f"{u.id} is node-critical (protected): remedy will not disable it unless named")
         sev = "warning" if u.n_restarts >= 3 or grew > 0 else "info"
         out.append(Finding("crash_loop", sev, f"unit {u.id} is crash-looping: {u.n_restarts} restarts", ev, rem,
                            {"unit": u.id, "n_restarts": u.n_restarts, "restarts_delta": grew,
                             "active": u.active, "sub": u.sub, "enabled": u.enabled, "result": u.result,
-                            "exit_status": u.exit_status, "restart_usec": u.restart_usec}))
+                            "exit_status": u.exit_status, "restart_usec": u.restart_usec},
+                           # disabling is proposed only by the zombie finding, when this unit is tied to them
+                           []))
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..collect.cgroups import Census
 from ..collect.churn import ChurnSummary
 from ..collect.units import Unit
+from ..remedy.actions import Action, protected
 from .findings import Finding, human_bytes
 
 WARN = 1000
@@ -13,9 +14,12 @@ CRIT = 10000
 
 def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: float,
              units: list[Unit] | None = None, churn: ChurnSummary | None = None,
-             warn: int = WARN, crit: int = CRIT) -> list[Finding]:
+             warn: int = WARN, crit: int = CRIT, restarts: dict[str, int] | None = None) -> list[Finding]:
+    """`restarts`: each unit's NRestarts growth over the window (ties a creator to a unit: one
+    creating process per restart)."""
     out = []
-    loopers = [u for u in (units or []) if u.crash_looping]
+    loopers = [u for u in (units or []) if u.crash_looping or (restarts or {}).get(u.id, 0) > 0]
+    grew = restarts or {}
     for c in last.v1:
         if c.dying is None:
             continue
@@ -24,7 +28,7 @@ def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: floa
         if c.dying == 0 and growth <= 0:
             continue
         out.append(_finding(c.name, "v1", c.tracked, c.live, c.dying, growth, seconds, meminfo, loopers,
-                            churn, last, warn, crit))
+                            churn, last, warn, crit, grew))
     if last.v2 is not None:
         v = last.v2
         dying = v.subsys["memory"][1] if "memory" in v.subsys else v.nr_dying_descendants
@@ -34,13 +38,13 @@ def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: floa
         if dying > 0 or dying - before > 0:
             name = "memory" if "memory" in v.subsys else "all"
             out.append(_finding(name, "v2", v.nr_descendants + 1 + dying, v.nr_descendants + 1, dying,
-                                dying - before, seconds, meminfo, loopers, churn, last, warn, crit))
+                                dying - before, seconds, meminfo, loopers, churn, last, warn, crit, grew))
     return out
 
 
 def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: int, seconds: float,
              meminfo: dict[str, int], loopers: list[Unit], churn: ChurnSummary | None, census: Census,
-             warn: int, crit: int) -> Finding:
+             warn: int, crit: int, grew: dict[str, int]) -> Finding:
     percpu, slab = meminfo.get("Percpu", 0), meminfo.get("Slab", 0)
     share = dying / tracked if tracked else 0.0
     sev = "critical" if dying >= crit else "warning" if dying >= warn or growth >= 10 else "info"
@@ -54,22 +58,45 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
     else:
         sev = "info" if sev == "warning" and dying < crit else sev  # only memcgs are walked by stat reads
     ev.append(f"growth: {growth:+d} dying in {seconds:.0f} s ({growth * 60 / max(seconds, 1e-9):+.1f}/min)")
-    rem = []
+    rem: list[str] = []
+    acts: list[Action] = []
     makers = []
-    for u in loopers:
-        ev.append(f"crash-looping unit {u.id}: NRestarts={u.n_restarts}, {u.active}/{u.sub}, "
-                  f"enabled={u.enabled}: each restart makes a new cgroup (suspected creator)")
-        makers.append(u.id)
-        rem.append(f"systemctl disable --now {u.id}   # stop the churn (mask it at image bake: "
-                   f"systemctl mask {u.id})")
+    proven_unit = None
     if churn is not None and churn.creators:
         for cr in churn.creators[:3]:
             ev.append(f"churn traced for {churn.seconds:.0f} s: {cr.comm} made {cr.mkdir} and removed "
-                      f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else ""))
+                      f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else "")
+                      + f"; {cr.freed} freed, {cr.still_dying} still dying at the end")
             makers.append(cr.unit or cr.comm)
-        if churn.lifetimes or churn.still_dying:
-            ev.append(f"of cgroups removed during the trace, {churn.released} were freed and "
-                      f"{churn.still_dying} are still dying")
+        # a creator is proven when its removed cgroups stay dying and the dying count grew by most of them
+        top = max(churn.creators, key=lambda c: c.still_dying)
+        lasting = top.still_dying >= 10 and growth >= 0.5 * top.still_dying
+        tied = None
+        if lasting:
+            tied = top.unit if top.unit and any(u.id == top.unit for u in loopers) else None
+            if tied is None:
+                for u in loopers:  # one creating process per restart in the window
+                    n = grew.get(u.id, 0)
+                    if n and 0.6 <= len(top.pids) / n <= 1.6:
+                        tied = u.id
+                        break
+            ev.append(f"proven creator: {top.comm} left {top.still_dying} cgroups dying and the dying count grew "
+                      f"{growth:+d}" + (f"; it runs as {tied}" if tied else "; no unit tied to it"))
+        else:
+            ev.append(f"no creator is proven: the most lasting, {top.comm}, left {top.still_dying} cgroups dying "
+                      f"while the count grew {growth:+d} (needs >= 10 and growth >= half of them)")
+        proven_unit = tied
+    for u in loopers:
+        tie = "proven creator" if u.id == proven_unit else "suspect only: not tied to the zombies by a churn trace"
+        ev.append(f"crash-looping unit {u.id}: NRestarts={u.n_restarts} ({grew.get(u.id, 0):+d} in the window), "
+                  f"{u.active}/{u.sub}, enabled={u.enabled} ({tie})")
+        if u.id not in makers:
+            makers.append(u.id)
+    if proven_unit:
+        rem.append(f"systemctl disable --now {proven_unit}   # stop the churn (mask it at image bake: "
+                   f"systemctl mask {proven_unit})")
+        acts.append(Action("disable_unit", proven_unit, f"{proven_unit} makes cgroups that stay dying",
+                           protected=protected(proven_unit)))
     for s in census.dying_subtrees[:3]:
         ev.append(f"{s.dying} dying cgroups were removed from under {s.path}")
         makers.append(s.path)
@@ -83,10 +110,14 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
         rem.append("reclaim under the parent: echo 1G > /sys/fs/cgroup/<parent>/memory.reclaim "
                    "(or drop_caches)")
     rem.append("reboot if the count does not fall (cache that is mapped or in use keeps them pinned)")
+    if ctrl in ("memory", "all") and (sev == "critical" or proven_unit):
+        acts.append(Action("reclaim", census.dying_subtrees[0].path if census.dying_subtrees and ver == "v2" else "",
+                           f"{dying} dying memory cgroups"))
     title = (f"{dying} zombie {ctrl} cgroups ({ver}): {tracked} tracked vs {live} live"
              + (f", suspect: {makers[0]}" if makers else ""))
     return Finding("zombie_cgroups", sev, title, ev, rem,
                    {"controller": ctrl, "version": ver, "tracked": tracked, "live": live, "dying": dying,
                     "ratio": round(tracked / max(1, live), 1), "growth": growth, "seconds": round(seconds, 1),
                     "percpu_bytes": percpu, "slab_bytes": slab, "creators": makers,
-                    "dying_subtrees": [{"path": s.path, "dying": s.dying} for s in census.dying_subtrees]})
+                    "dying_subtrees": [{"path": s.path, "dying": s.dying} for s in census.dying_subtrees],
+                    "proven_unit": proven_unit}, acts)

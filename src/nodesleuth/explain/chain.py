@@ -1,97 +1,503 @@
-"""The causal chain of an incident, link by link, each with its evidence and a confidence.
+"""The causal chain of an incident, link by link, each with a measured share and a verdict.
 
-A link with no evidence is reported as unknown; nothing is invented. Data come only from the
-recording: 1 Hz ticks (CPU, processes, cgroup census, kernel-log events, units), the perf profile
-and the cgroup churn trace when they were recorded.
+event -> saturated core -> processes on it -> what the core executed -> resource walked (memory
+cgroups) -> who made the zombies -> the restart loop that makes them -> remediation.
+
+A link is `proven` when its share explains at least PROVE (50%) of the link above it, `contributing`
+when it explains at least CONTRIBUTE (10%), `not_proven` below that (with the numbers), and
+`unknown` when the recording holds no data for it (never guessed). The event itself, and the
+measurements that are not hypotheses (the profile of the core), are `observed`. A root cause is
+named only when every link from the core to the unit is proven; otherwise the report names what
+did saturate the core as the leading explanation and lists the rejected hypotheses with their
+numbers. Data come only from the recording: 1 Hz ticks, the perf profile, the cgroup churn trace.
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from ..collect.churn import path_pattern, unit_of_path
-from ..collect.sampler import Tick
-from ..detect import hotcore
-from ..detect.nic import NIC_KINDS
+from ..collect.churn import CgEvent, path_pattern, unit_of_path
+from ..detect.incidents import HOT_BUSY, HOT_SECONDS, NIC_LOOKBACK, OTHERS_MAX, Episode, Incident, episodes, victim
 from ..timeparse import iso
+from ..remedy.actions import Action, protected
 
-MEMCG_FUNCS = re.compile(r"mem_cgroup|memcg|cgroup_rstat|css_next_descendant|lruvec|memory_stat|"
-                         r"mem_cgroup_iter|shrink_node_memcgs|numa_stat")
+OBSERVED, PROVEN, CONTRIBUTING, NOT_PROVEN, UNKNOWN = "observed", "proven", "contributing", "not_proven", "unknown"
+PROVE = 0.5  # a link is proven when it explains >= half of the link above it
+CONTRIBUTE = 0.1
+ZOMBIE_AGE = 10.0  # s: a removed cgroup still not freed after this long is a zombie (the kernel frees a clean one in ms)
+MIN_ZOMBIES = 10  # a creator needs at least this many lasting zombies to be proven
+MIN_SAMPLES = 20  # profile samples on the core needed to measure shares from the profile
+CONFIDENCE = {OBSERVED: "high", PROVEN: "high", CONTRIBUTING: "medium", NOT_PROVEN: "low", UNKNOWN: "none"}
+
+MEMCG = re.compile(r"mem_cgroup|memcg|cgroup_rstat|css_rstat|lruvec|shrink_node_memcgs|numa_stat|memory_stat|"
+                   r"try_to_free_mem_cgroup_pages|drain_all_stock|obj_cgroup")
+SOFTIRQ = re.compile(r"__do_softirq|handle_softirqs|net_rx_action|net_tx_action|napi|irq_exit|sysvec_|"
+                     r"asm_common_interrupt|do_IRQ|tasklet")
 
 
 @dataclass
 class Link:
     name: str
-    status: str  # found | unknown
-    confidence: str  # high | medium | low | none
+    verdict: str
     summary: str
+    share: float | None = None  # what this link explains of the link above it, 0..1
+    rule: str = ""  # how the verdict follows from the share
     evidence: list[str] = field(default_factory=list)
     data: dict = field(default_factory=dict)
 
-
-@dataclass
-class Incident:
-    kind: str  # nic_reset | hot_core
-    time: float
-    title: str
-    links: list[Link]
-    root_cause: str = ""
+    @property
+    def confidence(self) -> str:
+        return CONFIDENCE[self.verdict]
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["iso"] = iso(self.time)
-        return d
-
-
-def unknown(name: str, why: str) -> Link:
-    return Link(name, "unknown", "none", why)
+        return {"name": self.name, "verdict": self.verdict, "confidence": self.confidence,
+                "share": None if self.share is None else round(self.share, 4), "rule": self.rule,
+                "summary": self.summary, "evidence": self.evidence, "data": self.data}
 
 
 @dataclass
-class Recording:
-    ticks: list[Tick]
-    samples: object | None  # profile.query.Samples
-    churn: list[list]  # [time, event, comm, pid, hierarchy, id, path]
+class Explained:
+    kind: str  # nic_reset | hot_core
+    time: float
+    start: float
+    end: float
+    title: str
+    links: list[Link]
+    root_cause: str = ""  # a unit, only when the chain is proven end to end
+    leading: str = ""  # what explains the core best, when no root cause is proven
+    rejected: list[str] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+
+    def link(self, name: str) -> Link | None:
+        return next((lk for lk in self.links if lk.name == name), None)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "time": self.time, "iso": iso(self.time), "start": self.start, "end": self.end,
+                "title": self.title, "root_cause": self.root_cause, "leading": self.leading,
+                "chain_proven": bool(self.root_cause), "rejected": self.rejected,
+                "actions": [a.to_dict() for a in self.actions], "links": [lk.to_dict() for lk in self.links]}
 
 
-def find_incidents(rec: Recording, merge: float = 5.0, cover: float = 30.0) -> list[tuple[str, float, object]]:
-    """NIC events (the lines of one reset, within `merge` s of its first line, per interface) and
-    hot-core episodes that no NIC incident within `cover` s already explains."""
-    out = []
-    evs = sorted((e for t in rec.ticks for e in t.events if e.kind in NIC_KINDS), key=lambda e: e.time)
-    groups: list[list] = []
-    for e in evs:
-        g = next((g for g in groups if (g[0].ifname == e.ifname or not e.ifname or not g[0].ifname)
-                  and e.time - g[0].time <= merge), None)
-        if g is None:
-            groups.append([e])
+def verdict(share: float | None) -> str:
+    if share is None:
+        return UNKNOWN
+    return PROVEN if share >= PROVE else CONTRIBUTING if share >= CONTRIBUTE else NOT_PROVEN
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def build(rec, inc: Incident) -> Explained:
+    links: list[Link] = [_event(inc)]
+    ep = inc.episode
+    links.append(_core(rec, inc))
+    if ep is None:
+        for name in ("processes", "functions", "resource", "creator", "unit_loop"):
+            links.append(Link(name, UNKNOWN, "no saturated core to follow"))
+        ex = Explained(inc.kind, inc.time, inc.start, inc.end, links[0].summary, links)
+        ex.leading = "no CPU starvation in the recording explains this event"
+        ex.rejected = [f"saturated core: {links[1].summary}"]
+        links.append(_remedy(ex, None))
+        return ex
+    prof = _profile(rec, ep)
+    links.append(_processes(rec, ep, prof))
+    links.append(_functions(ep, prof))
+    links.append(_resource(rec, inc, ep, prof))
+    creator, lasting_by = _creator(rec, inc)
+    links.append(creator)
+    links.append(_unit(rec, inc, creator, lasting_by))
+    ex = Explained(inc.kind, inc.time, inc.start, inc.end, "", links)
+    chain = [ex.link(n) for n in ("saturated_core", "processes", "resource", "creator", "unit_loop")]
+    core_ok = chain[0].verdict in (PROVEN, OBSERVED)
+    if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]):
+        ex.root_cause = chain[-1].data["unit"]
+    ex.leading = _leading(ex, ep, prof)
+    ex.rejected = [f"{LABEL[lk.name]}: {lk.summary}" for lk in links if lk.verdict == NOT_PROVEN]
+    ex.title = links[0].summary + f" <- CPU {ep.cpu} saturated ({ep.busy_mean:.0f}% for {ep.seconds:.0f} s)" + (
+        f" <- root cause: {ex.root_cause}" if ex.root_cause else f" <- leading: {ex.leading}")
+    links.append(_remedy(ex, ep))
+    return ex
+
+
+LABEL = {"event": "Event", "saturated_core": "Saturated core", "processes": "Processes on it",
+         "functions": "What the core ran", "resource": "Resource walked", "creator": "Who makes zombies",
+         "unit_loop": "Restart loop", "remediation": "Remediation"}
+
+
+# --- 1. the event --------------------------------------------------------------------------------
+
+def _event(inc: Incident) -> Link:
+    if inc.kind == "nic_reset":
+        evs = inc.nic.events
+        reasons = sorted({e.reset_reason for e in evs if e.reset_reason})
+        kinds = Counter(e.kind for e in evs)
+        return Link("event", OBSERVED,
+                    f"NIC {inc.nic.device}: " + ", ".join(f"{n} {k}" for k, n in kinds.items())
+                    + (f" (reason {', '.join(reasons)})" if reasons else ""), None, "kernel-log lines",
+                    [f"{iso(e.time)} seq {e.seq}: {e.message}" for e in evs[:8]],
+                    {"device": inc.nic.device, "reasons": reasons, "events": len(evs),
+                     "kinds": dict(kinds), "first": inc.nic.start, "last": inc.nic.end})
+    ep = inc.episode
+    return Link("event", OBSERVED, f"CPU {ep.cpu} >= {HOT_BUSY:.0f}% busy for {ep.seconds:.0f} s",
+                None, f">= {HOT_BUSY:.0f}% for >= {HOT_SECONDS:.0f} s while the others averaged < {OTHERS_MAX:.0f}%",
+                [f"{iso(ep.start)} .. {iso(ep.end)}"], {"cpu": ep.cpu, "start": ep.start, "end": ep.end})
+
+
+# --- 2. the saturated core, and the victim --------------------------------------------------------
+
+def _ticks(rec, t0: float, t1: float) -> list:
+    return [t for t in rec.ticks if t0 < t.time <= t1 + 0.5]
+
+
+def _core(rec, inc: Incident) -> Link:
+    ep = inc.episode
+    rule = (f"a CPU >= {HOT_BUSY:.0f}% busy for >= {HOT_SECONDS:.0f} s while the others averaged "
+            f"< {OTHERS_MAX:.0f}%, within {NIC_LOOKBACK:.0f} s before the event; proven when the NIC's "
+            f"work is shown waiting on that CPU (ksoftirqd wait or the NIC's interrupts >= {pct(PROVE)})")
+    if ep is None:
+        t = inc.time
+        window = _ticks(rec, t - NIC_LOOKBACK, t + 2)
+        if not window:
+            return Link("saturated_core", UNKNOWN, f"no CPU samples in the {NIC_LOOKBACK:.0f} s before", None, rule)
+        busy_node = episodes(window, others_max=101.0)  # runs that fail only the "others quiet" condition
+        if busy_node:
+            b = busy_node[0]
+            return Link("saturated_core", NOT_PROVEN,
+                        f"CPU {b.cpu} was >= {HOT_BUSY:.0f}% for {b.seconds:.0f} s but the other CPUs averaged "
+                        f"{b.others_mean:.0f}% (>= {OTHERS_MAX:.0f}%): a busy node, not one starved core", 0.0, rule,
+                        [f"{iso(b.start)} .. {iso(b.end)}: CPU {b.cpu} {b.busy_mean:.0f}%, others {b.others_mean:.0f}%"],
+                        {"busy_node": b.to_dict()})
+        peak = max((max((u.busy for c, u in tk.cpu.items() if c >= 0), default=0.0) for tk in window), default=0.0)
+        return Link("saturated_core", NOT_PROVEN, f"no CPU was >= {HOT_BUSY:.0f}% for {HOT_SECONDS:.0f} s in the "
+                    f"{NIC_LOOKBACK:.0f} s before; the busiest CPU peaked at {peak:.0f}%", 0.0, rule)
+    ev = [f"CPU {ep.cpu}: {ep.busy_mean:.0f}% busy (min {ep.busy_min:.0f}%) for {ep.seconds:.0f} s, "
+          f"{iso(ep.start)} .. {iso(ep.end)}",
+          f"split: user {ep.usr_mean:.0f}%, sys {ep.sys_mean:.0f}%, softirq {ep.soft_mean:.0f}%, irq {ep.irq_mean:.0f}%",
+          f"the other CPUs averaged {ep.others_mean:.0f}% (node {ep.node_mean:.0f}%): CPU {ep.cpu} was "
+          f"{ep.excess:.0f} points above them"]
+    queue = None
+    if inc.nic is not None:
+        q = next((e.fields.get("queue") for e in inc.nic.events if e.fields.get("queue")), None)
+        queue = int(q) if q is not None and str(q).isdigit() else None
+    v = victim(rec.ticks, ep.cpu, ep.start, ep.end, queue=queue)
+    if "ksoftirqd_wait_s" in v:
+        ev.append(f"ksoftirqd/{ep.cpu} waited {v['ksoftirqd_wait_s']:.1f} s of the {v['seconds']:.0f} s "
+                  f"({pct(v['ksoftirqd_wait_share'])}) for CPU {ep.cpu}")
+    if "net_rx_per_s" in v:
+        r = v["net_rx_per_s"]
+        ev.append(f"NET_RX softirqs on CPU {ep.cpu}: {r['before'] if r['before'] is not None else '?'}/s in the "
+                  f"minute before, {r['during'] if r['during'] is not None else '?'}/s during")
+    if "psi_cpu_some_share" in v:
+        ev.append(f"CPU pressure (some): tasks waited {pct(v['psi_cpu_some_share'])} of the time")
+    if "nic_irq_share" in v:
+        ev.append(f"CPU {ep.cpu} served {pct(v['nic_irq_share'])} of the interrupts of the NIC's "
+                  + (f"queue {v['queue']} (the one the driver reported)" if "queue" in v else "queues"))
+    data = {**ep.to_dict(), "victim": v}
+    summary = (f"CPU {ep.cpu} at {ep.busy_mean:.0f}% for {ep.seconds:.0f} s (sys {ep.sys_mean:.0f}%, "
+               f"softirq {ep.soft_mean:.0f}%; others {ep.others_mean:.0f}%)")
+    if inc.kind != "nic_reset":
+        return Link("saturated_core", OBSERVED, summary, ep.busy_mean / 100, rule.split(", within")[0], ev, data)
+    lead = inc.time - ep.end
+    ev.insert(1, f"it ended {lead:.0f} s before the first NIC line" if lead >= 1 else
+              f"it had lasted {inc.time - ep.start:.0f} s when the first NIC line was logged")
+    share = max(v.get("ksoftirqd_wait_share", 0.0), v.get("nic_irq_share", 0.0)) if (
+        "ksoftirqd_wait_share" in v or "nic_irq_share" in v) else None
+    if share is None:
+        return Link("saturated_core", CONTRIBUTING, summary + "; no measure of the NIC's work waiting on it "
+                    "(timing only)", None, rule, ev, data)
+    vd = PROVEN if share >= PROVE else CONTRIBUTING
+    return Link("saturated_core", vd, summary + f"; the NIC's work waited there ({pct(share)})", share, rule, ev, data)
+
+
+# --- 3/4. processes and functions ----------------------------------------------------------------
+
+@dataclass
+class CoreProfile:
+    n: int  # samples on the core in the episode, idle included
+    event: str
+    by_pid: dict  # pid -> (comm, samples, kernel samples, memcg samples)
+    memcg: int
+    softirq: int
+    user: int
+    kernel_other: int
+    idle: int
+    top: list
+
+
+def _profile(rec, ep: Episode) -> CoreProfile | None:
+    s = rec.samples(ep.start, ep.end)
+    if s is None or not len(s):
+        return None
+    import numpy as np
+
+    m = (s.t >= ep.start) & (s.t <= ep.end) & (s.cpu == ep.cpu)
+    n = int(m.sum())
+    if n < MIN_SAMPLES:
+        return None
+    from ..profile.query import Filter, top_functions
+
+    sub = s.masked(m)
+    by_pid: dict[int, list] = {}
+    memcg = soft = user = other = idle = 0
+    ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
+    for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
+        st = s.stacks[sid]
+        if pid == 0 and s.idle[sid]:
+            idle += c
+            continue
+        kframes = [f for f in st if f.endswith("_[k]")]
+        leaf_k = bool(st) and st[-1].endswith("_[k]")
+        is_memcg = any(MEMCG.search(f) for f in kframes)
+        slot = by_pid.setdefault(pid, [s.comms[cid], 0, 0, 0])
+        slot[1] += c
+        if leaf_k:
+            slot[2] += c
+        if is_memcg:
+            memcg += c
+            slot[3] += c
+        elif any(SOFTIRQ.search(f) for f in kframes):
+            soft += c
+        elif leaf_k:
+            other += c
         else:
-            g.append(e)
-    for g in groups:
-        out.append(("nic_reset", g[0].time, g))
-    for ep in hotcore.episodes(rec.ticks):
-        if not any(k == "nic_reset" and ep.start - 5 <= t <= ep.end + cover for k, t, _ in out):
-            out.append(("hot_core", ep.start, ep))
-    return sorted(out, key=lambda x: x[1])
+            user += c
+    top = top_functions(sub, Filter(cpus={ep.cpu}), kernel_only=False, n=8)
+    return CoreProfile(n, getattr(s, "event", ""), by_pid, memcg, soft, user, other, idle, top)
 
 
-def _episode_for(rec: Recording, t: float, before: float = 60.0) -> hotcore.Episode | None:
-    ticks = [x for x in rec.ticks if t - before <= x.time <= t + 5]
-    eps = [e for e in hotcore.episodes(ticks) if e.end >= t - 15 and e.start <= t + 2]
-    return max(eps, key=lambda e: (e.seconds, e.end)) if eps else None
+def _processes(rec, ep: Episode, prof: CoreProfile | None) -> Link:
+    rule = f"proven when the processes named account for >= {pct(PROVE)} of the core's busy time"
+    busy = ep.busy_mean / 100
+    rows = []
+    if prof is not None:
+        for pid, (comm, c, k, mc) in sorted(prof.by_pid.items(), key=lambda kv: -kv[1][1])[:6]:
+            rows.append({"pid": pid, "comm": comm, "cpu_share": c / prof.n, "share": (c / prof.n) / busy if busy else 0,
+                         "kernel": k / c, "memcg": mc / c, "source": "profile", "samples": c})
+        src = f"from the profile ({prof.n} samples on CPU {ep.cpu}, each a 1/F s slice)"
+    else:
+        for p in ep.top[:6]:
+            rows.append({"pid": p.pid, "comm": p.comm, "cpu_share": p.pct / 100, "share": p.share, "kernel": None,
+                         "memcg": None, "source": "proc-estimate" if p.estimate else "proc", "samples": None})
+        src = ("from /proc per-thread CPU time and the CPU each thread last ran on"
+               + (" (estimate: some threads ran on several CPUs, their time was split)"
+                  if any(p.estimate for p in ep.top) else ""))
+    if not rows:
+        return Link("processes", UNKNOWN, f"no per-process data on CPU {ep.cpu}", None, rule)
+    share = min(1.0, sum(r["share"] for r in rows))
+    ev = [src]
+    for r in rows:
+        kern = "" if r["kernel"] is None else f", {pct(r['kernel'])} of it in the kernel" + (
+            f" ({pct(r['memcg'])} in memcg code)" if r["memcg"] else "")
+        ev.append(f"{r['comm']} (pid {r['pid']}): {100 * r['cpu_share']:.0f}% of CPU {ep.cpu}, "
+                  f"{pct(r['share'])} of its busy time{kern}")
+    summary = ", ".join(f"{r['comm']} (pid {r['pid']}) {pct(r['share'])}" for r in rows[:3]) + " of the busy time"
+    return Link("processes", verdict(share), summary, share, rule, ev,
+                {"top": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
+                 "source": rows[0]["source"]})
 
 
-def _census_at(rec: Recording, t: float):
+def _functions(ep: Episode, prof: CoreProfile | None) -> Link:
+    if prof is None:
+        return Link("functions", UNKNOWN, f"no profile of CPU {ep.cpu} in the episode (record with --profile; "
+                    f">= {MIN_SAMPLES} samples needed)")
+    n = prof.n
+    parts = {"user space": prof.user, "memory-cgroup code": prof.memcg, "softirq/irq": prof.softirq,
+             "other kernel": prof.kernel_other, "idle": prof.idle}
+    ev = [f"{k}: {pct(v / n)} of CPU {ep.cpu}'s samples" for k, v in parts.items()]
+    if prof.event and "clock" not in prof.event:
+        ev.append(f"note: the profile's event is {prof.event}, not a clock: shares are of samples, not of time")
+    ev += [f"{r['function']}{' [k]' if r['kernel'] else ''}: self {r['self_pct']:.0f}%, total {r['total_pct']:.0f}%"
+           for r in prof.top[:6]]
+    big = max(((k, v) for k, v in parts.items() if k != "idle"), key=lambda kv: kv[1])
+    return Link("functions", OBSERVED, f"CPU {ep.cpu} ran {big[0]} {pct(big[1] / n)} of the time"
+                + (f"; hottest {prof.top[0]['function']}" if prof.top else ""), None, "measured by the profile", ev,
+                {"samples": n, "event": prof.event, **{k.replace(" ", "_").replace("/", "_"): round(v / n, 4)
+                                                        for k, v in parts.items()}, "top": prof.top})
+
+
+# --- 5. the resource ----------------------------------------------------------------------------
+
+def _census(rec, t: float):
     best = None
     for x in rec.ticks:
         if x.time <= t + 1:
             best = x
+        else:
+            break
     return best.census if best else None
 
 
-def _units(rec: Recording, t0: float, t1: float):
+def _resource(rec, inc: Incident, ep: Episode, prof: CoreProfile | None) -> Link:
+    rule = (f"share = the core's time in memory-cgroup code / its busy time above the other CPUs "
+            f"({ep.excess:.0f} points); proven >= {pct(PROVE)}, contributing >= {pct(CONTRIBUTE)}")
+    c = _census(rec, inc.time)
+    dying = c.memory_dying() if c else None
+    mem = c.controller("memory") if c else None
+    first = rec.ticks[0].census.memory_dying() if rec.ticks else None
+    growth = dying - first if dying is not None and first is not None else None
+    hours = max(1e-9, (inc.time - rec.ticks[0].time) / 3600) if rec.ticks else None
+    ev = []
+    if dying is not None:
+        ev.append(f"memory cgroups at the incident: {dying} dying" + (
+            f" ({mem.tracked} tracked vs {mem.live} live)" if mem and mem.live is not None else ""))
+        if growth is not None and hours:
+            ev.append(f"dying memcgs {growth:+d} since the recording began" + (
+                f" ({growth / hours:+.0f}/h)" if hours >= 1 / 6 else f" ({60 * hours:.1f} min ago)"))
+        t = _tick_at(rec, inc.time)
+        if t and t.meminfo.get("Percpu") is not None:
+            ev.append(f"Percpu {t.meminfo['Percpu'] >> 20} MiB, Slab {t.meminfo.get('Slab', 0) >> 20} MiB")
+    data = {"dying": dying, "tracked": mem.tracked if mem else None, "live": mem.live if mem else None,
+            "growth": growth}
+    cost = getattr(rec, "cost", None)
+    if cost:
+        ev.append(f"measured on this kernel: {cost}")
+    if prof is None:
+        return Link("resource", UNKNOWN, f"cannot tell whether CPU {ep.cpu} walked memory cgroups: no profile of it"
+                    + (f" ({dying} memcgs dying)" if dying else ""), None, rule, ev, data)
+    memcg_time = prof.memcg / prof.n  # fraction of the core's time
+    excess = ep.excess / 100
+    share = min(1.0, memcg_time / excess) if excess > 0 else 0.0
+    walkers = sorted(((pid, comm, mc) for pid, (comm, _, _, mc) in prof.by_pid.items() if mc),
+                     key=lambda x: -x[2])
+    ev.insert(0, f"memory-cgroup code took {pct(memcg_time)} of CPU {ep.cpu}'s time = {pct(share)} of its excess "
+                 f"busy time ({ep.excess:.0f} points)")
+    for pid, comm, mc in walkers[:3]:
+        ev.append(f"{comm} (pid {pid}) was in memcg code for {mc} of the core's {prof.n} samples")
+    data.update({"memcg_time": round(memcg_time, 4), "excess": round(excess, 4),
+                 "walkers": [{"pid": p, "comm": cm, "samples": n} for p, cm, n in walkers[:5]]})
+    vd = verdict(share)
+    if vd != NOT_PROVEN and not dying:
+        ev.append("but no memory cgroups are dying: the walk is over live ones")
+    who = f" by {walkers[0][1]}" if walkers else ""
+    summary = (f"memory-cgroup code{who}: {pct(memcg_time)} of CPU {ep.cpu}, {pct(share)} of its excess busy time"
+               + (f"; {dying} memcgs dying" if dying is not None else ""))
+    return Link("resource", vd, summary, share, rule, ev, data)
+
+
+def _tick_at(rec, t: float):
+    best = None
+    for x in rec.ticks:
+        if x.time <= t + 1:
+            best = x
+    return best
+
+
+# --- 6/7. who makes the zombies, and the unit ------------------------------------------------------
+
+@dataclass
+class _Creator:
+    comm: str
+    pattern: str
+    made: int = 0
+    removed: int = 0
+    freed_fast: int = 0
+    lasting: int = 0  # still dying after ZOMBIE_AGE (or freed only after it)
+    young: int = 0  # removed less than ZOMBIE_AGE before the trace ended: undecided
+    lifetimes: list = field(default_factory=list)
+    pids: set = field(default_factory=set)
+    units: Counter = field(default_factory=Counter)
+    first: float = 0.0
+    last: float = 0.0
+
+
+def _creators(events: list[CgEvent], trace_end: float) -> list[_Creator]:
+    by: dict[tuple[str, str], _Creator] = {}
+    made_by: dict[tuple[int, int], _Creator] = {}
+    rmdir_at: dict[tuple[int, int], tuple[float, _Creator]] = {}
+    for e in events:
+        key = (e.hierarchy, e.cg_id)
+        if e.event == "mkdir":
+            pat = path_pattern(e.path)
+            c = by.get((e.comm, pat))
+            if c is None:
+                c = by[(e.comm, pat)] = _Creator(e.comm, pat, first=e.time)
+            c.made += 1
+            c.pids.add(e.pid)
+            c.last = e.time
+            u = unit_of_path(e.path)
+            if u:
+                c.units[u] += 1
+            made_by[key] = c
+        elif e.event == "rmdir":
+            c = made_by.get(key)
+            if c is not None:
+                c.removed += 1
+                rmdir_at[key] = (e.time, c)
+        elif e.event == "release":
+            hit = rmdir_at.pop(key, None)
+            if hit is not None:
+                t0, c = hit
+                life = e.time - t0
+                c.lifetimes.append(life)
+                if life >= ZOMBIE_AGE:
+                    c.lasting += 1
+                else:
+                    c.freed_fast += 1
+    for t0, c in rmdir_at.values():
+        if trace_end - t0 >= ZOMBIE_AGE:
+            c.lasting += 1
+        else:
+            c.young += 1
+    return sorted(by.values(), key=lambda c: (-c.lasting, -c.made))
+
+
+def _creator(rec, inc: Incident) -> tuple[Link, dict]:
+    rule = (f"a creator's zombies are the cgroups it made that were still dying >= {ZOMBIE_AGE:.0f} s after "
+            f"removal; share = its zombies / the growth of dying memcgs over the trace; proven >= {pct(PROVE)} "
+            f"and >= {MIN_ZOMBIES} zombies")
+    if not rec.churn:
+        loop = _loopers(rec, rec.start, inc.end)
+        why = "no cgroup churn trace in the recording (record with --trace-churn)"
+        if loop:
+            why += f"; crash-looping {loop[0][0].id} is a suspect only"
+        return Link("creator", UNKNOWN, why, None, rule), {}
+    trace = [e for e in rec.churn if e.time <= inc.end + ZOMBIE_AGE * 4]
+    trace_end = rec.end
+    cs = _creators(trace, trace_end)
+    if not cs:
+        return Link("creator", NOT_PROVEN, "the churn trace saw no cgroup being created", 0.0, rule), {}
+    t_first = min(e.time for e in trace)
+    d0 = _census(rec, t_first)
+    d1 = _census(rec, min(trace_end, inc.end + ZOMBIE_AGE * 4))
+    growth = None
+    if d0 is not None and d1 is not None and d0.memory_dying() is not None and d1.memory_dying() is not None:
+        growth = d1.memory_dying() - d0.memory_dying()
+    top = cs[0]
+    denom = growth if growth and growth > 0 else (d1.memory_dying() if d1 and d1.memory_dying() else 0)
+    share = min(1.0, top.lasting / denom) if denom else (0.0 if top.lasting == 0 else None)
+    ev = []
+    for c in cs[:4]:
+        life = (f"; lifetime of freed ones: median {statistics.median(c.lifetimes):.2f} s, max {max(c.lifetimes):.1f} s"
+                if c.lifetimes else "")
+        ev.append(f"{c.comm} made {c.made} cgroups like {c.pattern} from {len(c.pids)} processes "
+                  f"({iso(c.first)} .. {iso(c.last)}); removed {c.removed}: {c.lasting} stayed dying "
+                  f">= {ZOMBIE_AGE:.0f} s, {c.freed_fast} freed sooner, {c.young} too recent to tell{life}")
+    if growth is not None:
+        ev.append(f"dying memory cgroups grew {growth:+d} over the trace")
+    vd = verdict(share) if share is not None else UNKNOWN
+    if vd == PROVEN and top.lasting < MIN_ZOMBIES:
+        vd = CONTRIBUTING
+    if top.lasting == 0:
+        vd = NOT_PROVEN
+        summary = (f"{top.comm}'s cgroups ({top.made} made) do not stay dying: "
+                   + (f"all freed within {max(top.lifetimes):.1f} s" if top.lifetimes and top.freed_fast == top.removed
+                      else f"{top.freed_fast} freed within {ZOMBIE_AGE:.0f} s, {top.young} too recent"))
+    else:
+        summary = (f"{top.comm} ({top.pattern}): {top.lasting} lasting zombies"
+                   + (f" = {pct(share)} of the dying growth" if share is not None else ""))
+    unit = top.units.most_common(1)[0][0] if top.units else None
+    data = {"comm": top.comm, "pattern": top.pattern, "made": top.made, "removed": top.removed,
+            "lasting": top.lasting, "freed_fast": top.freed_fast, "young": top.young, "processes": len(top.pids),
+            "unit_by_path": unit, "dying_growth": growth,
+            "median_lifetime": round(statistics.median(top.lifetimes), 3) if top.lifetimes else None}
+    return Link("creator", vd, summary, share, rule, ev, data), {"creator": top}
+
+
+def _loopers(rec, t0: float, t1: float) -> list:
     first = last = None
     for x in rec.ticks:
         if x.units is None or not (t0 - 60 <= x.time <= t1 + 5):
@@ -99,212 +505,98 @@ def _units(rec: Recording, t0: float, t1: float):
         if first is None:
             first = x.units
         last = x.units
-    return first, last
+    if not last:
+        return []
+    b = {u.id: u for u in first or []}
+    grew = [(u, u.n_restarts - b[u.id].n_restarts if u.id in b else u.n_restarts) for u in last]
+    return sorted(((u, d) for u, d in grew if d > 0 or u.crash_looping), key=lambda x: -x[1])
 
 
-def build(rec: Recording, kind: str, t: float, payload) -> Incident:
-    links: list[Link] = []
-    start = rec.ticks[0].time if rec.ticks else t
-    # 1. the event
-    if kind == "nic_reset":
-        evs = payload
-        reasons = sorted({e.reset_reason for e in evs if e.reset_reason})
-        links.append(Link("event", "found", "high",
-                          f"NIC {evs[0].ifname or evs[0].fields.get('bus', '?')}: "
-                          + ", ".join(f"{n} {k}" for k, n in Counter(e.kind for e in evs).items())
-                          + (f" (reason {', '.join(reasons)})" if reasons else ""),
-                          [f"{iso(e.time)} seq {e.seq}: {e.message}" for e in evs[:6]],
-                          {"ifname": evs[0].ifname, "reasons": reasons, "events": len(evs)}))
-        ep = _episode_for(rec, t)
-    else:
-        ep = payload
-        links.append(Link("event", "found", "high", f"CPU {ep.cpu} saturated for {ep.seconds:.0f} s",
-                          [f"{iso(ep.start)} .. {iso(ep.end)}"], {"cpu": ep.cpu}))
-    # 2. the saturated core
-    if ep is None:
-        links.append(unknown("saturated_core", "no core was >= 90% busy for >= 3 s in the 60 s before"))
-        return Incident(kind, t, links[0].summary, links + _tail_unknown())
-    lead = t - ep.end
-    conf = "high" if kind == "hot_core" or -2 <= lead <= 15 else "medium"
-    links.append(Link("saturated_core", "found", conf,
-                      f"CPU {ep.cpu} at {ep.busy_mean:.0f}% for {ep.seconds:.0f} s"
-                      + ((f", ending {lead:.0f} s before the event" if lead >= 1 else
-                          f", saturated {t - ep.start:.0f} s when the event was logged")
-                         if kind == "nic_reset" else ""),
-                      [f"sys {ep.sys_mean:.0f}%, softirq {ep.soft_mean:.0f}%, irq {ep.irq_mean:.0f}%",
-                       f"other CPUs averaged {ep.others_mean:.0f}%, the node {ep.node_mean:.0f}%"],
-                      {"cpu": ep.cpu, "start": ep.start, "end": ep.end, "busy": round(ep.busy_mean, 1)}))
-    # 3. processes on it
-    if ep.top:
-        links.append(Link("processes", "found", "high",
-                          ", ".join(f"{c} (pid {p}) {v:.0f}%" for p, c, v in ep.top[:3]),
-                          [f"{c} pid {p}: {v:.1f}% of CPU {ep.cpu} on average" for p, c, v in ep.top],
-                          {"top": [{"pid": p, "comm": c, "pct": round(v, 1)} for p, c, v in ep.top]}))
-    else:
-        links.append(unknown("processes", f"no per-process samples on CPU {ep.cpu}"))
-    # 4. hottest functions (profile)
-    funcs_link, memcg_procs = _functions(rec, ep)
-    links.append(funcs_link)
-    # 5. the resource walked
-    census = _census_at(rec, t)
-    mem = census.controller("memory") if census else None
-    dying = census.memory_dying() if census else None
-    c0 = rec.ticks[0].census.memory_dying() if rec.ticks else None
-    growth = (dying - c0) if dying is not None and c0 is not None else None
-    span_h = max(1e-9, (t - start) / 3600)
-    if memcg_procs and dying is not None:
-        ev = [f"{who} spent {pct:.0f}% of its samples on CPU {ep.cpu} in memcg functions ({fn})"
-              for who, pct, fn in memcg_procs]
-        ev.append(f"memory cgroups at the incident: {mem.tracked if mem else '?'} tracked vs "
-                  f"{mem.live if mem else '?'} live -> {dying} dying")
-        if growth is not None:
-            ev.append(f"dying memcgs grew {growth:+d} since the recording started ({growth / span_h:+.0f}/h)")
-        links.append(Link("resource", "found", "high", f"memory cgroups: {dying} dying, walked by "
-                          + ", ".join(w for w, _, _ in memcg_procs), ev,
-                          {"tracked": mem.tracked if mem else None, "live": mem.live if mem else None,
-                           "dying": dying, "growth": growth}))
-    elif dying is not None and dying >= 1000:
-        links.append(Link("resource", "found", "low", f"suspected memory cgroups: {dying} dying",
-                          ["no profile shows the walk: record with --profile to prove it"],
-                          {"dying": dying, "growth": growth}))
-    else:
-        links.append(unknown("resource", "no memcg walk in the profile and no zombie build-up"))
-    # 6. who creates the churn, 7. the unit's restart loop
-    first_u, last_u = _units(rec, start, t)
-    links += _creator_and_unit(rec, start, t, first_u, last_u)
-    # 8. remediation
-    links.append(_remedy(links))
-    cause = next((lk.data.get("unit") for lk in links if lk.name == "unit_loop" and lk.status == "found"), None)
-    title = links[0].summary + (f" <- CPU {ep.cpu} saturated" if ep else "")
-    if cause:
-        title += f" <- crash-looping {cause}"
-    return Incident(kind, t, title, links, cause or "")
-
-
-def _tail_unknown() -> list[Link]:
-    return [unknown(n, "no saturated core to follow") for n in
-            ("processes", "functions", "resource", "creator", "unit_loop", "remediation")]
-
-
-def _functions(rec: Recording, ep: hotcore.Episode) -> tuple[Link, list]:
-    s = rec.samples
-    if s is None or not len(s):
-        return unknown("functions", "no profile recorded (record with --profile)"), []
-    from ..profile.query import Filter, top_functions
-
-    m = (s.t >= ep.start) & (s.t <= ep.end) & (s.cpu == ep.cpu)
-    if not m.any():
-        return unknown("functions", f"no profile samples on CPU {ep.cpu} in the episode"), []
-    f = Filter(cpus={ep.cpu})
-    top = top_functions(s.masked(m), f, kernel_only=False, n=8)
-    ev = [f"{r['function']}{' [kernel]' if r['kernel'] else ''}: self {r['self_pct']:.0f}%, total {r['total_pct']:.0f}%"
-          for r in top[:6]]
-    memcg = []
-    # what each process on the core does: its samples there over the minute up to the episode's end
-    # (a poller using a tenth of a core leaves few samples in a 3 s episode)
-    wide = (s.t >= ep.start - 60) & (s.t <= ep.end) & (s.cpu == ep.cpu)
-    for pid in sorted(set(s.pid[wide].tolist()) - {0}):
-        mp = wide & (s.pid == pid)
-        n = int(mp.sum())
-        comm = s.comms[Counter(s.comm[mp].tolist()).most_common(1)[0][0]]  # after exec+prctl renames
-        hits = Counter()
-        walking = 0
-        for sid in s.stack[mp].tolist():
-            fr = [x for x in s.stacks[sid] if x.endswith("_[k]") and MEMCG_FUNCS.search(x)]
-            if fr:
-                walking += 1
-                hits[fr[-1][:-4]] += 1
-        if walking >= 3 and walking / n >= 0.1:  # a process that spends a tenth of its time there
-            memcg.append((f"{comm} (pid {pid})", 100 * walking / n, hits.most_common(1)[0][0]))
-            ev.append(f"{comm} (pid {pid}): {100 * walking / n:.0f}% of its {n} samples in memcg code, "
-                      f"mostly {hits.most_common(1)[0][0]}")
-    return Link("functions", "found", "high", f"hottest on CPU {ep.cpu}: {top[0]['function']}" if top else "",
-                ev, {"top": top}), memcg
-
-
-def _creator_and_unit(rec: Recording, t0: float, t1: float, first_u, last_u) -> list[Link]:
-    out = []
-    rows = [r for r in rec.churn if t0 - 5 <= r[0] <= t1 + 5]
-    creators: dict[tuple, dict] = {}
-    rmdir_at, lifetimes = {}, []
-    for tm, ev, comm, pid, hier, cg, path in rows:
-        if ev == "mkdir":
-            c = creators.setdefault((comm, path_pattern(path)), {"mkdir": 0, "pids": set(), "unit": unit_of_path(path),
-                                                                  "first": tm, "last": tm})
-            c["mkdir"] += 1
-            c["pids"].add(pid)
-            c["last"] = tm
-        elif ev == "rmdir":
-            rmdir_at[(hier, cg)] = tm
-        elif ev == "release" and (hier, cg) in rmdir_at:
-            lifetimes.append(tm - rmdir_at.pop((hier, cg)))
-    grew = {}
-    if last_u:
-        b = {u.id: u for u in first_u or []}
-        # a unit absent from the first snapshot (not yet loaded, or dead) made all its restarts since
-        grew = {u.id: (u, u.n_restarts - b[u.id].n_restarts if u.id in b else u.n_restarts) for u in last_u}
-    loopers = sorted(((u, d) for u, d in grew.values() if d > 0 or u.crash_looping), key=lambda x: -x[1])
-    unit = None
-    if creators:
-        (comm, pat), c = max(creators.items(), key=lambda kv: kv[1]["mkdir"])
-        ev = [f"{comm} made {c['mkdir']} cgroups like {pat} from {len(c['pids'])} processes "
-              f"between {iso(c['first'])} and {iso(c['last'])}",
-              f"{len(rmdir_at)} removed cgroups were still dying at the end of the trace; "
-              + (f"{len(lifetimes)} were freed after {sum(lifetimes) / len(lifetimes):.1f} s on average"
-                 if lifetimes else "none was freed")]
-        unit = c["unit"]
-        conf = "high" if unit else "medium"
-        for u, d in loopers:
-            ratio = len(c["pids"]) / d if d else 0
-            if d and 0.6 <= ratio <= 1.6:
-                ev.append(f"{u.id} restarted {d} times in the same window and {len(c['pids'])} distinct "
-                          f"{comm} processes made the cgroups: one creator per restart")
-                unit, conf = u.id, "high"
+def _unit(rec, inc: Incident, creator: Link, found: dict) -> Link:
+    rule = ("the unit is tied to the creator by cgroup path or by one creating process per restart "
+            "(0.6-1.6 per restart); proven when tied and the creator is proven")
+    loopers = _loopers(rec, rec.start, inc.end)
+    c: _Creator | None = found.get("creator")
+    unit, how, d = None, "", 0
+    if c is not None:
+        by_path = c.units.most_common(1)[0][0] if c.units else None
+        for u, n in loopers:
+            if by_path and u.id == by_path:
+                unit, how, d = u, "cgroup path", n
                 break
-        out.append(Link("creator", "found", conf, f"{comm} ({c['mkdir']} cgroups, {len(c['pids'])} processes)"
-                        + (f" in {unit}" if unit else ""), ev,
-                        {"comm": comm, "pattern": pat, "mkdir": c["mkdir"], "processes": len(c["pids"]),
-                         "unit": unit, "still_dying": len(rmdir_at)}))
-    elif loopers:
-        u, d = loopers[0]
-        unit = u.id
-        out.append(Link("creator", "found", "low", f"suspected {u.id} (no churn trace)",
-                        ["record with --trace-churn to see which process creates the cgroups"], {"unit": u.id}))
-    else:
-        out.append(unknown("creator", "no cgroup churn trace and no crash-looping unit in the recording"))
-    looper = next(((u, d) for u, d in loopers if u.id == unit), loopers[0] if loopers else None)
-    if looper:
-        u, d = looper
-        # a snapshot taken while the unit runs shows status 0: take the last failure seen
-        fails = [x.exit_status for tk in rec.ticks if tk.units and t0 - 60 <= tk.time <= t1 + 5
-                 for x in tk.units if x.id == u.id and x.exit_status]
-        status = fails[-1] if fails else u.exit_status
-        out.append(Link("unit_loop", "found", "high" if d > 0 else "medium",
-                        f"{u.id} restarted {d} times ({u.n_restarts} in all), exit status {status}, "
-                        f"enabled={u.enabled}",
-                        [f"state {u.active}/{u.sub}, Restart={u.restart}, RestartSec={u.restart_usec / 1e6:g}s",
-                         f"unit file {u.fragment}" if u.fragment else "unit file unknown"],
-                        {"unit": u.id, "restarts": d, "n_restarts": u.n_restarts, "exit_status": status,
-                         "enabled": u.enabled}))
-    else:
-        out.append(unknown("unit_loop", "no unit restarts recorded (record with --systemd-pid when systemd "
-                                        "is not PID 1 of this namespace)"))
-    return out
+            ratio = len(c.pids) / n if n else 0
+            if n and 0.6 <= ratio <= 1.6:
+                unit, how, d = u, f"{len(c.pids)} creating processes for {n} restarts", n
+                break
+    if unit is None and loopers:
+        u, n = loopers[0]
+        ev = _unit_evidence(rec, inc, u)
+        why = ("is not tied to the zombies' creator" if c is not None else "no churn trace ties it to the zombies")
+        return Link("unit_loop", NOT_PROVEN if c is not None else UNKNOWN,
+                    f"{u.id} restarted {n} times but {why}", 0.0 if c is not None else None, rule, ev,
+                    {"unit": u.id, "restarts": n, "tied": False, "protected": protected(u.id)})
+    if unit is None:
+        return Link("unit_loop", UNKNOWN, "no unit restarts recorded (record with --systemd-pid when systemd is not "
+                    "PID 1 of this namespace)", None, rule)
+    ev = [f"tied to {c.comm} by {how}"] + _unit_evidence(rec, inc, unit)
+    status = _last_failure(rec, inc, unit)
+    vd = PROVEN if creator.verdict == PROVEN and d > 0 else NOT_PROVEN
+    share = 1.0 if vd == PROVEN else 0.0
+    summary = (f"{unit.id} restarted {d} times ({unit.n_restarts} in all), exit status {status}, "
+               f"enabled={unit.enabled}" + ("" if vd == PROVEN else "; its cgroups are not shown to stay dying"))
+    return Link("unit_loop", vd, summary, share, rule, ev,
+                {"unit": unit.id, "restarts": d, "n_restarts": unit.n_restarts, "exit_status": status,
+                 "enabled": unit.enabled, "tied": True, "tied_by": how, "protected": protected(unit.id)})
 
 
-def _remedy(links: list[Link]) -> Link:
-    by = {lk.name: lk for lk in links}
-    cmds = []
-    unit = by.get("unit_loop") and by["unit_loop"].data.get("unit")
-    if unit:
-        cmds += [f"systemctl disable --now {unit}", f"systemctl mask {unit}"]
-    if by.get("resource") and by["resource"].status == "found":
-        cmds += ["sync; echo 3 > /proc/sys/vm/drop_caches",
-                 "# if the dying count does not fall: reboot (mapped or in-use cache keeps them pinned)"]
-    ep = by.get("saturated_core")
-    if ep and ep.status == "found" and not cmds:
-        cmds.append(f"perf record -C {ep.data['cpu']} -g -- sleep 10   # see what runs there")
-    if not cmds:
-        return unknown("remediation", "nothing proven to fix")
-    return Link("remediation", "found", by["unit_loop"].confidence if unit else "medium",
-                "; ".join(c for c in cmds if not c.startswith("#")), cmds, {"commands": cmds})
+def _last_failure(rec, inc, u) -> int:
+    fails = [x.exit_status for tk in rec.ticks if tk.units and tk.time <= inc.end + 5
+             for x in tk.units if x.id == u.id and x.exit_status]
+    return fails[-1] if fails else u.exit_status
+
+
+def _unit_evidence(rec, inc, u) -> list[str]:
+    return [f"state {u.active}/{u.sub}, Restart={u.restart}, RestartSec={u.restart_usec / 1e6:g}s, "
+            f"last exit status {_last_failure(rec, inc, u)}, enabled={u.enabled}",
+            f"unit file {u.fragment}" if u.fragment else "unit file unknown"]
+
+
+# --- leading explanation and remediation -------------------------------------------------------------
+
+def _leading(ex: Explained, ep: Episode, prof: CoreProfile | None) -> str:
+    res, procs = ex.link("resource"), ex.link("processes")
+    if ex.root_cause:
+        cr = ex.link("creator").data
+        return (f"{ex.root_cause} crash loop -> {cr['lasting']} lasting zombie memcgs ({cr['comm']}) -> memcg code "
+                f"{pct(res.share)} of CPU {ep.cpu}'s excess busy time")
+    if res.verdict in (PROVEN, CONTRIBUTING):
+        return f"{res.summary} ({res.verdict.replace('_', ' ')}; who makes the zombies: {ex.link('creator').verdict.replace('_', ' ')})"
+    if procs.verdict != UNKNOWN and procs.data.get("top"):
+        p = procs.data["top"][0]
+        where = ""
+        if p.get("kernel") is not None:
+            where = ", user space" if p["kernel"] < 0.5 else f", {pct(p['kernel'])} in the kernel"
+        return f"{p['comm']} (pid {p['pid']}), {pct(p['cpu_share'])} of CPU {ep.cpu}{where}"
+    return f"CPU {ep.cpu} saturated (sys {ep.sys_mean:.0f}%), by what is unknown"
+
+
+def _remedy(ex: Explained, ep: Episode | None) -> Link:
+    acts: list[Action] = []
+    if ex.root_cause:
+        unit = ex.link("unit_loop").data
+        acts.append(Action("disable_unit", unit["unit"], f"{unit['unit']} is proven to make the zombies that cost "
+                           f"CPU {ep.cpu}", protected=unit.get("protected", False)))
+    res = ex.link("resource")
+    if res is not None and res.verdict == PROVEN and res.data.get("dying"):
+        acts.append(Action("reclaim", "", f"{res.data['dying']} dying memcgs proven to cost CPU {ep.cpu}"))
+    if ep is not None and not acts:
+        acts.append(Action("investigate", f"cpu {ep.cpu}", ex.leading, commands=[
+            f"perf record -C {ep.cpu} -g -- sleep 10   # what runs on CPU {ep.cpu}",
+            f"nodesleuth flame --cpu {ep.cpu} --from {ep.start:.0f} --to {ep.end:.0f}"]))
+    ex.actions = acts
+    cmds = [c for a in acts for c in a.command_lines()]
+    if not acts:
+        return Link("remediation", UNKNOWN, "nothing proven to fix")
+    vd = PROVEN if any(a.kind in ("disable_unit", "reclaim") for a in acts) else OBSERVED
+    return Link("remediation", vd, "; ".join(c for c in cmds if not c.lstrip().startswith("#")), None,
+                "actions only for proven links", cmds, {"commands": cmds, "actions": [a.to_dict() for a in acts]})

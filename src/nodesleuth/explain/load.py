@@ -1,23 +1,116 @@
-"""Read what explain needs out of a store: ticks, the profile, the churn trace."""
+"""Read what explain needs out of a store: ticks (with a margin, so episodes are never cut by the
+query range), the cgroup churn trace, and the profile of any window on demand."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import orjson
 
+from ..collect.churn import CgEvent
+from ..detect.incidents import GAP, Incident, find_incidents, select
 from ..store import query
-from ..store.store import StoreReader
-from .chain import Recording
+from ..store.store import CHURN, PROFILE, StoreReader
+
+MARGIN = 300.0  # s read either side of the asked range; widened while an episode touches its edge
+CHURN_FIELDS = ("time", "event", "comm", "pid", "hierarchy", "cg_id", "path")
+
+
+@dataclass
+class Recording:
+    ticks: list
+    churn: list[CgEvent]
+    reader: StoreReader | None = None
+    cost: str | None = None  # measured cost of the walk on this kernel, when known
+    _cache: dict = field(default_factory=dict)
+
+    @property
+    def start(self) -> float:
+        return self.ticks[0].time if self.ticks else 0.0
+
+    @property
+    def end(self) -> float:
+        return self.ticks[-1].time if self.ticks else 0.0
+
+    def samples(self, t0: float, t1: float):
+        """Profile samples of [t0 - 60, t1] (None when the store has no profile)."""
+        if self.reader is None or not self.reader.segments(PROFILE):
+            return None
+        key = (round(t0 - 60, 3), round(t1, 3))
+        if key not in self._cache:
+            from ..profile.query import load
+
+            self._cache[key] = load(self.reader, key[0], key[1] + 0.001)
+        return self._cache[key]
+
+
+def churn_rows(payload: bytes) -> list[CgEvent]:
+    doc = orjson.loads(payload)
+    if isinstance(doc, dict):  # schema 2: a field-name table
+        names = doc.get("f", CHURN_FIELDS)
+        return [CgEvent(**{n: v for n, v in zip(names, row) if n in CHURN_FIELDS}) for row in doc.get("r", [])]
+    return [CgEvent(*row) for row in doc]  # schema 1: positional rows
+
+
+def _ticks(reader: StoreReader, t0: float | None, t1: float | None) -> list:
+    return list(query.ticks(reader, t0, t1))
 
 
 def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording, list]:
+    """Ticks of [t0 - margin, t1 + margin], widened until no episode touches an edge that is not
+    the recording's own, so the episodes found do not depend on the range asked."""
     reader = StoreReader(store)
-    ticks = list(query.ticks(reader, t0, t1))
-    samples = None
-    if reader.segments("profile"):
-        from ..profile.query import load
+    margin = MARGIN
+    while True:
+        lo = None if t0 is None else t0 - margin
+        hi = None if t1 is None else t1 + margin
+        ticks = _ticks(reader, lo, hi)
+        if not ticks or (lo is None and hi is None):
+            break
+        _, eps = find_incidents(ticks)
+        cut_lo = lo is not None and any(e.start - ticks[0].time < GAP + ticks[0].interval for e in eps)
+        cut_hi = hi is not None and any(ticks[-1].time - e.end < GAP for e in eps)
+        span = reader.span()
+        at_start = span is None or ticks[0].time - span[0] < GAP + 1
+        at_end = span is None or span[1] - ticks[-1].time < GAP
+        if not ((cut_lo and not at_start) or (cut_hi and not at_end)):
+            break
+        margin *= 4
+        reader.problems.clear()
+    churn: list[CgEvent] = []
+    c0 = None if not ticks else ticks[0].time - 600
+    c1 = None if not ticks else ticks[-1].time + 5
+    for _, payload in reader.read(CHURN, c0, c1):
+        try:
+            churn += churn_rows(payload)
+        except (ValueError, TypeError) as e:
+            from ..store.segment import Problem
 
-        samples = load(reader, t0, t1)
-    churn = []
-    for _, payload in reader.read("churn", None if t0 is None else t0 - 60, t1):
-        churn += orjson.loads(payload)
-    return Recording(ticks, samples, churn), reader.problems
+            reader.problems.append(Problem(f"{store}/{CHURN}", 0, f"undecodable churn record: {e}"))
+    churn.sort(key=lambda e: e.time)
+    return Recording(ticks, churn, reader), reader.problems
+
+
+def incidents(rec: Recording, t0: float | None = None, t1: float | None = None) -> list[Incident]:
+    found, _ = find_incidents(rec.ticks)
+    return select(found, t0, t1)
+
+
+def choose(rec: Recording, at: float | None, t0: float | None, t1: float | None) -> tuple[list[Incident], list[str]]:
+    """The incidents to explain and what to tell the user about the choice. With `at`: the one
+    covering it, or none, naming the nearest with its distance; never silently another one."""
+    from ..detect.incidents import at as covering
+    from ..timeparse import iso
+
+    found, _ = find_incidents(rec.ticks)
+    if at is None:
+        return select(found, t0, t1), []
+    inc, near = covering(found, at)
+    if inc is not None:
+        return [inc], []
+    if near is None:
+        return [], [f"no incident covers {iso(at)}; the recording has no incidents"]
+    d = near.distance(at)
+    side = "before" if near.end < at else "after"
+    return [], [f"no incident covers {iso(at)}; the nearest is {near.kind} at {iso(near.time)}, "
+                f"{d:.0f} s {side} it (ask --at {iso(near.time)})"]

@@ -1,74 +1,112 @@
-"""Renderings of explained incidents: terminal, Markdown and HTML (attachable to a ticket)."""
+"""Renderings of explained incidents: terminal, Markdown and HTML (attachable to a ticket), and the
+JSON document (schema nodesleuth.explain/v2). Every link shows its verdict, its share and the rule."""
 
 from __future__ import annotations
 
 import html
 
 from rich.console import Console
+from rich.markup import escape
 
 from ..timeparse import iso
-from .chain import Incident
+from .chain import LABEL, Explained
 
-MARK = {"found": "✔", "unknown": "?"}
-LABEL = {"event": "Event", "saturated_core": "Saturated core", "processes": "Processes on it",
-         "functions": "Hottest functions", "resource": "Resource walked", "creator": "Who creates it",
-         "unit_loop": "Restart loop", "remediation": "Remediation"}
+SCHEMA = "nodesleuth.explain/v2"
+MARK = {"observed": "●", "proven": "✔", "contributing": "~", "not_proven": "✘", "unknown": "?"}
+STYLE = {"observed": "cyan", "proven": "green", "contributing": "yellow", "not_proven": "red", "unknown": "dim"}
 
 
-def terminal(incidents: list[Incident], console: Console | None = None) -> None:
+def share_text(lk) -> str:
+    return "" if lk.share is None else f"{100 * lk.share:.0f}%"
+
+
+def to_json(incs: list[Explained], store: str, problems: list, notes: list[str]) -> dict:
+    return {"schema": SCHEMA, "store": store, "complete": not problems,
+            "problems": [str(p) for p in problems], "notes": notes,
+            "incidents": [i.to_dict() for i in incs]}
+
+
+def terminal(incs: list[Explained], notes: list[str], problems: list, console: Console | None = None) -> None:
     con = console or Console(highlight=False, soft_wrap=True)
-    if not incidents:
-        con.print("no incidents in this range (no NIC resets/timeouts, no core saturated >= 3 s)")
-    for i, inc in enumerate(incidents, 1):
-        con.print(f"\n[bold]Incident {i}[/bold] at {iso(inc.time)} ({inc.kind}): {inc.title}")
+    for n in notes:
+        con.print(n, markup=False)
+    if not incs and not problems:
+        con.print("no incidents in the data read (no NIC resets/timeouts, no core saturated >= 3 s)")
+    elif not incs:
+        con.print("no incidents in the data that could be read; parts of the recording could not be read "
+                  "(see the warning above): the answer may be incomplete", style="bold red")
+    for i, inc in enumerate(incs, 1):
+        con.print(f"\n[bold]Incident {i}[/bold] at {iso(inc.time)} ({inc.kind}): {escape(inc.title)}", markup=True)
         for lk in inc.links:
-            style = "green" if lk.status == "found" else "dim"
-            con.print(f"  [{style}]{MARK[lk.status]} {LABEL.get(lk.name, lk.name):18}[/] "
-                      f"[{lk.confidence}] {html.unescape(lk.summary)}", markup=True)
+            sh = share_text(lk)
+            con.print(f"  [{STYLE[lk.verdict]}]{MARK[lk.verdict]} {LABEL.get(lk.name, lk.name):19}"
+                      f"{lk.verdict.replace('_', ' '):13}{sh:>5}[/] " + escape(lk.summary),
+                      markup=True)
             for e in lk.evidence:
                 con.print(f"      {e}", markup=False)
+            if lk.rule and lk.verdict in ("proven", "contributing", "not_proven"):
+                con.print(f"      rule: {lk.rule}", markup=False, style="dim")
         if inc.root_cause:
-            con.print(f"  [bold red]root cause: {inc.root_cause}[/]")
+            con.print(f"  [bold red]root cause (proven end to end): {inc.root_cause}[/]")
+        else:
+            con.print(f"  [bold]no root cause proven; leading explanation: {escape(inc.leading)}[/]", markup=True)
+        for r in inc.rejected:
+            con.print(f"  rejected: {r}", markup=False, style="dim")
 
 
-def markdown(incidents: list[Incident], store: str) -> str:
+def markdown(incs: list[Explained], store: str, notes: list[str], problems: list) -> str:
     out = ["# nodesleuth explain", "", f"Recording: `{store}`", ""]
-    if not incidents:
-        out.append("No incidents in this range.")
-    for i, inc in enumerate(incidents, 1):
-        out += [f"## Incident {i}: {inc.title}", "", f"*{iso(inc.time)}* ({inc.kind})"
-                + (f" - **root cause: {inc.root_cause}**" if inc.root_cause else ""), "",
-                "| link | status | confidence | finding |", "|---|---|---|---|"]
+    out += [f"> {n}" for n in notes] + ([""] if notes else [])
+    if problems:
+        out += [f"**Incomplete:** {len(problems)} part(s) of the recording could not be read; first: `{problems[0]}`", ""]
+    if not incs:
+        out.append("No incidents in the data read.")
+    for i, inc in enumerate(incs, 1):
+        out += [f"## Incident {i}: {inc.title}", "", f"*{iso(inc.time)}* ({inc.kind}) - "
+                + (f"**root cause: {inc.root_cause}** (proven end to end)" if inc.root_cause
+                   else f"no root cause proven; leading explanation: **{inc.leading}**"), "",
+                "| link | verdict | share | finding |", "|---|---|---|---|"]
         for lk in inc.links:
-            out.append(f"| {LABEL.get(lk.name, lk.name)} | {lk.status} | {lk.confidence} | "
+            out.append(f"| {LABEL.get(lk.name, lk.name)} | {lk.verdict.replace('_', ' ')} | {share_text(lk)} | "
                        f"{lk.summary.replace('|', '/')} |")
         out.append("")
+        if inc.rejected:
+            out += ["Rejected hypotheses:", ""] + [f"- {r}" for r in inc.rejected] + [""]
         for lk in inc.links:
             if lk.evidence:
                 out.append(f"### {LABEL.get(lk.name, lk.name)}")
-                fence = lk.name == "remediation"
-                if fence:
+                if lk.name == "remediation":
                     out += ["```sh"] + lk.evidence + ["```"]
                 else:
                     out += [f"- {e}" for e in lk.evidence]
+                if lk.rule:
+                    out.append(f"- *rule: {lk.rule}*")
                 out.append("")
     return "\n".join(out) + "\n"
 
 
-def html_report(incidents: list[Incident], store: str) -> str:
+def html_report(incs: list[Explained], store: str, notes: list[str], problems: list) -> str:
     body = []
-    for i, inc in enumerate(incidents, 1):
+    for i, inc in enumerate(incs, 1):
         rows = "".join(
-            f"<tr class='{lk.status}'><td>{LABEL.get(lk.name, lk.name)}</td><td>{lk.status}</td>"
-            f"<td>{lk.confidence}</td><td>{html.escape(lk.summary)}<ul>"
-            + "".join(f"<li><code>{html.escape(e)}</code></li>" for e in lk.evidence) + "</ul></td></tr>"
+            f"<tr class='{lk.verdict}'><td>{LABEL.get(lk.name, lk.name)}</td><td>{lk.verdict.replace('_', ' ')}</td>"
+            f"<td>{share_text(lk)}</td><td>{html.escape(lk.summary)}<ul>"
+            + "".join(f"<li><code>{html.escape(e)}</code></li>" for e in lk.evidence)
+            + (f"<li class='rule'>rule: {html.escape(lk.rule)}</li>" if lk.rule else "") + "</ul></td></tr>"
             for lk in inc.links)
+        verdict = (f"<b>root cause: {html.escape(inc.root_cause)}</b> (proven end to end)" if inc.root_cause
+                   else f"no root cause proven; leading explanation: <b>{html.escape(inc.leading)}</b>")
+        rej = "".join(f"<li>{html.escape(r)}</li>" for r in inc.rejected)
         body.append(f"<section><h2>Incident {i}: {html.escape(inc.title)}</h2><p>{iso(inc.time)} ({inc.kind})"
-                    + (f" &mdash; <b>root cause: {html.escape(inc.root_cause)}</b>" if inc.root_cause else "")
-                    + f"</p><table><tr><th>link</th><th>status</th><th>confidence</th><th>finding</th></tr>"
-                    f"{rows}</table></section>")
+                    f" &mdash; {verdict}</p><table><tr><th>link</th><th>verdict</th><th>share</th><th>finding</th>"
+                    f"</tr>{rows}</table>" + (f"<p>Rejected hypotheses:</p><ul>{rej}</ul>" if rej else "")
+                    + "</section>")
+    banner = (f"<p class='problem'>Incomplete: {len(problems)} part(s) of the recording could not be read; first: "
+              f"{html.escape(str(problems[0]))}</p>" if problems else "")
     return ("<!doctype html><html><head><meta charset='utf-8'><title>nodesleuth explain</title><style>"
             "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-            "padding:4px 8px;vertical-align:top}tr.unknown{color:#888}</style></head><body>"
-            f"<h1>nodesleuth explain</h1><p>Recording: <code>{html.escape(store)}</code></p>"
-            + ("".join(body) or "<p>No incidents in this range.</p>") + "</body></html>\n")
+            "padding:4px 8px;vertical-align:top}tr.unknown{color:#888}tr.not_proven{background:#fee}"
+            "tr.proven{background:#efe}.problem{background:#fdd;padding:.5em}.rule{color:#777}</style></head><body>"
+            f"<h1>nodesleuth explain</h1><p>Recording: <code>{html.escape(store)}</code></p>{banner}"
+            + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
+            + ("".join(body) or "<p>No incidents in the data read.</p>") + "</body></html>\n")

@@ -13,11 +13,11 @@ from collections import Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
+from ..collect.kmsg import is_nic
 from ..collect.root import Root
 from ..collect.sampler import Sampler, Tick
-from ..detect.nic import NIC_KINDS
-
-HOT = 90.0
+from ..detect.incidents import HotCoreTracker, NicGrouper
+from ..metrics import METRICS, tick_gauges
 
 
 class State:
@@ -47,76 +47,40 @@ class NodesleuthCollector(Collector):
             events, incidents = Counter(st.kernel_events), Counter(st.incidents)
             units, nics = dict(st.units), list(st.nics)
             samples, errors = st.samples, st.errors
-        info = InfoMetricFamily("nodesleuth_node", "Facts about this node", value=self.info)
-        yield info
-        yield CounterMetricFamily("nodesleuth_samples", "Samples taken by the exporter", value=samples)
-        yield CounterMetricFamily("nodesleuth_sample_errors", "Samples that failed", value=errors)
+        yield InfoMetricFamily("nodesleuth_node", METRICS["nodesleuth_node"].help, value=self.info)
+        yield CounterMetricFamily("nodesleuth_samples", METRICS["nodesleuth_samples"].help, value=samples)
+        yield CounterMetricFamily("nodesleuth_sample_errors", METRICS["nodesleuth_sample_errors"].help, value=errors)
         if tk is None:
             return
-        busy = GaugeMetricFamily("nodesleuth_cpu_busy_ratio", "Busy fraction of each CPU over the last interval",
-                                 labels=["cpu"])
-        sys_ = GaugeMetricFamily("nodesleuth_cpu_sys_ratio", "System fraction of each CPU over the last interval",
-                                 labels=["cpu"])
-        cpus = [u for c, u in sorted(tk.cpu.items()) if c >= 0]
-        for u in cpus:
-            busy.add_metric([str(u.cpu)], u.busy / 100)
-            sys_.add_metric([str(u.cpu)], u.sys / 100)
-        yield busy
-        yield sys_
-        if cpus:
-            yield GaugeMetricFamily("nodesleuth_cpu_busy_max_ratio", "Busy fraction of the busiest CPU",
-                                    value=max(u.busy for u in cpus) / 100)
-        if -1 in tk.cpu:
-            yield GaugeMetricFamily("nodesleuth_node_busy_ratio", "Busy fraction of the whole node",
-                                    value=tk.cpu[-1].busy / 100)
-        hs = GaugeMetricFamily("nodesleuth_hot_core_seconds",
-                               f"Consecutive seconds each CPU has been >= {HOT:.0f}% busy", labels=["cpu"])
-        for c, s in sorted(hot.items()):
-            hs.add_metric([str(c)], s)
-        yield hs
-        tracked = GaugeMetricFamily("nodesleuth_cgroups_tracked", "Cgroups the kernel tracks (incl. dying)",
-                                    labels=["controller", "hierarchy"])
-        live = GaugeMetricFamily("nodesleuth_cgroups_live", "Cgroups with a directory", labels=["controller", "hierarchy"])
-        dying = GaugeMetricFamily("nodesleuth_cgroups_dying", "Removed cgroups still alive in the kernel",
-                                  labels=["controller", "hierarchy"])
-        for c in tk.census.v1:
-            tracked.add_metric([c.name, "v1"], c.tracked)
-            if c.live is not None:
-                live.add_metric([c.name, "v1"], c.live)
-                dying.add_metric([c.name, "v1"], c.dying)
-        v2 = tk.census.v2
-        if v2 is not None:
-            live.add_metric(["all", "v2"], v2.nr_descendants + 1)
-            dying.add_metric(["all", "v2"], v2.nr_dying_descendants)
-            for name, (lv, dy) in v2.subsys.items():
-                live.add_metric([name, "v2"], lv)
-                dying.add_metric([name, "v2"], dy)
-        yield tracked
-        yield live
-        yield dying
-        for key, name in (("Percpu", "percpu"), ("Slab", "slab")):
-            if key in tk.meminfo:
-                yield GaugeMetricFamily(f"nodesleuth_memory_{name}_bytes", f"{key} from /proc/meminfo",
-                                        value=tk.meminfo[key])
-        resets = CounterMetricFamily("nodesleuth_nic_driver_resets", "NIC driver reset/timeout counters (ethtool -S, "
-                                     "per-queue tx_timeout)", labels=["device", "counter"])
+        fams: dict[str, GaugeMetricFamily] = {}
+        for name, labels, value in tick_gauges(tk, hot):
+            f = fams.get(name)
+            if f is None:
+                m = METRICS[name]
+                f = fams[name] = GaugeMetricFamily(name, m.help, labels=list(m.labels) or None)
+            f.add_metric(list(labels), value)
+        yield from fams.values()
+        def counter(name):
+            return CounterMetricFamily(name, METRICS[name].help, labels=list(METRICS[name].labels))
+
+        resets = counter("nodesleuth_nic_driver_resets")
         for n in nics:
             for k, v in n.trouble().items():
                 resets.add_metric([n.ifname, k], v)
         yield resets
-        kev = CounterMetricFamily("nodesleuth_nic_kernel_events", "NIC trouble lines in the kernel log",
-                                  labels=["device", "reason"])
+        kev = counter("nodesleuth_nic_kernel_events")
         for (dev, reason), n in sorted(events.items()):
             kev.add_metric([dev, reason], n)
         yield kev
-        ur = CounterMetricFamily("nodesleuth_unit_restarts", "systemd NRestarts per service", labels=["unit"])
-        ul = GaugeMetricFamily("nodesleuth_unit_crash_looping", "1 if the unit is in a restart loop", labels=["unit"])
+        ur = counter("nodesleuth_unit_restarts")
+        ul = GaugeMetricFamily("nodesleuth_unit_crash_looping", METRICS["nodesleuth_unit_crash_looping"].help,
+                               labels=["unit"])
         for u, (n, loop) in sorted(units.items()):
             ur.add_metric([u], n)
             ul.add_metric([u], 1.0 if loop else 0.0)
         yield ur
         yield ul
-        inc = CounterMetricFamily("nodesleuth_incidents", "Incidents seen since start", labels=["kind"])
+        inc = counter("nodesleuth_incidents")
         for k in ("hot_core", "nic_reset"):
             inc.add_metric([k], incidents.get(k, 0))
         yield inc
@@ -128,43 +92,44 @@ class SamplerThread(threading.Thread):
         super().__init__(daemon=True, name="nodesleuth-exporter")
         self.state = state
         self.interval = interval
-        self.sampler = Sampler(root, kmsg=kmsg, ns_pid=ns_pid, units_every=5)
+        self.sampler = Sampler(root, kmsg=kmsg, ns_pid=ns_pid, units_every=5, irqs=False)
         self.stop_ev = threading.Event()
-        self.last_nic_event = 0.0
+        self.tracker = HotCoreTracker()  # the incident rule of detect/incidents.py, fed live
+        self.grouper = NicGrouper(keep=False)
 
     def step(self) -> None:
         tk = self.sampler.tick()
         st = self.state
+        closed = self.tracker.feed(tk)
         with st.lock:
-            for c, u in tk.cpu.items():
-                if c < 0:
-                    continue
-                before = st.hot_seconds.get(c, 0.0)
-                now = before + tk.interval if u.busy >= HOT else 0.0
-                if before < 3 <= now:
-                    st.incidents["hot_core"] += 1
-                st.hot_seconds[c] = now
+            # an episode counts when it ends and qualified (others < 60% over it), as check and explain say
+            st.incidents["hot_core"] += len(closed)
+            for c in tk.cpu:
+                if c >= 0:
+                    st.hot_seconds[c] = self.tracker.run_seconds(c)
+            if tk.nics is not None:
+                st.nics = tk.nics
             self._count(tk.events)
             if tk.units is not None:
                 st.units = {u.id: (u.n_restarts, u.crash_looping) for u in tk.units}
-            if tk.nics is not None:
-                st.nics = tk.nics
             st.tick = tk
             st.samples += 1
 
     def _count(self, events) -> None:
         """Caller holds the lock. Lines of one reset come within 5 s: one incident."""
         st = self.state
-        for e in events:
-            if e.kind in NIC_KINDS:
-                st.kernel_events[(e.ifname or e.fields.get("bus", ""), e.reason)] += 1
-                if e.time - self.last_nic_event > 5:
+        bus_if = {n.bus: n.ifname for n in st.nics or [] if n.bus}
+        for e in sorted(events, key=lambda e: e.time):
+            if is_nic(e):
+                bus = e.fields.get("bus", "")
+                st.kernel_events[(e.ifname or bus_if.get(bus) or bus or "?", e.reason)] += 1
+                if self.grouper.add(e):
                     st.incidents["nic_reset"] += 1
-                self.last_nic_event = e.time
 
     def run(self) -> None:
         old = self.sampler.prime()  # what the kernel ring still holds counts too (NPD's lookback)
         with self.state.lock:
+            self.state.nics = self.sampler.nics or []
             self._count(old)
         while not self.stop_ev.wait(self.interval):
             try:

@@ -3,8 +3,11 @@
 Booted to basic.target so the image's enabled services (postgresql, getty...) stay down, with
 private /tmp, /var/tmp, /etc/systemd/system and journal, so nothing it does (tmpfiles clean-up,
 enable, mask) changes the host.
-Everything it starts dies with it: killing PID 1 of a PID namespace kills the namespace.
-The cgroups it creates on the host's hierarchies are removed by stop().
+Everything it starts dies with it: killing PID 1 of a PID namespace kills the namespace, and
+unshare runs with --kill-child under PR_SET_PDEATHSIG, so a killed test or lab takes it along.
+stop() removes the cgroups its systemd created on the host's hierarchies: only the top-level ones
+systemd names (system.slice, init.scope, ...) that did not exist before it started, never other
+jobs' cgroups that appeared meanwhile.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import signal
 import subprocess
 import time
 
+from ..children import spawn
+
 SYSTEMD = "/lib/systemd/systemd"
 CGROUP_BASE = "/sys/fs/cgroup"
+SYSTEMD_TOP = ("system.slice", "init.scope", "user.slice", "machine.slice", "-.slice")
 
 
 def _top_cgroups() -> set[str]:
@@ -57,9 +63,9 @@ class SystemdNamespace:
                 "cp -a /tmp/.etc-systemd/. /etc/systemd/system/ && rm -rf /tmp/.etc-systemd && "
                 "{ [ ! -d /var/log/journal ] || mount -t tmpfs tmpfs /var/log/journal; } && "
                 f"exec {SYSTEMD} --system --unit={self.unit}")
-        self.proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c", boot],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
+        self.proc = spawn(["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "sh", "-c",
+                           boot], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True)
         deadline = time.time() + timeout
         while time.time() < deadline and self.pid is None:
             try:
@@ -108,7 +114,8 @@ class SystemdNamespace:
         while self.pid and os.path.exists(f"/proc/{self.pid}") and time.time() < deadline:
             time.sleep(0.05)
         for cg in _top_cgroups() - self._before:
-            remove_cgroup_tree(cg)
+            if os.path.basename(cg) in SYSTEMD_TOP:
+                remove_cgroup_tree(cg)
         self.pid = None
 
     def __enter__(self) -> "SystemdNamespace":

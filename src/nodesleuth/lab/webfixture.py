@@ -45,9 +45,9 @@ def build(workdir: str, seconds: int = 180, hot_from: int = 100, hot_len: int = 
         if i == hot_from + hot_len:
             tk.events = [KernelEvent(900 + k, reset_t, 0, reason, kind, "critical", "ena", "eth0", msg, rr, f)
                          for k, (reason, kind, msg, rr, f) in enumerate([
-                             ("ENATxQueuePaused", "tx_timeout", "ena 0000:20:03.0 eth0: TX q 5 is paused for too long "
+                             ("ENATxQueuePaused", "tx_timeout", "ena 0000:20:03.0 eth0: TX q 0 is paused for too long "
                               "(threshold 5000000). Time since last napi 6596000 usec. napi scheduled: 1",
-                              "SUSPECTED_POLL_STARVATION", {"queue": "5", "bus": "0000:20:03.0"}),
+                              "SUSPECTED_POLL_STARVATION", {"queue": "0", "bus": "0000:20:03.0"}),
                              ("ENADeviceReset", "reset", "ena 0000:20:03.0: Device reset completed successfully, "
                               "Driver info: Elastic Network Adapter (ENA) v2.11.0g", None, {"bus": "0000:20:03.0"})])]
         w.append(TICKS, tk.time, enc.encode(tk))

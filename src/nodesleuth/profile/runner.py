@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -17,10 +18,12 @@ import tempfile
 import threading
 import time
 
+from ..children import spawn, spawn_reaped
 from .codec import encode
 from .parse import parse_text
 
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
+EVENT = "cpu-clock"  # a clock event: every sample is 1/F s of a CPU's time, idle or busy (cycles is not)
 
 
 def wall_minus_monotonic() -> float:
@@ -28,23 +31,31 @@ def wall_minus_monotonic() -> float:
 
 
 class PerfRotator:
-    """perf record in rotating chunks; subclasses say what to record and how to store a chunk."""
+    """perf record in rotating chunks; subclasses say what to record and how to store a chunk.
+
+    perf runs under nodesleuth.children's reaper, started from this runner's own thread (which lives
+    until perf has stopped), so a kill -9 of nodesleuth takes perf and its chunk directory with it.
+    Chunks go to `workdir` (the store's .work/ when recording: a new `record` clears what a killed
+    one left)."""
 
     name = "perf"
 
     def __init__(self, append, rotate: float = 10.0, workdir: str | None = None, max_pending: int = 6):
         self.append = append  # callable(stream, t, payload)
         self.rotate = rotate
-        self.dir = workdir or tempfile.mkdtemp(prefix="nodesleuth-perf-")
+        self.dir = workdir or tempfile.mkdtemp(prefix=f"nodesleuth-{self.name}-")
+        os.makedirs(self.dir, exist_ok=True)
         self.max_pending = max_pending
         self.perf = shutil.which("perf")
         self.proc: subprocess.Popen | None = None
         self.stop_ev = threading.Event()
+        self.started = threading.Event()
         self.thread: threading.Thread | None = None
         self.restarts = 0
         self.dropped_chunks = 0
         self.samples = 0
         self.chunks = 0
+        self.ingest_cpu = 0.0  # CPU seconds spent converting and storing chunks (perf script + parse)
         self.error: str | None = None
 
     def record_args(self) -> list[str]:
@@ -58,61 +69,76 @@ class PerfRotator:
     def _start_perf(self) -> None:
         cmd = [self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", f"--switch-output={int(self.rotate)}s",
                "-o", os.path.join(self.dir, "perf.data")] + self.record_args()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            self.proc = spawn_reaped(cmd, self.dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        except OSError as e:
+            self.error = str(e)
+            self.proc = None
 
     def start(self) -> bool:
         if not self.perf:
             self.error = "perf is not installed"
             return False
-        self._start_perf()
         self.thread = threading.Thread(target=self._loop, name=f"nodesleuth-{self.name}", daemon=True)
         self.thread.start()
-        return True
+        self.started.wait(30)
+        return self.proc is not None
 
     def _completed(self) -> list[str]:
         return sorted(glob.glob(os.path.join(self.dir, "perf.data.*")))
 
     def ingest(self, path: str) -> int:
         offset = wall_minus_monotonic()
-        p = subprocess.run([self.perf, "script", "-F", self.script_fields, "-i", path], capture_output=True,
-                           text=True, errors="replace", timeout=300)
-        n = self.store_chunk(p.stdout, offset, path)
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        c0 = time.process_time()
+        p = spawn([self.perf, "script", "-F", self.script_fields, "-i", path], stdout=subprocess.PIPE,
+                  stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        out, _ = p.communicate(timeout=300)
+        n = self.store_chunk(out.decode(errors="replace"), offset, path)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.ingest_cpu += (time.process_time() - c0) + (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         self.samples += n
         self.chunks += 1
         return n
 
-    def _loop(self) -> None:
-        backoff = 1.0
-        while not self.stop_ev.is_set():
-            done = self._completed()
-            if len(done) > self.max_pending:
-                for p in done[:-self.max_pending]:
+    def _ingest_done(self) -> None:
+        done = self._completed()
+        if len(done) > self.max_pending:
+            for p in done[:-self.max_pending]:
+                os.unlink(p)
+                self.dropped_chunks += 1
+            done = done[-self.max_pending:]
+        for p in done:
+            try:
+                self.ingest(p)
+            finally:
+                if os.path.exists(p):
                     os.unlink(p)
-                    self.dropped_chunks += 1
-                done = done[-self.max_pending:]
-            for p in done:
-                try:
-                    self.ingest(p)
-                finally:
-                    if os.path.exists(p):
-                        os.unlink(p)
-            if self.proc is not None and self.proc.poll() is not None and not self.stop_ev.is_set():
-                err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
-                self.error = err.splitlines()[-1] if err else f"perf exited with {self.proc.returncode}"
-                self.stop_ev.wait(backoff)
-                backoff = min(30.0, backoff * 2)
-                if not self.stop_ev.is_set():
-                    self.restarts += 1
-                    self._start_perf()
-            elif self.proc is not None:
-                backoff = 1.0
-            self.stop_ev.wait(0.5)
 
-    def stop(self) -> None:
-        self.stop_ev.set()
-        if self.thread:
-            self.thread.join(timeout=30)
+    def _loop(self) -> None:
+        self._start_perf()
+        self.started.set()
+        backoff = 1.0
+        try:
+            while not self.stop_ev.is_set():
+                self._ingest_done()
+                if self.proc is not None and self.proc.poll() is not None and not self.stop_ev.is_set():
+                    err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
+                    self.error = err.splitlines()[-1] if err else f"perf exited with {self.proc.returncode}"
+                    self.stop_ev.wait(backoff)
+                    backoff = min(30.0, backoff * 2)
+                    if not self.stop_ev.is_set():
+                        self.restarts += 1
+                        self._start_perf()
+                elif self.proc is not None:
+                    backoff = 1.0
+                self.stop_ev.wait(0.5)
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        """On this thread (perf's parent): stop perf, store what it wrote, remove the chunks."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
@@ -124,9 +150,16 @@ class PerfRotator:
             if os.path.exists(p):
                 try:
                     self.ingest(p)
+                except Exception as e:  # noqa: BLE001 - a bad last chunk must not keep the files
+                    self.error = f"last chunk not stored: {e}"
                 finally:
                     os.unlink(p)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def stop(self) -> None:
+        self.stop_ev.set()
+        if self.thread:
+            self.thread.join(timeout=120)
 
 
 class ProfileRunner(PerfRotator):
@@ -141,7 +174,7 @@ class ProfileRunner(PerfRotator):
         self.cpus = cpus
 
     def record_args(self) -> list[str]:
-        return ["-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
+        return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
 
     def store_chunk(self, script_text: str, offset: float, path: str) -> int:
         b = parse_text(script_text, path=path)
@@ -173,5 +206,6 @@ class ChurnRunner(PerfRotator):
         evs = parse_script(script_text)
         if evs:
             rows = [[round(e.time + offset, 6), e.event, e.comm, e.pid, e.hierarchy, e.cg_id, e.path] for e in evs]
-            self.append("churn", rows[0][0], orjson.dumps(rows))
+            self.append("churn", rows[0][0], orjson.dumps(
+                {"f": ["time", "event", "comm", "pid", "hierarchy", "cg_id", "path"], "r": rows}))
         return len(evs)

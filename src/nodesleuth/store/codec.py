@@ -1,4 +1,11 @@
-"""Ticks to compact JSON records and back. Integers where possible: zstd does the rest.
+"""Ticks to compact JSON records and back, by field name.
+
+Schema 2 (this version writes it): every list of records is a table `{"f": [field names], "r": rows}`
+named after the dataclass fields of the model (procs, units, kernel events, cgroup counts), every
+single record is an object keyed by field name, and per-CPU jiffies carry their column names. A
+reader maps names to fields: a field it does not know is ignored, a field the record lacks takes
+its default. So adding a field never mis-reads an old recording, and an old version reading a new
+one keeps what it knows. Schema 1 (positional lists, written up to nodesleuth 0.1) is still read.
 
 Per-CPU columns are stored as jiffy deltas (not percentages) so a read computes exactly what
 mpstat would have printed for that second. Slow-changing data (NIC counters, units) is stored
@@ -8,19 +15,27 @@ that look-back.
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 
 from ..collect.cgroups import Census, ControllerCount, DyingSubtree, V2Stat
-from ..collect.cpu import from_deltas
+from ..collect.cpu import FIELDS, from_deltas
 from ..collect.kmsg import KernelEvent
 from ..collect.nic import NicCounters
 from ..collect.procs import ProcUse
 from ..collect.sampler import Tick
 from ..collect.units import Unit
+from ..errors import InputError
 
-VERSION = 1
+VERSION = 2  # the tick record schema this version writes
+READS = (1, 2)  # and the ones it reads
 KEYFRAME = 60.0
 NIC_STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors", "rx_missed_errors")
+PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
+UNIT_FIELDS = tuple(f.name for f in dataclasses.fields(Unit))
+EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(KernelEvent))
+CG_FIELDS = ("name", "hierarchy", "tracked", "live", "mount")
 
 
 def _trim(v) -> list[int]:
@@ -29,6 +44,31 @@ def _trim(v) -> list[int]:
     while len(v) > 4 and v[-1] == 0:
         v.pop()
     return v
+
+
+def table(objs, names: tuple[str, ...]) -> dict:
+    return {"f": list(names), "r": [[getattr(o, n) for n in names] for o in objs]}
+
+
+def untable(d: dict | None, cls, where: str = "record") -> list:
+    """Rows of a field-name table to `cls` instances: unknown names ignored, missing ones defaulted."""
+    if not d:
+        return []
+    known = {f.name for f in dataclasses.fields(cls)}
+    names = d.get("f", [])
+    keep = [(i, n) for i, n in enumerate(names) if n in known]
+    out = []
+    for row in d.get("r", []):
+        try:
+            out.append(cls(**{n: row[i] for i, n in keep}))
+        except (TypeError, IndexError) as e:
+            raise InputError(where, f"{cls.__name__} row {row!r:.80}: {e}") from None
+    return out
+
+
+def _obj(cls, d: dict):
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in d.items() if k in known})
 
 
 class Encoder:
@@ -44,34 +84,43 @@ class Encoder:
         cpus = sorted(c for c in (t.cpu_raw or {}) if c >= 0)
         rec: dict = {"v": VERSION, "t": round(t.time, 3), "iv": round(t.interval, 3)}
         if t.cpu_raw:
+            rec["cf"] = FIELDS
             rec["ci"] = cpus if cpus != list(range(len(cpus))) else len(cpus)
             rec["c"] = [_trim(t.cpu_raw[c]) for c in cpus]
             rec["ca"] = list(t.cpu_raw[-1])
-        rec["p"] = [[p.cpu, p.pid, int(round(p.pct * 10)), p.comm] for p in t.procs]
+        # percent in tenths: integers compress better
+        rec["p"] = {"f": PROC_FIELDS, "r": [[p.cpu, p.pid, int(round(p.pct * 10)), p.comm, 1 if p.estimate else 0]
+                                            for p in t.procs]}
         c = t.census
-        rec["cg"] = [[x.name, x.hierarchy, x.tracked, x.live] for x in c.v1]
+        rec["cg"] = table(c.v1, CG_FIELDS[:4])
         if c.v2 is not None:
-            rec["c2"] = [c.v2.mount, c.v2.nr_descendants, c.v2.nr_dying_descendants,
-                         {k: list(v) for k, v in c.v2.subsys.items()}]
+            rec["c2"] = {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
+                         "nr_dying_descendants": c.v2.nr_dying_descendants,
+                         "subsys": {k: list(v) for k, v in c.v2.subsys.items()}}
         if c.dying_subtrees:
-            rec["ds"] = [[s.path, s.dying] for s in c.dying_subtrees]
+            rec["ds"] = table(c.dying_subtrees, ("path", "dying"))
         rec["mi"] = t.meminfo
         if t.softirqs:
             rec["si"] = t.softirqs
         if t.nic_irqs:  # affined IRQs: sparse [cpu, delta] pairs
             rec["ni"] = {k: [[c, d] for c, d in enumerate(v) if d] for k, v in t.nic_irqs.items()}
+        if t.starve:
+            sv = dict(t.starve)
+            sv["ksoftirqd_wait_ms"] = {str(k): v for k, v in sv.get("ksoftirqd_wait_ms", {}).items()}
+            sv["ksoftirqd_run_ms"] = {str(k): v for k, v in sv.get("ksoftirqd_run_ms", {}).items()}
+            rec["sv"] = sv
         if t.events:
-            rec["ev"] = [[e.seq, round(e.time, 6), e.usec, e.reason, e.kind, e.severity, e.driver, e.ifname,
-                          e.message, e.reset_reason, e.fields] for e in t.events]
+            rec["ev"] = {"f": EVENT_FIELDS, "r": [[round(getattr(e, n), 6) if n == "time" else getattr(e, n)
+                                                   for n in EVENT_FIELDS] for e in t.events]}
         if t.nics is not None:
-            nic = {n.ifname: [n.driver, n.bus, n.queue_tx_timeouts, {k: n.stats.get(k, 0) for k in NIC_STATS},
-                              n.trouble()] for n in t.nics}
+            nic = {n.ifname: {"driver": n.driver, "bus": n.bus, "queue_tx_timeouts": n.queue_tx_timeouts,
+                              "stats": {k: n.stats.get(k, 0) for k in NIC_STATS}, "ethtool": n.trouble()}
+                   for n in t.nics}
             if key or nic != self._nic:
                 rec["nic"] = nic
                 self._nic = nic
         if t.units is not None:
-            units = [[u.id, u.n_restarts, u.active, u.sub, u.enabled, u.result, u.exit_status, u.main_pid,
-                      u.restart, u.restart_usec, u.fragment, u.cgroup] for u in t.units]
+            units = table(t.units, UNIT_FIELDS)
             if key or units != self._units:
                 rec["u"] = units
                 self._units = units
@@ -80,18 +129,92 @@ class Encoder:
         return orjson.dumps(rec)
 
 
-def decode(payload: bytes) -> Tick:
-    r = orjson.loads(payload)
-    cpu = {}
-    raw = None
+def decode(payload: bytes, where: str = "tick") -> Tick:
+    try:
+        r = orjson.loads(payload)
+    except orjson.JSONDecodeError as e:
+        raise InputError(where, f"undecodable record: {e}") from None
+    v = r.get("v", 1)
+    if v == 1:
+        return decode_v1(r)
+    if v not in READS:
+        raise InputError(where, f"record schema {v} is newer than this nodesleuth reads ({max(READS)}); upgrade")
+    cpu, raw = _cpus(r)
+    procs = [ProcUse(row["pid"], row["comm"], row["cpu"], row["pct"] / 10, bool(row.get("estimate", 0)))
+             for row in _rows(r.get("p"))]
+    v1 = tuple(ControllerCount(x.get("name"), x.get("hierarchy", 0), x.get("tracked", 0), x.get("live"), None)
+               for x in _rows(r.get("cg")))
+    v2 = None
+    if "c2" in r:
+        c2 = r["c2"]
+        v2 = V2Stat(c2.get("mount", ""), c2.get("nr_descendants", 0), c2.get("nr_dying_descendants", 0),
+                    {k: tuple(x) for k, x in c2.get("subsys", {}).items()})
+    subtrees = tuple(untable(r.get("ds"), DyingSubtree, where))
+    census = Census(r["t"], v1, v2, subtrees, None)
+    events = untable(r.get("ev"), KernelEvent, where)
+    nics = None
+    if "nic" in r:
+        nics = []
+        for ifname, n in r["nic"].items():
+            eth = {k: x for k, x in n.get("ethtool", {}).items() if k != "queue_tx_timeout"}
+            nics.append(NicCounters(ifname, n.get("driver", ""), n.get("stats", {}), n.get("queue_tx_timeouts", 0),
+                                    eth, n.get("bus", "")))
+    units = untable(r["u"], Unit, where) if "u" in r else None
+    starve = None
+    if "sv" in r:
+        starve = dict(r["sv"])
+        for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms"):
+            starve[k] = {int(c): x for c, x in starve.get(k, {}).items()}
+    return Tick(r["t"], r["iv"], cpu, procs, census, r.get("mi", {}), events, nics, units, raw,
+                r.get("si"), _nic_irqs(r, raw), starve)
+
+
+def _rows(d: dict | None) -> list[dict]:
+    if not d:
+        return []
+    names = d.get("f", [])
+    return [dict(zip(names, row)) for row in d.get("r", [])]
+
+
+def _cpus(r: dict):
+    """Per-CPU jiffy deltas, mapped by column name when the record names its columns."""
+    cpu, raw = {}, None
     if "c" in r:
         ci = r["ci"] if isinstance(r["ci"], list) else list(range(r["ci"]))
-        raw = {c: tuple(v) + (0,) * (10 - len(v)) for c, v in zip(ci, r["c"])}
-        raw[-1] = tuple(r["ca"])
+        order = r.get("cf")
+
+        def full(v) -> tuple[int, ...]:
+            if order and list(order) != list(FIELDS):
+                named = dict(zip(order, v))
+                return tuple(named.get(f, 0) for f in FIELDS)
+            return tuple(v) + (0,) * (len(FIELDS) - len(v))
+
+        raw = {c: full(v) for c, v in zip(ci, r["c"])}
+        raw[-1] = full(r["ca"])
         for c, v in raw.items():
             u = from_deltas(c, v)
             if u is not None:
                 cpu[c] = u
+    return cpu, raw
+
+
+def _nic_irqs(r: dict, raw):
+    if "ni" not in r:
+        return None
+    n = len(raw) - 1 if raw else 1 + max((c for v in r["ni"].values() for c, _ in v), default=0)
+    ni = {}
+    for k, pairs in r["ni"].items():
+        row = [0] * n
+        for c, d in pairs:
+            if c < n:
+                row[c] = d
+        ni[k] = row
+    return ni
+
+
+def decode_v1(r: dict) -> Tick:
+    """Schema 1: positional lists, as nodesleuth 0.1 wrote them (tests/golden/store-v1)."""
+    cpu, raw = _cpus(r)
     procs = [ProcUse(pid, comm, c, pct / 10) for c, pid, pct, comm in r.get("p", [])]
     v1 = tuple(ControllerCount(n, h, tr, lv, None) for n, h, tr, lv in r.get("cg", []))
     v2 = None
@@ -108,14 +231,5 @@ def decode(payload: bytes) -> Tick:
             eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
             nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
     units = [Unit(*u) for u in r["u"]] if "u" in r else None
-    ni = None
-    if "ni" in r:
-        n = len(raw) - 1 if raw else 1 + max((c for v in r["ni"].values() for c, _ in v), default=0)
-        ni = {}
-        for k, pairs in r["ni"].items():
-            row = [0] * n
-            for c, d in pairs:
-                row[c] = d
-            ni[k] = row
     return Tick(r["t"], r["iv"], cpu, procs, census, r.get("mi", {}), events, nics, units, raw,
-                r.get("si"), ni)
+                r.get("si"), _nic_irqs(r, raw))

@@ -40,7 +40,8 @@ def tick_dict(t: Tick) -> dict:
     return {"time": t.time, "iso": iso(t.time), "interval": t.interval,
             "cpus": {("all" if c < 0 else str(c)): {**{k: round(v, 2) for k, v in zip(COLUMNS, u.row())},
                                                     "busy": round(u.busy, 2)} for c, u in sorted(t.cpu.items())},
-            "procs": [{"cpu": p.cpu, "pid": p.pid, "comm": p.comm, "pct": p.pct} for p in t.procs],
+            "procs": [{"cpu": p.cpu, "pid": p.pid, "comm": p.comm, "pct": p.pct, "estimate": p.estimate}
+                      for p in t.procs],
             "cgroups": {"v1": [{"controller": c.name, "tracked": c.tracked, "live": c.live, "dying": c.dying}
                                for c in t.census.v1],
                         "v2": None if t.census.v2 is None else {
@@ -53,7 +54,10 @@ def tick_dict(t: Tick) -> dict:
             "nics": None if t.nics is None else {n.ifname: n.trouble() for n in t.nics},
             "units": None if t.units is None else [{"unit": u.id, "n_restarts": u.n_restarts, "active": u.active,
                                                    "sub": u.sub} for u in t.units],
-            "softirqs": t.softirqs, "nic_irqs": t.nic_irqs}
+            "softirqs": t.softirqs, "nic_irqs": t.nic_irqs,
+            "starvation": None if not t.starve else {
+                **t.starve, "ksoftirqd_wait_ms": {str(k): v for k, v in t.starve.get("ksoftirqd_wait_ms", {}).items()},
+                "ksoftirqd_run_ms": {str(k): v for k, v in t.starve.get("ksoftirqd_run_ms", {}).items()}}}
 
 
 def to_json_lines(ts: Iterator[Tick], out) -> int:
@@ -82,42 +86,24 @@ def to_csv(ts: Iterator[Tick], out: io.TextIOBase) -> int:
     return n
 
 
-def _esc(v: str) -> str:
-    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def to_openmetrics(ts: Iterator[Tick], out: io.TextIOBase) -> int:
-    """OpenMetrics text with timestamps (each series' samples contiguous, as the spec requires):
-    feedable to `promtool tsdb create-blocks-from openmetrics`."""
-    fams = {"nodesleuth_cpu_busy_percent": ("gauge", "Per-CPU busy percent over the second"),
-            "nodesleuth_cpu_mode_percent": ("gauge", "Per-CPU percent per mpstat column"),
-            "nodesleuth_cgroups_dying": ("gauge", "Dying cgroups per v1 controller"),
-            "nodesleuth_cgroups_tracked": ("gauge", "num_cgroups per v1 controller (/proc/cgroups)"),
-            "nodesleuth_meminfo_bytes": ("gauge", "Selected /proc/meminfo fields")}
-    series: dict[str, dict[str, list[str]]] = {k: {} for k in fams}
+    """OpenMetrics text with timestamps, with the exporter's names and labels (nodesleuth/metrics.py),
+    each series' samples contiguous as the spec requires: feedable to
+    `promtool tsdb create-blocks-from openmetrics`, and the shipped alert rules apply to it."""
+    from ..metrics import METRICS, label_text, tick_gauges
 
-    def add(fam: str, labels: str, value, ts_: str) -> None:
-        series[fam].setdefault(labels, []).append(f"{value} {ts_}")
-
+    series: dict[str, dict[str, list[str]]] = {}
     n = 0
     for t in ts:
         ts_ = f"{t.time:.3f}"
-        for c, u in sorted(t.cpu.items()):
-            cpu = "all" if c < 0 else str(c)
-            add("nodesleuth_cpu_busy_percent", f'cpu="{cpu}"', f"{u.busy:.2f}", ts_)
-            for k, v in zip(COLUMNS, u.row()):
-                add("nodesleuth_cpu_mode_percent", f'cpu="{cpu}",mode="{k}"', f"{v:.2f}", ts_)
-        for cc in t.census.v1:
-            add("nodesleuth_cgroups_tracked", f'controller="{_esc(cc.name)}"', cc.tracked, ts_)
-            if cc.dying is not None:
-                add("nodesleuth_cgroups_dying", f'controller="{_esc(cc.name)}"', cc.dying, ts_)
-        for k, v in t.meminfo.items():
-            add("nodesleuth_meminfo_bytes", f'field="{_esc(k)}"', v, ts_)
+        for name, labels, value in tick_gauges(t):
+            series.setdefault(name, {}).setdefault(label_text(name, labels), []).append(f"{value} {ts_}")
         n += 1
-    for name, (typ, help_) in fams.items():
-        out.write(f"# TYPE {name} {typ}\n# HELP {name} {help_}\n")
-        for labels, samples in series[name].items():
+    for name, by_labels in series.items():
+        m = METRICS[name]
+        out.write(f"# TYPE {name} {m.type}\n# HELP {name} {m.help}\n")
+        for labels, samples in by_labels.items():
             for smp in samples:
-                out.write(f"{name}{{{labels}}} {smp}\n")
+                out.write(f"{name}{labels} {smp}\n")
     out.write("# EOF\n")
     return n

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 
 from ..collect.sampler import Tick
-from ..detect.nic import NIC_KINDS
+from ..collect.kmsg import is_nic
 
 STREAM = "rollup"
 PERIOD = 60.0
@@ -53,7 +53,7 @@ class Rollup:
             ss[i] += 100.0 * d[2] / total
             if busy > bm[i]:
                 bm[i] = busy
-        self.events += [[round(e.time, 3), e.reason, e.kind, e.ifname] for e in t.events if e.kind in NIC_KINDS]
+        self.events += [[round(e.time, 3), e.reason, e.kind, e.ifname] for e in t.events if is_nic(e)]
         self.n += 1
         self.last = t
         return out

@@ -113,10 +113,10 @@ def create_app(store: str, token: str | None = None) -> Flask:
         key = (len(segs), os.path.getmtime(segs[-1]) if segs else 0)
         with inc_lock:
             if inc_cache.get("key") != key:
-                rec, _ = load.recording(store, None, None)
-                incs = [chain.build(rec, k, t, p) for k, t, p in chain.find_incidents(rec)]
-                inc_cache.update(key=key, doc=[i.to_dict() for i in incs])
-            return jsonify({"incidents": inc_cache["doc"]})
+                rec, problems = load.recording(store, None, None)
+                incs = [chain.build(rec, i) for i in load.incidents(rec)]
+                inc_cache.update(key=key, doc=[i.to_dict() for i in incs], problems=[str(p) for p in problems])
+            return jsonify({"incidents": inc_cache["doc"], "problems": inc_cache["problems"]})
 
     return app
 

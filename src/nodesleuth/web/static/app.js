@@ -200,18 +200,25 @@ async function openFlame(a, b, cpu) {
 async function loadIncidents() {
   const el = document.getElementById("incidents"); el.textContent = "explaining the recording...";
   const doc = await api("incidents");
-  el.innerHTML = doc.incidents.length ? "" : "<p>No incidents in this recording.</p>";
+  el.innerHTML = doc.problems && doc.problems.length
+    ? `<p class="problem">Parts of the recording could not be read (${doc.problems.length}); the list may be incomplete: ${doc.problems[0].replace(/</g, "&lt;")}</p>` : "";
+  if (!doc.incidents.length) el.innerHTML += "<p>No incidents in the data read.</p>";
   doc.incidents.forEach((inc, i) => {
     const div = document.createElement("div"); div.className = "incident";
-    const core = inc.links.find(l => l.name === "saturated_core" && l.status === "found");
-    div.innerHTML = `<h3>Incident ${i + 1}: ${inc.title}</h3><p>${inc.iso} (${inc.kind})` +
-      (inc.root_cause ? ` &mdash; <b>root cause: ${inc.root_cause}</b>` : "") + `</p>`;
+    const core = inc.links.find(l => l.name === "saturated_core" && l.data && l.data.cpu !== undefined);
+    const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;");
+    div.innerHTML = `<h3>Incident ${i + 1}: ${esc(inc.title)}</h3><p>${inc.iso} (${inc.kind})` +
+      (inc.root_cause ? ` &mdash; <b>root cause (proven end to end): ${esc(inc.root_cause)}</b>`
+                      : ` &mdash; no root cause proven; leading explanation: <b>${esc(inc.leading)}</b>`) + `</p>` +
+      (inc.rejected.length ? `<p class="rejected">rejected: ${inc.rejected.map(esc).join("; ")}</p>` : "");
     const tbl = document.createElement("table");
     inc.links.forEach(l => {
-      const tr = document.createElement("tr"); tr.className = l.status; tr.dataset.link = l.name;
-      tr.innerHTML = `<td>${l.status === "found" ? "✔" : "?"} ${l.name.replace("_", " ")}</td>` +
-        `<td class="conf-${l.confidence}">${l.confidence}</td><td>${l.summary}` +
-        `<ul>${l.evidence.map(e => `<li>${e.replace(/</g, "&lt;")}</li>`).join("")}</ul></td>`;
+      const tr = document.createElement("tr"); tr.className = l.verdict; tr.dataset.link = l.name;
+      const mark = {observed: "●", proven: "✔", contributing: "~", not_proven: "✘", unknown: "?"}[l.verdict];
+      tr.innerHTML = `<td>${mark} ${l.name.replace("_", " ")}</td>` +
+        `<td class="conf-${l.confidence}">${l.verdict.replace("_", " ")}</td>` +
+        `<td>${l.share === null ? "" : Math.round(100 * l.share) + "%"}</td><td>${esc(l.summary)}` +
+        `<ul>${l.evidence.map(e => `<li>${esc(e)}</li>`).join("")}</ul></td>`;
       tbl.appendChild(tr);
     });
     div.appendChild(tbl);

@@ -1,0 +1,76 @@
+"""Child processes that never outlive nodesleuth, SIGKILL included.
+
+Every child is started with PR_SET_PDEATHSIG, so the kernel signals it when the thread that started
+it dies, however it dies. A child that writes scratch files (perf's chunks) runs under a small
+reaper (`python -m nodesleuth.children SCRATCH -- CMD...`): the reaper dies-with-parent on SIGTERM,
+forwards SIGINT/SIGTERM to the command, and when nodesleuth is gone kills the command and removes
+the scratch directory, so neither a process nor a temp file survives a kill -9 for long.
+
+PDEATHSIG follows the *thread* that forked: callers start children from a thread that lives as long
+as the child should (the main thread, or the runner's own loop thread).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
+    """Ask the kernel to send `sig` to this process when its parent thread dies; exit at once if
+    the parent is already gone (it died between fork and here)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
+
+
+def spawn(cmd: list[str], sig: int = signal.SIGKILL, **kw) -> subprocess.Popen:
+    parent = os.getpid()
+    return subprocess.Popen(cmd, preexec_fn=lambda: die_with_parent(sig, parent), **kw)
+
+
+def spawn_reaped(cmd: list[str], scratch: str, **kw) -> subprocess.Popen:
+    """`cmd` under a reaper that removes `scratch` if nodesleuth dies first."""
+    kw.setdefault("start_new_session", True)
+    return spawn([sys.executable, "-m", "nodesleuth.children", scratch, "--", *cmd], signal.SIGTERM, **kw)
+
+
+def _reap(argv: list[str]) -> int:
+    scratch, sep, cmd = argv[0], argv[1], argv[2:]
+    if sep != "--" or not cmd:
+        print("usage: python -m nodesleuth.children SCRATCH -- CMD...", file=sys.stderr)
+        return 2
+    child = spawn(cmd)  # dies with this reaper
+    orphaned = []
+
+    def forward(sig, _frame):
+        if sig == signal.SIGTERM and os.getppid() == 1:
+            orphaned.append(1)  # our parent died (PDEATHSIG) or we were adopted: clean up behind it
+        try:
+            child.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    die_with_parent(signal.SIGTERM)
+    while True:
+        try:
+            rc = child.wait()
+            break
+        except InterruptedError:
+            continue
+    if orphaned or os.getppid() == 1:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return rc if rc >= 0 else 128 - rc
+
+
+if __name__ == "__main__":
+    sys.exit(_reap(sys.argv[1:]))

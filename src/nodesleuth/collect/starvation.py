@@ -1,0 +1,117 @@
+"""How long the work a NIC driver needs waited for its CPU, from what the kernel exposes without eBPF.
+
+- `ksoftirqd/N` run delay: /proc/PID/schedstat field 2 is the time the task spent runnable but
+  waiting for a CPU (ns). When softirq work overflows into ksoftirqd (NET_RX under load, or softirqs
+  raised outside interrupt context) and CPU N is held by something else, this is the wait of the
+  packet processing itself. A NAPI poll that is "scheduled but not run" (ENA's
+  SUSPECTED_POLL_STARVATION) is this wait.
+- /proc/pressure/cpu `some total=` (µs): time at least one task on the node waited for a CPU.
+- per-CPU NET_RX/NET_TX softirq counts come from /proc/softirqs (collect/irqs.py).
+
+Cost: one small read per CPU per tick (ksoftirqd threads are found once, from kthreadd's children,
+and looked up again only when one disappears), plus one read of /proc/pressure/cpu.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .root import Root
+
+
+def parse_schedstat(text: str) -> tuple[int, int] | None:
+    """(run ns, wait ns) from /proc/PID/schedstat, None when malformed."""
+    parts = text.split()
+    if len(parts) < 2:
+        return None
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        return None
+
+
+def parse_psi_some_total(text: str) -> int | None:
+    """The `some ... total=N` microseconds of a /proc/pressure/* file."""
+    for line in text.splitlines():
+        if line.startswith("some "):
+            for tok in line.split():
+                if tok.startswith("total="):
+                    try:
+                        return int(tok[6:])
+                    except ValueError:
+                        return None
+    return None
+
+
+class StarvationReader:
+    def __init__(self, root: Root):
+        self.root = root
+        self.proc = root.join("/proc")
+        self.ksoftirqd: dict[int, int] = {}  # cpu -> pid
+        self._find()
+
+    def _comm(self, pid: str) -> str:
+        try:
+            with open(f"{self.proc}/{pid}/comm") as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+
+    def _find(self) -> None:
+        try:
+            with open(f"{self.proc}/2/task/2/children") as f:  # kthreadd's children: kernel threads
+                pids = f.read().split()
+        except OSError:
+            try:
+                pids = [p for p in os.listdir(self.proc) if p.isdigit()]
+            except OSError:
+                pids = []
+        found = {}
+        for pid in pids:
+            comm = self._comm(pid)
+            if comm.startswith("ksoftirqd/"):
+                try:
+                    found[int(comm.split("/", 1)[1])] = int(pid)
+                except ValueError:
+                    pass
+        self.ksoftirqd = found
+
+    def read(self) -> dict:
+        """Cumulative counters: {"ksoftirqd": {cpu: (run_ns, wait_ns)}, "psi_some_us": int|None}."""
+        ks: dict[int, tuple[int, int]] = {}
+        missing = False
+        for cpu, pid in self.ksoftirqd.items():
+            try:
+                with open(f"{self.proc}/{pid}/schedstat") as f:
+                    v = parse_schedstat(f.read())
+            except OSError:
+                v = None
+                missing = True
+            if v is not None:
+                ks[cpu] = v
+        if missing:  # a CPU went offline or the thread was replaced: look again next time
+            self._find()
+        psi = self.root.read_opt("/proc/pressure/cpu") if self.root.exists("/proc/pressure/cpu") else None
+        return {"ksoftirqd": ks, "psi_some_us": parse_psi_some_total(psi) if psi else None}
+
+
+def deltas(prev: dict, cur: dict, interval: float) -> dict | None:
+    """Per-interval figures: ksoftirqd wait and run per CPU (ms), and CPU pressure (ms)."""
+    if not prev or not cur:
+        return None
+    wait, run = {}, {}
+    for cpu, (r1, w1) in cur["ksoftirqd"].items():
+        r0w0 = prev["ksoftirqd"].get(cpu)
+        if r0w0 is None:
+            continue
+        r0, w0 = r0w0
+        if w1 >= w0 and r1 >= r0:
+            wait[cpu] = round((w1 - w0) / 1e6, 3)
+            run[cpu] = round((r1 - r0) / 1e6, 3)
+    psi = None
+    if cur.get("psi_some_us") is not None and prev.get("psi_some_us") is not None:
+        psi = round(max(0, cur["psi_some_us"] - prev["psi_some_us"]) / 1e3, 3)
+    if not wait and psi is None:
+        return None
+    return {"ksoftirqd_wait_ms": wait, "ksoftirqd_run_ms": run, "psi_cpu_some_ms": psi,
+            "interval": round(interval, 3)}

@@ -1,0 +1,97 @@
+"""The one metric vocabulary: names, types, help and labels of every series nodesleuth exposes, and
+the per-tick gauges computed from a Tick. The exporter (/metrics) and `dump --format openmetrics`
+both go through `tick_gauges`, so a dump backfilled with promtool matches the alert rules and the
+dashboard exactly. Prometheus conventions: base units, `_ratio` for 0..1, `_bytes`, `_seconds`,
+counters end in `_total` (prometheus-client adds the suffix to counter families).
+
+Labels: `cpu` is the CPU number; `device` is the interface name (a kernel-log line that names only
+its PCI address is mapped to the interface that has that address); `controller`, `hierarchy`
+(v1 | v2); `unit` a systemd unit; `kind` an incident kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    type: str  # gauge | counter | info
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+METRICS = {m.name: m for m in (
+    Metric("nodesleuth_cpu_busy_ratio", "gauge", "Busy fraction of each CPU over the last interval", ("cpu",)),
+    Metric("nodesleuth_cpu_sys_ratio", "gauge", "System (kernel) fraction of each CPU over the last interval", ("cpu",)),
+    Metric("nodesleuth_cpu_softirq_ratio", "gauge", "Softirq fraction of each CPU over the last interval", ("cpu",)),
+    Metric("nodesleuth_cpu_busy_max_ratio", "gauge", "Busy fraction of the busiest CPU"),
+    Metric("nodesleuth_node_busy_ratio", "gauge", "Busy fraction of the whole node"),
+    Metric("nodesleuth_hot_core_seconds", "gauge", "Consecutive seconds each CPU has been >= 90% busy", ("cpu",)),
+    Metric("nodesleuth_ksoftirqd_wait_ratio", "gauge",
+           "Fraction of the interval ksoftirqd/N waited for its CPU (runnable, not running)", ("cpu",)),
+    Metric("nodesleuth_cpu_pressure_some_ratio", "gauge",
+           "Fraction of the interval some task waited for a CPU (/proc/pressure/cpu)"),
+    Metric("nodesleuth_cgroups_tracked", "gauge", "Cgroups the kernel tracks, dying ones included",
+           ("controller", "hierarchy")),
+    Metric("nodesleuth_cgroups_live", "gauge", "Cgroups with a directory", ("controller", "hierarchy")),
+    Metric("nodesleuth_cgroups_dying", "gauge", "Removed cgroups still alive in the kernel",
+           ("controller", "hierarchy")),
+    Metric("nodesleuth_memory_percpu_bytes", "gauge", "Percpu from /proc/meminfo"),
+    Metric("nodesleuth_memory_slab_bytes", "gauge", "Slab from /proc/meminfo"),
+    Metric("nodesleuth_nic_driver_resets", "counter", "NIC driver reset/timeout counters (ethtool -S, per-queue "
+           "tx_timeout)", ("device", "counter")),
+    Metric("nodesleuth_nic_kernel_events", "counter", "NIC trouble lines in the kernel log", ("device", "reason")),
+    Metric("nodesleuth_unit_restarts", "counter", "systemd NRestarts per service", ("unit",)),
+    Metric("nodesleuth_unit_crash_looping", "gauge", "1 if the unit is in a restart loop", ("unit",)),
+    Metric("nodesleuth_incidents", "counter", "Incidents seen since start (detect/incidents.py rule)", ("kind",)),
+    Metric("nodesleuth_samples", "counter", "Samples taken by the exporter"),
+    Metric("nodesleuth_sample_errors", "counter", "Samples that failed"),
+    Metric("nodesleuth_node", "info", "Facts about this node"),
+)}
+
+
+def tick_gauges(t, hot_seconds: dict[int, float] | None = None):
+    """(metric name, label values, value) for every gauge one tick gives."""
+    cpus = [u for c, u in sorted(t.cpu.items()) if c >= 0]
+    for u in cpus:
+        yield "nodesleuth_cpu_busy_ratio", (str(u.cpu),), round(u.busy / 100, 4)
+        yield "nodesleuth_cpu_sys_ratio", (str(u.cpu),), round(u.sys / 100, 4)
+        yield "nodesleuth_cpu_softirq_ratio", (str(u.cpu),), round(u.soft / 100, 4)
+    if cpus:
+        yield "nodesleuth_cpu_busy_max_ratio", (), round(max(u.busy for u in cpus) / 100, 4)
+    if -1 in t.cpu:
+        yield "nodesleuth_node_busy_ratio", (), round(t.cpu[-1].busy / 100, 4)
+    for c, s in sorted((hot_seconds or {}).items()):
+        yield "nodesleuth_hot_core_seconds", (str(c),), s
+    if t.starve:
+        iv = max(1e-6, t.starve.get("interval") or t.interval)
+        for c, ms in sorted(t.starve.get("ksoftirqd_wait_ms", {}).items()):
+            yield "nodesleuth_ksoftirqd_wait_ratio", (str(c),), round(min(1.0, ms / 1000 / iv), 4)
+        if t.starve.get("psi_cpu_some_ms") is not None:
+            yield "nodesleuth_cpu_pressure_some_ratio", (), round(min(1.0, t.starve["psi_cpu_some_ms"] / 1000 / iv), 4)
+    for c in t.census.v1:
+        yield "nodesleuth_cgroups_tracked", (c.name, "v1"), c.tracked
+        if c.live is not None:
+            yield "nodesleuth_cgroups_live", (c.name, "v1"), c.live
+            yield "nodesleuth_cgroups_dying", (c.name, "v1"), c.dying
+    v2 = t.census.v2
+    if v2 is not None:
+        yield "nodesleuth_cgroups_live", ("all", "v2"), v2.nr_descendants + 1
+        yield "nodesleuth_cgroups_dying", ("all", "v2"), v2.nr_dying_descendants
+        for name, (lv, dy) in v2.subsys.items():
+            yield "nodesleuth_cgroups_live", (name, "v2"), lv
+            yield "nodesleuth_cgroups_dying", (name, "v2"), dy
+    if "Percpu" in t.meminfo:
+        yield "nodesleuth_memory_percpu_bytes", (), t.meminfo["Percpu"]
+    if "Slab" in t.meminfo:
+        yield "nodesleuth_memory_slab_bytes", (), t.meminfo["Slab"]
+
+
+def label_text(name: str, values: tuple) -> str:
+    labels = METRICS[name].labels
+    if not labels:
+        return ""
+    esc = (str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") for v in values)
+    return "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, esc)) + "}"

@@ -1,0 +1,201 @@
+"""Never silent, never leaking: kill -9 leaves no process and no temp file, a damaged byte loses at
+most its second, unreadable input is never reported as health, user mistakes get one line."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import needs_root, nodesleuth
+from nodesleuth.store.segment import HEADER
+from nodesleuth.store.store import StoreReader, StoreWriter
+
+
+def _children_of(pid: int) -> list[int]:
+    """Every descendant of pid still alive (from /proc/*/stat ppid)."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def _perf_for(store: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "perf (record|script)"], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if store in ln]
+
+
+@needs_root
+@pytest.mark.parametrize("after", [1.7, 4.3, 7.9])
+def test_kill_9_leaves_no_process_and_no_temp_file(tmp_path, after):
+    store = str(tmp_path / "st")
+    tmp_before = set(glob.glob("/tmp/nodesleuth-*"))
+    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet", "--profile",
+                          "--trace-churn", "--profile-rotate", "2", "--live-every", "5"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 20
+    while time.time() < deadline and not _perf_for(store):  # perf really running before the kill
+        time.sleep(0.1)
+    assert _perf_for(store), p.stderr.read().decode() if p.poll() is not None else "perf never started"
+    time.sleep(after + random.random() * 0.5)
+    family = _children_of(p.pid)
+    assert family  # the reapers and perf
+    os.kill(p.pid, signal.SIGKILL)
+    killed_at = time.time()
+    p.wait()
+    left = family
+    while time.time() < killed_at + 2.0:
+        left = [pid for pid in family if os.path.exists(f"/proc/{pid}") and
+                open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"]
+        if not left and not _perf_for(store) and not os.path.exists(os.path.join(store, ".work", "profile")):
+            break
+        time.sleep(0.05)
+    assert not left, [open(f"/proc/{x}/cmdline").read().replace("\0", " ") for x in left if os.path.exists(f"/proc/{x}")]
+    assert not _perf_for(store)
+    work = os.path.join(store, ".work")
+    assert not glob.glob(os.path.join(work, "*", "*")), os.listdir(work)  # no perf chunk survives
+    assert set(glob.glob("/tmp/nodesleuth-*")) <= tmp_before
+    # the last second written is within 1.5 s of the kill, and the store reads without damage
+    r = StoreReader(store)
+    last = max((t for t, _ in r.read("ticks")), default=None)
+    assert last is not None and killed_at - last <= 1.5, (killed_at, last)
+    assert r.problems == []
+    # a new record on the same store starts (the lock died with its holder) and clears the scratch
+    os.makedirs(os.path.join(work, "profile"), exist_ok=True)
+    open(os.path.join(work, "profile", "perf.data.2026"), "w").close()
+    again = nodesleuth("record", "--store", store, "--duration", "2s", "--quiet", timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert not os.path.exists(work)
+
+
+def _frames(seg: str) -> list[int]:
+    with open(seg, "rb") as f:
+        data = f.read()
+    offs, off = [], 0
+    while off + HEADER.size <= len(data):
+        offs.append(off)
+        off += HEADER.size + HEADER.unpack_from(data, off)[1]
+    return offs
+
+
+def test_any_single_damaged_byte_loses_at_most_its_frame(tmp_path):
+    """Flip each byte of a segment in turn (every 3rd, to keep it quick): at most the record whose
+    frame was hit is lost, including the first frame that holds the segment's dictionary."""
+    d = str(tmp_path / "st")
+    w = StoreWriter(d)
+    for i in range(12):
+        w.append("ticks", 1000.0 + i, json.dumps({"i": i, "pad": "y" * (i * 3)}).encode())
+    w.close()
+    seg = StoreReader(d).segments("ticks")[0]
+    with open(seg, "rb") as f:
+        good = f.read()
+    offs = _frames(seg) + [len(good)]
+    for pos in range(0, len(good), 3):
+        bad = bytearray(good)
+        bad[pos] ^= 0xA5
+        with open(seg, "wb") as f:
+            f.write(bad)
+        r = StoreReader(d)
+        got = [json.loads(p)["i"] for _, p in r.read("ticks")]
+        frame = max(i for i, o in enumerate(offs) if o <= pos)  # frame 0 is the dictionary
+        lost = set(range(12)) - set(got)
+        assert lost <= ({frame - 1} if frame >= 1 else set()), (pos, frame, lost)
+        assert len(lost) <= 1
+        assert got == sorted(got)
+        assert r.problems, pos  # the damage is reported, never silent
+    with open(seg, "wb") as f:
+        f.write(good)
+
+
+def test_dictionary_sidecar_size_cost(tmp_path):
+    """The second copy of each segment's dictionary: under 10% of an hour segment of real ticks."""
+    from nodesleuth.collect.root import Root
+    from nodesleuth.collect.sampler import Sampler
+    from nodesleuth.store.codec import Encoder
+
+    d = str(tmp_path / "st")
+    w = StoreWriter(d)
+    s = Sampler(Root("/"), kmsg=False, irqs=True, util=False)
+    s.prime()
+    enc = Encoder()
+    tk = s.tick()
+    for i in range(600):  # ten minutes of the same real tick, re-timed: compresses as well as real ones do
+        tk.time += 1.0
+        w.append("ticks", tk.time, enc.encode(tk))
+    w.close()
+    seg = StoreReader(d).segments("ticks")[0]
+    side = seg[:-4] + ".dict"
+    assert os.path.getsize(side) / os.path.getsize(seg) < 0.10
+
+
+def test_user_mistakes_get_one_line_and_exit_2(tmp_path):
+    d = str(tmp_path / "st")
+    w = StoreWriter(d)
+    w.append("ticks", 1000.0, b'{"v": 2, "t": 1000.0, "iv": 1.0}')
+    w.close()
+    cases = [
+        (["flame", "--store", d, "--from", "now", "--to", "10m ago"], "is after to"),
+        (["dump", "--store", d, "--from", "2026-12-01T10:00:00", "--to", "2026-12-01T10:00:00"], "empty range"),
+        (["explain", "--store", str(tmp_path)], "not a nodesleuth store"),
+        (["dump", "--store", str(tmp_path / "nope")], "no such store directory"),
+    ]
+    newer = str(tmp_path / "newer")
+    os.makedirs(newer)
+    with open(os.path.join(newer, "nodesleuth-store.json"), "w") as f:
+        json.dump({"schema": 99, "written_by": "nodesleuth 9.0"}, f)
+    cases.append((["dump", "--store", newer], "newer nodesleuth"))
+    for args, text in cases:
+        p = nodesleuth(*args)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert text in p.stderr and len(p.stderr.strip().splitlines()) == 1, (args, p.stderr)
+        assert "Traceback" not in p.stderr
+
+
+@needs_root
+def test_record_into_a_store_it_may_not_write(tmp_path):
+    """Root without CAP_DAC_OVERRIDE (as in a locked-down pod) and a read-only directory."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    os.chmod(d, 0o555)
+    p = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-m",
+                        "nodesleuth", "record", "--store", str(d / "st"), "--duration", "1s", "--quiet"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "cannot write the store: Permission denied" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_unreadable_segments_are_never_health(tmp_path):
+    """A store whose segments cannot be read: explain says so and exits 2, never 'no incidents'."""
+    d = str(tmp_path / "st")
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "golden", "store-v1"), d)
+    for seg in glob.glob(os.path.join(d, "ticks", "*.seg")):
+        with open(seg, "r+b") as f:
+            f.seek(40)
+            f.write(b"\xff" * 64)  # the dictionary and the first data frames
+    p = nodesleuth("explain", "--store", d, "--json")
+    assert p.returncode == 2, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["complete"] is False and doc["problems"]
+    assert "warning" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    t = nodesleuth("explain", "--store", d)
+    assert t.returncode == 2 and "no incidents in the data read" not in t.stdout
