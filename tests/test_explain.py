@@ -154,6 +154,8 @@ WantedBy=multi-user.target
     dry = nodesleuth("remedy", "--store", store)
     assert dry.returncode == 0, dry.stderr
     assert "disable" not in dry.stdout and "nothing to do" in dry.stdout, dry.stdout
+    applied = nodesleuth("remedy", "--store", store, "--apply")  # --apply over nothing proven does nothing
+    assert applied.returncode == 0 and "nothing to do" in applied.stdout and "$ systemctl" not in applied.stdout
     # every report form carries the verdicts and the shares
     md, html = str(tmp_path / "r.md"), str(tmp_path / "r.html")
     txt = nodesleuth("explain", "--store", store, "--markdown", md, "--html", html)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
-from conftest import check_json, finding
+from conftest import check_json, finding, nodesleuth
 from nodesleuth.collect.cgroups import CgroupCensus
 from nodesleuth.collect.cpu import read_stat
 from nodesleuth.collect.root import Root
@@ -72,3 +73,56 @@ def test_census_walks_live_dirs_at_a_lower_rate(v1node):
         assert d.controller("memory").live == 241
     finally:
         os.rmdir(os.path.join(v1node, "sys/fs/cgroup/memory/new-one"))
+
+
+def test_healthy_node_exits_0_and_says_ok(tmp_path):
+    from nodesleuth.lab.fixture import make_v1_node
+
+    root = make_v1_node(str(tmp_path / "ok"), tracked=250, live=240, nic_resets=0, busy_cpu=None, nprocs=30)
+    p = nodesleuth("check", "--root", root, "--no-trace", "--seconds", "1", "--json")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["status"] == "ok" and doc["exit_code"] == 0
+    assert not [f for f in doc["findings"] if f["severity"] in ("warning", "critical")]
+    npd = nodesleuth("check", "--root", root, "--no-trace", "--seconds", "1", "--npd")
+    assert npd.returncode == 0 and npd.stdout.strip() == "nodesleuth: OK"
+
+
+def test_hot_core_with_a_nic_reset_is_critical_and_npd_fits_80_bytes(tmp_path):
+    """CPU 39 pinned on the 96-CPU fixture while ENA lines land in its kernel log: both findings,
+    the hot core escalated to critical by the coincidence, and an NPD line within NPD's 80 bytes."""
+    import threading
+    import time
+
+    from nodesleuth.lab.fixture import Animator, make_v1_node
+
+    root = make_v1_node(str(tmp_path / "n"), nprocs=60, nic_resets=0)
+    btime = next(int(ln.split()[1]) for ln in open(os.path.join(root, "proc/stat")) if ln.startswith("btime"))
+    kmsg = str(tmp_path / "kmsg")
+    usec = int((time.time() + 2 - btime) * 1e6)  # logged 2 s into the check
+    with open(kmsg, "w") as f:
+        f.write(f"4,1,{usec},-;ena 0000:00:05.0 eth0: TX q 3 is paused for too long (threshold 5000000). "
+                "Time since last napi 6596000 usec. napi scheduled: 1\n")
+        f.write(f"6,2,{usec + 900000},-;ena 0000:00:05.0: Device reset completed successfully, Driver info: "
+                "Elastic Network Adapter (ENA) v2.11.0g\n")
+    anim = Animator(root, busy_cpu=39, busy_pid=110)
+    stop = threading.Event()
+    th = threading.Thread(target=lambda: [anim.step() for _ in iter(lambda: stop.wait(1.0), True)], daemon=True)
+    th.start()
+    try:
+        p = nodesleuth("check", "--root", root, "--kmsg", kmsg, "--no-trace", "--seconds", "5", "--json")
+        npd = nodesleuth("check", "--root", root, "--kmsg", kmsg, "--no-trace", "--seconds", "5", "--npd")
+    finally:
+        stop.set()
+        th.join()
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["status"] == "problem" and doc["exit_code"] == 1
+    hot = [f for f in doc["findings"] if f["kind"] == "hot_core"]
+    nic = [f for f in doc["findings"] if f["kind"] == "nic_reset"]
+    assert hot and nic, [f["title"] for f in doc["findings"]]
+    assert hot[0]["data"]["cpu"] == 39 and hot[0]["severity"] == "critical"
+    assert any("reset/timeout line" in e for e in hot[0]["evidence"])
+    assert npd.returncode == 1
+    line = npd.stdout.rstrip("\n")
+    assert "\n" not in line and 0 < len(line.encode()) <= 80, line

@@ -149,6 +149,18 @@ def test_idle_filter_keeps_softirq_on_idle_and_kthread_names(cap96):
     assert any(ln.startswith("swapper;") and "net_rx_action_[k]" in ln and "ena_io_poll_[k]" in ln
                for ln in f5.splitlines())
     assert "pv_native_safe_halt_[k] " not in f5  # plain idle is filtered
+    # --idle keeps every sample: the counts add up to all of CPU 5's samples in the capture, and the
+    # samples it adds are exactly the plain-idle ones
+    import re
+
+    _, _, path = cap96
+    on5 = len(re.findall(r"\[005\] +\d+\.\d+:", open(path).read()))
+    with_idle = nodesleuth("flame", "--store", store, "--cpu", "5", "--format", "folded", "--idle").stdout
+    count = lambda text: sum(int(ln.rsplit(" ", 1)[1]) for ln in text.splitlines())  # noqa: E731
+    assert on5 > 0 and count(with_idle) == on5
+    idle_only = sum(int(ln.rsplit(" ", 1)[1]) for ln in with_idle.splitlines()
+                    if ln.startswith("swapper;") and "net_rx_action" not in ln and "irq" not in ln)
+    assert count(f5) == on5 - idle_only and idle_only > 0
     f39 = nodesleuth("flame", "--store", store, "--cpu", "39", "--format", "folded").stdout
     assert any(ln.startswith("kworker/39:1;") for ln in f39.splitlines())
     assert any(ln.startswith("ray::Worker_Actor;") for ln in

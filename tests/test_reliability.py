@@ -199,3 +199,29 @@ def test_unreadable_segments_are_never_health(tmp_path):
     assert "warning" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     t = nodesleuth("explain", "--store", d)
     assert t.returncode == 2 and "no incidents in the data read" not in t.stdout
+
+
+@needs_root
+def test_full_disk_keeps_recording_and_never_writes_half_a_frame(tmp_path):
+    """The store on a tmpfs far too small for it: record keeps running, drops oldest segments, skips
+    what does not fit, says so once a minute, exits 0; what is on disk reads back without damage."""
+    mnt = str(tmp_path / "small")
+    os.makedirs(mnt)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "nodesleuth-test-full", mnt], check=True)
+    try:
+        st = os.statvfs(mnt)
+        with open(os.path.join(mnt, "ballast"), "wb") as f:  # leave room for a few seconds only
+            f.write(b"b" * (st.f_bavail * st.f_frsize - 64 * 1024))
+        store = os.path.join(mnt, "st")
+        p = nodesleuth("record", "--store", store, "--segment", "2s", "--duration", "65s", "--quiet",
+                       "--max-size", "100M", timeout=200)
+        assert p.returncode == 0, p.stderr
+        warn = [ln for ln in p.stderr.splitlines() if "disk full" in ln]
+        assert 1 <= len(warn) <= 2, p.stderr  # once a minute, not once a second
+        assert "Traceback" not in p.stderr
+        out = nodesleuth("dump", "--store", store, "--format", "csv")
+        assert out.returncode == 0, out.stderr  # no damaged or half-written frame
+        rows = [json.loads(x) for x in nodesleuth("dump", "--store", store, "--format", "json").stdout.splitlines()]
+        assert len(rows) >= 5 and time.time() - rows[-1]["time"] < 10  # a rolling window, up to the end
+    finally:
+        subprocess.run(["umount", "-l", mnt], check=False)

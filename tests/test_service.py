@@ -17,8 +17,14 @@ UNIT = os.path.join(os.path.dirname(__file__), "..", "deploy", "systemd", "nodes
 
 
 def test_unit_file_records_under_systemd():
-    # /tmp is private to the namespace: keep the store on the shared disk, next to the tests
-    store = os.path.join(os.path.dirname(__file__), "artifacts", f"svc-store-{os.getpid()}")
+    # the namespace (and the unit, PrivateTmp=yes) have their own /tmp: keep the store on disk outside
+    # /tmp, and when this checkout (which the editable install imports from) is under /tmp or /var/tmp,
+    # give the unit a copy of the package outside it
+    import nodesleuth
+
+    base = f"/var/lib/nodesleuth-svc-test-{os.getpid()}"
+    store = os.path.join(base, "store")
+    pkg = os.path.dirname(os.path.realpath(nodesleuth.__file__))
     state_dir_existed = os.path.exists("/var/lib/nodesleuth")  # StateDirectory= makes it on the shared disk
     shutil.rmtree(store, ignore_errors=True)
     with open(UNIT) as f:
@@ -28,6 +34,9 @@ def test_unit_file_records_under_systemd():
                         f"{sys.executable} -m nodesleuth record --store {store}")
     try:
         with SystemdNamespace() as ns:
+            if pkg.startswith(("/tmp/", "/var/tmp/")):
+                shutil.copytree(pkg, os.path.join(base, "src", "nodesleuth"))
+                text = text.replace("[Service]", f"[Service]\nEnvironment=PYTHONPATH={base}/src", 1)
             ns.install_unit("nodesleuth-record.service", text)
             ns.systemctl("start", "nodesleuth-record.service")
             deadline = time.time() + 30
@@ -45,7 +54,7 @@ def test_unit_file_records_under_systemd():
         ticks = list(r.read("ticks"))
         assert len(ticks) >= 3 and not r.problems
     finally:
-        shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
         if not state_dir_existed:
             try:
                 os.rmdir("/var/lib/nodesleuth")

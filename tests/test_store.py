@@ -228,3 +228,25 @@ def test_dump_reports_damage_in_one_line_per_problem(tmp_path):
     warn = [ln for ln in out.stderr.splitlines() if "warning" in ln]
     assert len(warn) == 1 and seg in warn[0] and "checksum mismatch" in warn[0]
     assert len(out.stdout.splitlines()) == 1 + 4 * 9  # 4 good ticks x (8 CPUs + all)
+
+
+def test_record_max_size_through_the_cli(tmp_path):
+    """--max-size bounds the store on disk (whole oldest segments go; the ones being written stay)."""
+    d = str(tmp_path / "st")
+    start = time.time()
+    p = nodesleuth("record", "--store", d, "--duration", "14s", "--segment", "2s", "--max-size", "12K", "--quiet",
+                   timeout=120)
+    assert p.returncode == 0, p.stderr
+    files = [os.path.join(dp, f) for dp, _, fs in os.walk(d) for f in fs if f.endswith((".seg", ".dict"))]
+    total = sum(os.path.getsize(f) for f in files)
+    newest = {}
+    for f in files:
+        if f.endswith(".seg"):
+            s = os.path.dirname(f)
+            newest[s] = max(newest.get(s, ""), f)
+    active = sum(os.path.getsize(f) + os.path.getsize(f[:-4] + ".dict") for f in newest.values())
+    assert total <= 12 * 1024 + active, (total, active)
+    first = next(StoreReader(d).read("ticks"))[0]
+    assert first > start + 3  # the oldest seconds were dropped
+    out = nodesleuth("dump", "--store", d, "--format", "csv")
+    assert out.returncode == 0 and len(out.stdout.splitlines()) > 1

@@ -21,6 +21,14 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _serve(store: str, port: int, *extra: str) -> subprocess.Popen:
     p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--port", str(port), *extra],
                          stderr=subprocess.PIPE, text=True)
@@ -53,11 +61,13 @@ def browser():
 
 @pytest.fixture(scope="module")
 def page(recorded, browser):
-    srv = _serve(recorded["store"], 18181)
+    port = free_port()
+    srv = _serve(recorded["store"], port)
     pg = browser.new_page(viewport={"width": 1400, "height": 1100})
     errors = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto("http://127.0.0.1:18181/")
+    pg.goto(f"http://127.0.0.1:{port}/")
+    pg.base = f"http://127.0.0.1:{port}"
     pg.wait_for_selector("canvas#timeline[data-drawn='1']", timeout=20000)
     pg.errors = errors
     yield pg
@@ -116,7 +126,7 @@ def test_click_opens_subsecond_heatmap_then_flame_graph(page, recorded):
 
 
 def test_incidents_page_shows_the_chain(page, recorded):
-    page.goto("http://127.0.0.1:18181/#incidents")
+    page.goto(f"{page.base}/#incidents")
     page.wait_for_selector(".incident")
     text = page.locator("#incidents").inner_text()
     # the fixture has no churn trace: the memcg walk is proven, who makes the zombies is not, so no
@@ -134,10 +144,11 @@ def test_incidents_page_shows_the_chain(page, recorded):
 
 def test_day_timeline_from_rollups(tmp_path, browser):
     store = build_day(str(tmp_path))
-    srv = _serve(store, 18182)
+    port = free_port()
+    srv = _serve(store, port)
     try:
         pg = browser.new_page(viewport={"width": 1400, "height": 900})
-        pg.goto("http://127.0.0.1:18182/")
+        pg.goto(f"http://127.0.0.1:{port}/")
         pg.wait_for_selector("canvas#timeline[data-drawn='1']", timeout=20000)
         assert pg.locator("canvas#timeline").get_attribute("data-cpus") == "96"
         assert "1 min rollups" in pg.locator("#range").inner_text()
@@ -150,13 +161,68 @@ def test_day_timeline_from_rollups(tmp_path, browser):
 
 
 def test_non_loopback_bind_requires_a_token(recorded):
-    srv = _serve(recorded["store"], 18183, "--bind", "0.0.0.0", "--token", "s3cret")
+    port = free_port()
+    srv = _serve(recorded["store"], port, "--bind", "0.0.0.0", "--token", "s3cret")
     try:
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen("http://127.0.0.1:18183/api/summary", timeout=5)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary", timeout=5)
         assert e.value.code == 401
-        ok = json.loads(urllib.request.urlopen("http://127.0.0.1:18183/api/summary?token=s3cret", timeout=5).read())
+        ok = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary?token=s3cret", timeout=5).read())
         assert ok["cpus"] == 96
+        with pytest.raises(urllib.error.HTTPError) as e:  # a wrong token
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary?token=s3cre", timeout=5)
+        assert e.value.code == 401
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/summary",
+                                     headers={"Authorization": "Bearer s3cret"})
+        assert json.loads(urllib.request.urlopen(req, timeout=5).read())["cpus"] == 96
     finally:
         srv.terminate()
+        srv.wait()
+    # no --token on a non-loopback bind: one is generated, printed once, and required
+    port = free_port()
+    srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", recorded["store"], "--port",
+                            str(port), "--bind", "0.0.0.0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        line = srv.stderr.readline()
+        assert "a token is required; generated one:" in line, line
+        gen = line.rsplit(" ", 1)[1].strip()
+        assert len(gen) >= 24
+        for _ in range(100):
+            try:
+                doc = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary?token={gen}",
+                                                        timeout=2).read())
+                break
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        assert doc["cpus"] == 96
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary", timeout=5)
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def test_unreadable_parts_show_a_banner(tmp_path, browser):
+    """A store with a damaged segment: the timeline says so on top instead of looking healthy."""
+    import shutil
+
+    store = str(tmp_path / "st")
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "golden", "store-v2"), store)
+    seg = sorted(os.listdir(os.path.join(store, "ticks")))
+    seg = os.path.join(store, "ticks", [x for x in seg if x.endswith(".seg")][0])
+    with open(seg, "r+b") as f:
+        f.seek(os.path.getsize(seg) // 2)
+        f.write(b"\xff" * 8)
+    port = free_port()
+    srv = _serve(store, port)
+    try:
+        pg = browser.new_page(viewport={"width": 1400, "height": 900})
+        pg.goto(f"http://127.0.0.1:{port}/#timeline")
+        pg.wait_for_selector("#problem-banner:not([hidden])", timeout=20000)
+        text = pg.locator("#problem-banner").inner_text()
+        assert "could not be read" in text and "checksum mismatch" in text
+        pg.screenshot(path=os.path.join(ART, "web-problem-banner.png"))
+    finally:
+        srv.kill()
         srv.wait()

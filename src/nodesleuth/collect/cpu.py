@@ -78,6 +78,13 @@ def parse_stat(text: str, path: str = "/proc/stat") -> CpuTimes:
             break  # everything after is irrelevant here; the intr line is long
     if -1 not in cpus:
         raise InputError(path, "no aggregate 'cpu' line")
+    if not btime:  # btime follows the long intr line the loop stops at
+        i = text.find("\nbtime ")
+        if i >= 0:
+            try:
+                btime = int(text[i + 7:text.index("\n", i + 7) if "\n" in text[i + 7:] else None])
+            except ValueError:
+                raise InputError(path, "malformed btime line") from None
     return CpuTimes(cpus=cpus, btime=btime)
 
 

@@ -471,7 +471,7 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
     share = min(1.0, top.lasting / denom) if denom else (0.0 if top.lasting == 0 else None)
     ev = []
     for c in cs[:4]:
-        life = (f"; lifetime of freed ones: median {statistics.median(c.lifetimes):.2f} s, max {max(c.lifetimes):.1f} s"
+        life = (f"; lifetime of freed ones: median {statistics.median(c.lifetimes):.2f} s, max {max(c.lifetimes):.2f} s"
                 if c.lifetimes else "")
         ev.append(f"{c.comm} made {c.made} cgroups like {c.pattern} from {len(c.pids)} processes "
                   f"({iso(c.first)} .. {iso(c.last)}); removed {c.removed}: {c.lasting} stayed dying "
@@ -484,7 +484,7 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
     if top.lasting == 0:
         vd = NOT_PROVEN
         summary = (f"{top.comm}'s cgroups ({top.made} made) do not stay dying: "
-                   + (f"all freed within {max(top.lifetimes):.1f} s" if top.lifetimes and top.freed_fast == top.removed
+                   + (f"all freed within {max(top.lifetimes):.2f} s" if top.lifetimes and top.freed_fast == top.removed
                       else f"{top.freed_fast} freed within {ZOMBIE_AGE:.0f} s, {top.young} too recent"))
     else:
         summary = (f"{top.comm} ({top.pattern}): {top.lasting} lasting zombies"

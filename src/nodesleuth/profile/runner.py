@@ -112,6 +112,9 @@ class PerfRotator:
         for p in done:
             try:
                 self.ingest(p)
+            except Exception as e:  # noqa: BLE001 - one bad chunk must not stop the profiler
+                self.error = f"chunk {os.path.basename(p)} not stored: {e}"
+                self.dropped_chunks += 1
             finally:
                 if os.path.exists(p):
                     os.unlink(p)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import resource
 import signal
+import sys
 import time
 from dataclasses import dataclass
 
@@ -57,6 +58,9 @@ class Recorder:
         self.rollup = Rollup()
         self.rollup_t = 0.0
         self.stop = False
+        self._said = 0.0
+        self._skipped_said = 0
+        self._drops_said = 0
         self.on_tick = on_tick
         self.ticks = 0
         self.bytes = 0
@@ -74,6 +78,27 @@ class Recorder:
 
     def _signal(self, *_):
         self.stop = True
+
+    def _say_store_trouble(self, every: float = 60.0) -> None:
+        """A full or slow disk is said once a minute on stderr, never per tick, and never fatal."""
+        now = time.time()
+        if now - self._said < every:
+            return
+        st = self.store
+        msgs = []
+        if st.skipped > self._skipped_said or st.full_drops > self._drops_said:
+            msgs.append(f"store {st.dir}: disk full: {st.full_drops - self._drops_said} oldest segment(s) dropped "
+                        f"to make room, {st.skipped - self._skipped_said} record(s) not written; recording goes on")
+            self._skipped_said, self._drops_said = st.skipped, st.full_drops
+        slow = st.syncer.slow if st.syncer is not None else []
+        if slow:
+            msgs.append(f"store {st.dir}: {len(slow)} fsync(s) took over a second (slowest {max(slow):.1f} s); "
+                        "durability lags, the 1 Hz loop does not")
+            slow.clear()
+        for m in msgs:
+            print(f"nodesleuth: warning: {m}", file=sys.stderr, flush=True)
+        if msgs:
+            self._said = now
 
     def run(self) -> None:
         for s in (signal.SIGTERM, signal.SIGINT):
@@ -104,6 +129,7 @@ class Recorder:
                 self.ticks += 1
                 if self.ticks % 60 == 0:
                     self.store.enforce()
+                self._say_store_trouble()
                 if self.on_tick:
                     self.on_tick(self, tick)
                 nxt += self.opt.interval

@@ -36,5 +36,13 @@ def npd_line(res: CheckResult) -> str:
     """One short line for node-problem-detector's condition message (it keeps 80 bytes)."""
     probs = [f for f in res.findings if f.problem]
     if not probs:
-        return "nodesleuth: OK"
-    return f"{probs[0].title}" + (f" (+{len(probs) - 1} more)" if len(probs) > 1 else "")
+        return "nodesleuth: OK" if res.exit_code == 0 else "nodesleuth: UNKNOWN (could not read: see --json notes)"
+    more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
+    title = probs[0].title
+    room = NPD_MAX - len(more.encode())
+    if len(title.encode()) > room:
+        title = title.encode()[:room - 3].decode(errors="ignore").rstrip() + "..."
+    return title + more
+
+
+NPD_MAX = 80  # node-problem-detector keeps this many bytes of a custom plugin's message

@@ -94,6 +94,7 @@ class StoreWriter:
         self.writers: dict[str, SegmentWriter] = {}
         self._mu = threading.Lock()  # the recorder loop and the profiler thread both append
         self.skipped = 0  # records not written because the disk was full
+        self.full_drops = 0  # oldest segments dropped early because the disk was full
         self.full_since: float | None = None
 
     def workdir(self, name: str) -> str:
@@ -114,23 +115,25 @@ class StoreWriter:
         return w
 
     def append(self, stream: str, t: float, payload: bytes) -> int:
-        """Write one record. On a full disk: drop the oldest segments and retry once; if there is
-        still no room the record is skipped (counted in `skipped`), never half-written."""
+        """Write one record. On a full disk: drop the oldest closed segments one at a time until it
+        fits; if nothing is left to drop the record is skipped (counted in `skipped`), never
+        half-written."""
         with self._mu:
             w = self.writer(stream)
-            try:
-                n = w.append(t, payload)
-            except DiskFull:
-                self.budget.enforce(need=max(4 << 20, 8 * len(payload)))
+            while True:
                 try:
                     n = w.append(t, payload)
+                    break
                 except DiskFull:
-                    self.skipped += 1
-                    if self.full_since is None:
-                        self.full_since = time.time()
-                    return 0
-            except OSError as e:
-                raise InputError(w.path or w.dir, f"cannot write: {e.strerror or e}") from None
+                    dropped = self.budget.enforce(need=1, keep=w.path)
+                    self.full_drops += len(dropped)
+                    if not dropped:
+                        self.skipped += 1
+                        if self.full_since is None:
+                            self.full_since = time.time()
+                        return 0
+                except OSError as e:
+                    raise InputError(w.path or w.dir, f"cannot write: {e.strerror or e}") from None
             self.full_since = None
             return n
 

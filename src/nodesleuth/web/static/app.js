@@ -49,6 +49,7 @@ async function loadTimeline() {
   const cols = Math.max(200, Math.min(1600, (wrap.parentElement.clientWidth || 1200) - 80));
   const t = performance.now();
   const tl = await api("timeline", { from: state.from, to: state.to, cols, metric: document.getElementById("metric").value });
+  showProblems(tl.problems);
   state.tl = tl;
   drawTimeline(tl);
   document.getElementById("range").textContent =
@@ -195,6 +196,15 @@ async function openFlame(a, b, cpu) {
   d3.select("#topfuncs").html("<tr><th>function</th><th>self %</th><th>total %</th></tr>")
     .selectAll("tr.row").data(f.top).join("tr").attr("class", "row")
     .html(r => `<td>${r.function}${r.kernel ? " [k]" : ""}</td><td>${r.self_pct}</td><td>${r.total_pct}</td>`);
+}
+
+/* Could not read is never healthy: parts of the recording that could not be read are said on top */
+function showProblems(problems) {
+  const b = document.getElementById("problem-banner");
+  if (!problems || !problems.length) { b.hidden = true; return; }
+  b.hidden = false;
+  b.textContent = `Parts of this recording could not be read (${problems.length}): what is shown may be ` +
+    `incomplete. First: ${problems[0]}`;
 }
 
 async function loadIncidents() {
