@@ -9,4 +9,5 @@ if [ -f "$DATA/pid" ]; then
     kill -9 "$PID" 2>/dev/null
 fi
 case "$DATA" in /var/tmp/nodesleuth-prom.*) rm -rf "$DATA" ;; esac
+rm -rf /var/tmp/nodesleuth-prom-targets
 exit 0

@@ -19,7 +19,16 @@ from nodesleuth.lab.fixture import Animator, make_v1_node, make_v2_node
 from nodesleuth.lab.fleetgen import write_fleet
 
 HERE = os.path.dirname(__file__)
-PROM = "http://127.0.0.1:19090"
+PROM = f"http://127.0.0.1:{os.environ.get('NODESLEUTH_PROM_PORT', '19090')}"
+TARGETS = "/var/tmp/nodesleuth-prom-targets"  # tests/prometheus/prometheus.yml reads targets from here
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def promql(q: str) -> list[dict]:
@@ -72,9 +81,16 @@ def exporters(tmp_path_factory, prometheus):
     th = threading.Thread(target=animate, daemon=True)
     th.start()
     procs = []
-    for port, root, zone in ((19201, a, "us-east-1a"), (19202, b, "us-east-1b"), (19203, c, "us-east-1c")):
+    ports = {}
+    for root, zone in ((a, "us-east-1a"), (b, "us-east-1b"), (c, "us-east-1c")):
+        port = ports[zone] = free_port()
         procs.append(subprocess.Popen([sys.executable, "-m", "nodesleuth", "exporter", "--root", root, "--listen",
                                        f"127.0.0.1:{port}", "--zone", zone], stderr=subprocess.DEVNULL))
+    os.makedirs(TARGETS, exist_ok=True)
+    sd = os.path.join(TARGETS, f"fleet-{os.getpid()}.json")
+    with open(sd + ".tmp", "w") as f:
+        json.dump([{"targets": [f"127.0.0.1:{p}"], "labels": {"zone": z}} for z, p in ports.items()], f)
+    os.replace(sd + ".tmp", sd)
     deadline = time.time() + 60
     while time.time() < deadline:  # until Prometheus has scraped all three and CPU 39 is hot for >= 4 s
         try:
@@ -85,8 +101,9 @@ def exporters(tmp_path_factory, prometheus):
         except OSError:
             pass
         time.sleep(0.5)
-    yield {"a": a, "b": b, "c": c}
+    yield {"a": a, "b": b, "c": c, "ports": ports}
     stop.set()
+    os.unlink(sd)
     for p in procs:
         p.terminate()
         p.wait()
@@ -205,12 +222,12 @@ def test_one_metric_vocabulary_promtool_clean_and_backfillable(exporters, tmp_pa
     rules only use names that exist; unknown paths are 404."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    body = urllib.request.urlopen("http://127.0.0.1:19201/metrics", timeout=10).read().decode()
+    body = urllib.request.urlopen(f"http://127.0.0.1:{exporters['ports']['us-east-1a']}/metrics", timeout=10).read().decode()
     lint = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True)
     assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), lint.stdout + lint.stderr
     served = {f.name: f for f in text_string_to_metric_families(body)}
     with pytest.raises(urllib.error.HTTPError) as e:
-        urllib.request.urlopen("http://127.0.0.1:19201/nonexistent", timeout=10)
+        urllib.request.urlopen(f"http://127.0.0.1:{exporters['ports']['us-east-1a']}/nonexistent", timeout=10)
     assert e.value.code == 404
     store = str(tmp_path / "st")
     p = nodesleuth("record", "--root", exporters["a"], "--store", store, "--duration", "3s", "--quiet")

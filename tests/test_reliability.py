@@ -225,3 +225,45 @@ def test_full_disk_keeps_recording_and_never_writes_half_a_frame(tmp_path):
         assert len(rows) >= 5 and time.time() - rows[-1]["time"] < 10  # a rolling window, up to the end
     finally:
         subprocess.run(["umount", "-l", mnt], check=False)
+
+
+@needs_root
+def test_slow_fsync_delays_durability_not_the_1hz_loop(tmp_path):
+    """The store on a disk whose writes are throttled (blkio throttle on a loop device): every fsync
+    takes seconds (1 KB/s). The recorder keeps running, says so once, skips the seconds a blocked
+    write cost (never bunches them up), resumes, and leaves no damaged frame."""
+    img = str(tmp_path / "slow.img")
+    mnt = str(tmp_path / "slow")
+    cg = f"/sys/fs/cgroup/blkio/nodesleuth-test-slow-{os.getpid()}"
+    if not os.path.isdir("/sys/fs/cgroup/blkio"):
+        pytest.skip("no cgroup v1 blkio controller to throttle a disk with")
+    with open(img, "wb") as f:
+        f.truncate(64 << 20)
+    dev = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True, check=True).stdout.strip()
+    os.makedirs(mnt)
+    try:
+        subprocess.run(["mkfs.ext4", "-q", dev], check=True)
+        subprocess.run(["mount", dev, mnt], check=True)
+        majmin = subprocess.run(["lsblk", "-no", "MAJ:MIN", dev], capture_output=True, text=True).stdout.strip()
+        os.makedirs(cg)
+        with open(os.path.join(cg, "blkio.throttle.write_bps_device"), "w") as f:
+            f.write(f"{majmin} 1024")
+        store = os.path.join(mnt, "st")
+        start = time.time()
+        p = subprocess.run(["sh", "-c", f"echo $$ > {cg}/cgroup.procs && exec {sys.executable} -m nodesleuth record "
+                            f"--store {store} --duration 14s --quiet"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert "fsync(s) took over a second" in p.stderr, p.stderr
+        r = StoreReader(store)
+        times = [t for t, _ in r.read("ticks")]
+        assert r.problems == []
+        assert len(times) >= 5 and times[-1] >= start + 10, times  # it resumed and went on to the end
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert min(gaps) >= 0.9, gaps  # skipped, never bunched up
+    finally:
+        subprocess.run(["umount", mnt], check=False)
+        subprocess.run(["losetup", "-d", dev], check=False)
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass

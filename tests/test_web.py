@@ -226,3 +226,43 @@ def test_unreadable_parts_show_a_banner(tmp_path, browser):
     finally:
         srv.kill()
         srv.wait()
+
+
+def test_day_timeline_keeps_a_3_second_hot_core(tmp_path):
+    """A day of per-minute rollups in which CPU 5 was hot for only 3 s of one minute: the day view
+    (600 columns over 24 h) still shows that cell hot, because rollups keep each minute's max."""
+    import orjson
+
+    from nodesleuth.collect.cgroups import Census
+    from nodesleuth.collect.sampler import Tick
+    from nodesleuth.store.rollup import STREAM, Rollup
+    from nodesleuth.store.store import StoreReader, StoreWriter
+    from nodesleuth.web import data
+
+    store = str(tmp_path / "day")
+    w = StoreWriter(store)
+    t0 = 1_796_000_000.0 - 1_796_000_000.0 % 60
+    hot_minute = 600
+    roll = Rollup()
+    for m in range(24 * 60):
+        if m != hot_minute:
+            w.append(STREAM, t0 + m * 60, orjson.dumps({"t": t0 + m * 60, "n": 60, "busy": [5] * 8, "bmax": [9] * 8,
+                                                        "sys": [1] * 8, "mem": None, "dying": None, "percpu": None,
+                                                        "slab": None, "ev": []}))
+            continue
+        for s in range(60):  # real ticks through the recorder's own rollup code
+            raw = {c: (5, 0, 0, 95, 0, 0, 0, 0, 0, 0) for c in range(8)}
+            if 20 <= s < 23:
+                raw[5] = (0, 0, 100, 0, 0, 0, 0, 0, 0, 0)
+            raw[-1] = tuple(sum(v[i] for v in raw.values()) for i in range(10))
+            done = roll.add(Tick(t0 + m * 60 + s + 0.5, 1.0, {}, [], Census(0, (), None, (), None), {}, cpu_raw=raw))
+            assert done is None
+        w.append(STREAM, roll.start, roll.flush())
+    w.close()
+    tl = data.timeline(StoreReader(store), t0, t0 + 86400, cols=600, metric="busy")
+    assert tl["resolution"] == 60
+    col = int(hot_minute * 60 / tl["step"])
+    row5 = tl["values"][5]
+    assert row5[col] == 100 and max(tl["values"][4]) <= 9 and sorted(row5)[-2] <= 9
+    mean = data.timeline(StoreReader(store), t0, t0 + 86400, cols=600, metric="mean")
+    assert mean["values"][5][col] < 15  # a minute's mean hides it: that is why the max is kept

@@ -160,10 +160,8 @@ class SegmentWriter:
         tmp = sidecar(path) + ".tmp"
         try:
             # the sidecar first: a segment never exists without a second copy of its dictionary
-            with open(tmp, "wb") as f:
-                f.write(frame)
-                f.flush()
-                os.fsync(f.fileno())
+            with open(tmp, "wb") as f:  # not fsync'ed here: a slow disk must not stall the 1 Hz loop;
+                f.write(frame)  # a lost sidecar costs only the second copy, the segment has the first
             os.rename(tmp, sidecar(path))
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as e:
@@ -180,7 +178,7 @@ class SegmentWriter:
         self.cctx = zstandard.ZstdCompressor(level=self.level, dict_data=d, write_checksum=False,
                                              write_content_size=True)
         try:
-            self._write(frame, sync=True)
+            self._write(frame, sync=self.syncer is None)
         except DiskFull:
             self._abandon()
             raise
@@ -218,7 +216,7 @@ class SegmentWriter:
         self.bytes_written += n
         self.unsynced += 1
         if sync or self.unsynced >= self.fsync_every:
-            if self.syncer is not None and not sync:
+            if self.syncer is not None:
                 self.syncer.add(self.fd)
             else:
                 os.fsync(self.fd)
