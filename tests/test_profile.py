@@ -64,8 +64,12 @@ def test_real_perf_of_a_pinned_loop(tmp_path, spin):
     c0 = _cpu_ticks(spin.pid)
     rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", d, "--quiet", "--profile",
                             "--profile-rotate", "2", "--duration", "9s"])
-    time.sleep(3.5)
-    perf = _perf_children(rec.pid, d)
+    deadline = time.time() + 20
+    perf = []
+    while time.time() < deadline and not perf:  # started and past its first chunk
+        time.sleep(0.5)
+        perf = _perf_children(rec.pid, d)
+    time.sleep(2.0)
     assert perf, "perf was not started"
     os.kill(perf[0], signal.SIGKILL)  # perf dies: the runner must restart it
     killed = time.time()

@@ -37,9 +37,17 @@ def spawn(cmd: list[str], sig: int = signal.SIGKILL, **kw) -> subprocess.Popen:
 
 
 def spawn_reaped(cmd: list[str], scratch: str, **kw) -> subprocess.Popen:
-    """`cmd` under a reaper that removes `scratch` if nodesleuth dies first."""
+    """`cmd` under a reaper that removes `scratch` if nodesleuth dies first. The reaper starts with
+    SIGINT ignored (a stop request that arrives while Python is still starting must not kill it) and
+    installs its forwarding handler before it starts the command."""
     kw.setdefault("start_new_session", True)
-    return spawn([sys.executable, "-m", "nodesleuth.children", scratch, "--", *cmd], signal.SIGTERM, **kw)
+    parent = os.getpid()
+
+    def pre():
+        die_with_parent(signal.SIGTERM, parent)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    return subprocess.Popen([sys.executable, "-m", "nodesleuth.children", scratch, "--", *cmd], preexec_fn=pre, **kw)
 
 
 def _reap(argv: list[str]) -> int:
@@ -47,20 +55,27 @@ def _reap(argv: list[str]) -> int:
     if sep != "--" or not cmd:
         print("usage: python -m nodesleuth.children SCRATCH -- CMD...", file=sys.stderr)
         return 2
-    child = spawn(cmd)  # dies with this reaper
-    orphaned = []
+    orphaned: list[int] = []
+    pending: list[int] = []
+    child = None
 
     def forward(sig, _frame):
         if sig == signal.SIGTERM and os.getppid() == 1:
             orphaned.append(1)  # our parent died (PDEATHSIG) or we were adopted: clean up behind it
+        if child is None:
+            pending.append(sig)
+            return
         try:
             child.send_signal(sig)
         except ProcessLookupError:
             pass
 
-    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGINT, forward)  # handled, not ignored: the command starts with the default
     signal.signal(signal.SIGTERM, forward)
     die_with_parent(signal.SIGTERM)
+    child = spawn(cmd)  # dies with this reaper
+    for sig in pending:
+        child.send_signal(sig)
     while True:
         try:
             rc = child.wait()

@@ -157,6 +157,11 @@ def _stime(pid: int) -> float:
     return int(rest[12]) / os.sysconf("SC_CLK_TCK")
 
 
+def _rchar(pid: int) -> int:
+    with open(f"/proc/{pid}/io") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("rchar:"))
+
+
 def _sparse(path: str) -> None:
     if not os.path.exists(path):
         with open(path, "wb") as f:
@@ -192,11 +197,12 @@ def cost_curve(workdir: str, cpu: int, rate: float = 100.0, points=CURVE, log=pr
             secs = 2.0
             p = _dataloader(job, cpu, data, rate, secs + 0.5)
             time.sleep(0.5)
-            s0 = _stime(p.pid)
+            s0, r0 = _stime(p.pid), _rchar(p.pid)
             time.sleep(secs)
-            s1 = _stime(p.pid)
+            s1, r1 = _stime(p.pid), _rchar(p.pid)
             p.wait(timeout=60)
-            ms_per_mb = 1000 * (s1 - s0) / (rate * secs)
+            mb = max(1.0, (r1 - r0) / (1 << 20))  # what it really read (a busy host slows it down)
+            ms_per_mb = 1000 * (s1 - s0) / mb
             row = {"zombies": n, "reclaim_sys_ms_per_mb": round(ms_per_mb, 3),
                    "core_share_at_rate": round(min(1.0, ms_per_mb * rate / 1000), 3), "build_s": round(build, 1)}
             out.append(row)

@@ -53,7 +53,7 @@ class SystemdNamespace:
         self.pid: int | None = None  # systemd's host PID
         self._before: set[str] = set()
 
-    def start(self, timeout: float = 30.0) -> int:
+    def start(self, timeout: float = 120.0) -> int:
         self._before = _top_cgroups()
         # private /tmp and /var/tmp (the namespace's systemd-tmpfiles would otherwise empty the host's),
         # a private copy of /etc/systemd/system (enable/disable/mask must not touch the host's), and
@@ -89,7 +89,7 @@ class SystemdNamespace:
 
     def run(self, args: list[str], check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(["nsenter", "-t", str(self.pid), "-m", "-p", "--"] + args, capture_output=True,
-                              text=True, check=check, timeout=30, input=input)
+                              text=True, check=check, timeout=120, input=input)
 
     def systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.run(["systemctl", "--no-pager", *args], check=check)
