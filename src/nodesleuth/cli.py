@@ -532,11 +532,11 @@ def remedy(store, frm, to, systemd_pid, units, do_apply, seconds):
         t0, t1 = _times(frm, to)
         rec, problems = load.recording(store, t0, t1)
         _warn(problems)
-        plan = rm.plan_from_incidents([chain.build(rec, i) for i in load.incidents(rec, t0, t1)], allow)
+        plan = rm.plan([chain.build(rec, i) for i in load.incidents(rec, t0, t1)], allow)
     else:
         from .detect.check import CheckOptions, run_check
 
-        plan = rm.plan_from_findings(run_check(CheckOptions(seconds=seconds, ns_pid=systemd_pid)).findings, allow)
+        plan = rm.plan(run_check(CheckOptions(seconds=seconds, ns_pid=systemd_pid)).findings, allow)
     for a in plan.actions:
         click.echo(f"because: {a.why}")
     for r in plan.refused:

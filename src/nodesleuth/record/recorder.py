@@ -142,5 +142,9 @@ class Recorder:
             for runner in (self.profiler, self.churn):
                 if runner is not None:
                     runner.stop()
+                    if runner.error or runner.restarts or runner.dropped_chunks:
+                        print(f"nodesleuth: warning: {runner.name}: {runner.chunks} chunks stored, "
+                              f"{runner.restarts} perf restarts, {runner.dropped_chunks} chunks dropped"
+                              + (f"; last error: {runner.error}" if runner.error else ""), file=sys.stderr)
             self.sampler.close()
             self.store.close()

@@ -42,18 +42,11 @@ class Plan:
         return [c for a in self.actions for c in a.command_lines(ns_pid) if not c.startswith("#")]
 
 
-def plan_from_incidents(explained, allow: set[str] = frozenset()) -> Plan:
+def plan(proposers, allow: set[str] = frozenset()) -> Plan:
+    """A plan from what explained incidents or check findings propose (both carry `actions`)."""
     p = Plan()
-    for ex in explained:
-        for a in ex.actions:
-            p.add(a, allow)
-    return p
-
-
-def plan_from_findings(findings, allow: set[str] = frozenset()) -> Plan:
-    p = Plan()
-    for f in findings:
-        for a in f.actions:
+    for x in proposers:
+        for a in x.actions:
             p.add(a, allow)
     return p
 

@@ -73,6 +73,14 @@ def sidecar(seg_path: str) -> str:
     return seg_path[:-4] + ".dict"
 
 
+def unlink_quietly(*paths: str) -> None:
+    for q in paths:
+        try:
+            os.unlink(q)
+        except OSError:
+            pass
+
+
 class DiskFull(OSError):
     """A write found no space (ENOSPC/EDQUOT); nothing partial was left in the file."""
 
@@ -165,11 +173,7 @@ class SegmentWriter:
             os.rename(tmp, sidecar(path))
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as e:
-            for q in (tmp, sidecar(path)):
-                try:
-                    os.unlink(q)
-                except OSError:
-                    pass
+            unlink_quietly(tmp, sidecar(path))
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DiskFull(e.errno, f"{path}: {e.strerror}") from None
             raise
@@ -191,12 +195,8 @@ class SegmentWriter:
         self.fd = self.path = None
         if fd is not None:
             os.close(fd)
-        for q in (path, sidecar(path) if path else None):
-            if q:
-                try:
-                    os.unlink(q)
-                except OSError:
-                    pass
+        if path:
+            unlink_quietly(path, sidecar(path))
 
     def _write(self, frame: bytes, sync: bool = False) -> None:
         try:
@@ -305,11 +305,7 @@ class Budget:
                 dropped.append(p)
                 freed += size
         for p in dropped:
-            for q in (p, sidecar(p)):
-                try:
-                    os.unlink(q)
-                except OSError:
-                    pass
+            unlink_quietly(p, sidecar(p))
         self.dropped += dropped
         return dropped
 
