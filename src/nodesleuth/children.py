@@ -31,23 +31,29 @@ def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> Non
         os._exit(1)
 
 
+SETPRIV = shutil.which("setpriv")  # util-linux: sets PR_SET_PDEATHSIG, then execs the command
+
+
 def spawn(cmd: list[str], sig: int = signal.SIGKILL, **kw) -> subprocess.Popen:
+    """Start cmd so that the kernel signals it when this thread dies. Through `setpriv --pdeathsig`
+    (no Python code runs between fork and exec, which is not safe in a threaded process); a
+    preexec_fn only where setpriv is missing."""
+    if SETPRIV:
+        return subprocess.Popen([SETPRIV, f"--pdeathsig={signal.Signals(sig).name[3:]}", "--", *cmd], **kw)
     parent = os.getpid()
     return subprocess.Popen(cmd, preexec_fn=lambda: die_with_parent(sig, parent), **kw)
 
 
 def spawn_reaped(cmd: list[str], scratch: str, **kw) -> subprocess.Popen:
     """`cmd` under a reaper that removes `scratch` if nodesleuth dies first. The reaper starts with
-    SIGINT ignored (a stop request that arrives while Python is still starting must not kill it) and
-    installs its forwarding handler before it starts the command."""
+    SIGINT/SIGTERM blocked (inherited across exec), so a stop request that arrives while its Python
+    is still starting waits for its handler instead of killing it."""
     kw.setdefault("start_new_session", True)
-    parent = os.getpid()
-
-    def pre():
-        die_with_parent(signal.SIGTERM, parent)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    return subprocess.Popen([sys.executable, "-m", "nodesleuth.children", scratch, "--", *cmd], preexec_fn=pre, **kw)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        return spawn([sys.executable, "-m", "nodesleuth.children", scratch, "--", *cmd], signal.SIGTERM, **kw)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _reap(argv: list[str]) -> int:
@@ -73,6 +79,7 @@ def _reap(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, forward)  # handled, not ignored: the command starts with the default
     signal.signal(signal.SIGTERM, forward)
     die_with_parent(signal.SIGTERM)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # pending ones arrive now
     child = spawn(cmd)  # dies with this reaper
     for sig in pending:
         child.send_signal(sig)
