@@ -143,7 +143,8 @@ class Sampler:
             eth = self.ethtool and (self.nics is None or (self.n + 1) % self.ethtool_every == 0)
             nics = self.nics = read_nics(self.root, eth, self.nics)
         units = None
-        if self.units_every and self.units_seen and self.n % self.units_every == 0:
+        # no systemd here: ask again only once a minute (a namespace's systemd may come up later)
+        if self.units_every and self.n % (self.units_every if self.units_seen else 60) == 0:
             units = read_units(self.root, self.ns_pid)
             self.units_seen = units is not None
         si = ni = None

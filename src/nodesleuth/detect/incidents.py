@@ -294,6 +294,7 @@ def at(incidents: list[Incident], t: float) -> tuple[Incident | None, Incident |
 # --- the victim: what the NIC's work got on a CPU -------------------------------------------------
 
 def _window(ticks, t0: float, t1: float) -> list:
+    """Ticks whose interval ends in (t0, t1]."""
     return [t for t in ticks if t0 < t.time <= t1 + 0.5]
 
 

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..collect.churn import CgEvent, path_pattern, unit_of_path
-from ..detect.incidents import HOT_BUSY, HOT_SECONDS, NIC_LOOKBACK, OTHERS_MAX, Episode, Incident, episodes, victim
+from ..detect.incidents import HOT_BUSY, HOT_SECONDS, NIC_LOOKBACK, OTHERS_MAX, Episode, Incident, _window, episodes, victim
 from ..timeparse import iso
 from ..remedy.actions import Action, protected
 
@@ -149,10 +149,6 @@ def _event(inc: Incident) -> Link:
 
 # --- 2. the saturated core, and the victim --------------------------------------------------------
 
-def _ticks(rec, t0: float, t1: float) -> list:
-    return [t for t in rec.ticks if t0 < t.time <= t1 + 0.5]
-
-
 def _core(rec, inc: Incident) -> Link:
     ep = inc.episode
     rule = (f"a CPU >= {HOT_BUSY:.0f}% busy for >= {HOT_SECONDS:.0f} s while the others averaged "
@@ -160,7 +156,7 @@ def _core(rec, inc: Incident) -> Link:
             f"work is shown waiting on that CPU (ksoftirqd wait or the NIC's interrupts >= {pct(PROVE)})")
     if ep is None:
         t = inc.time
-        window = _ticks(rec, t - NIC_LOOKBACK, t + 2)
+        window = _window(rec.ticks, t - NIC_LOOKBACK, t + 2)
         if not window:
             return Link("saturated_core", UNKNOWN, f"no CPU samples in the {NIC_LOOKBACK:.0f} s before", None, rule)
         busy_node = episodes(window, others_max=101.0)  # runs that fail only the "others quiet" condition
@@ -321,14 +317,20 @@ def _functions(ep: Episode, prof: CoreProfile | None) -> Link:
 
 # --- 5. the resource ----------------------------------------------------------------------------
 
-def _census(rec, t: float):
+def _tick_at(rec, t: float):
+    """The last tick at or just after t (the state at the incident)."""
     best = None
     for x in rec.ticks:
         if x.time <= t + 1:
             best = x
         else:
             break
-    return best.census if best else None
+    return best
+
+
+def _census(rec, t: float):
+    tk = _tick_at(rec, t)
+    return tk.census if tk else None
 
 
 def _resource(rec, inc: Incident, ep: Episode, prof: CoreProfile | None) -> Link:
@@ -378,14 +380,6 @@ def _resource(rec, inc: Incident, ep: Episode, prof: CoreProfile | None) -> Link
     return Link("resource", vd, summary, share, rule, ev, data)
 
 
-def _tick_at(rec, t: float):
-    best = None
-    for x in rec.ticks:
-        if x.time <= t + 1:
-            best = x
-    return best
-
-
 # --- 6/7. who makes the zombies, and the unit ------------------------------------------------------
 
 @dataclass
@@ -412,9 +406,12 @@ def _creators(events: list[CgEvent], trace_end: float) -> list[_Creator]:
         key = (e.hierarchy, e.cg_id)
         if e.event == "mkdir":
             pat = path_pattern(e.path)
-            c = by.get((e.comm, pat))
+            comm = e.comm
+            if comm.startswith(":") and comm[1:].isdigit():  # perf did not know the comm yet: same shape,
+                comm = next((k[0] for k in by if k[1] == pat), comm)  # same creator
+            c = by.get((comm, pat))
             if c is None:
-                c = by[(e.comm, pat)] = _Creator(e.comm, pat, first=e.time)
+                c = by[(comm, pat)] = _Creator(comm, pat, first=e.time)
             c.made += 1
             c.pids.add(e.pid)
             c.last = e.time
@@ -498,13 +495,12 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
 
 
 def _loopers(rec, t0: float, t1: float) -> list:
-    first = last = None
-    for x in rec.ticks:
-        if x.units is None or not (t0 - 60 <= x.time <= t1 + 5):
-            continue
-        if first is None:
-            first = x.units
-        last = x.units
+    """Units that restarted between the first and the last unit snapshot around [t0, t1] (the
+    recording's own snapshots if none falls in that window)."""
+    snaps = [x for x in rec.ticks if x.units is not None]
+    near = [x for x in snaps if t0 - 60 <= x.time <= t1 + 60] or snaps
+    first = near[0].units if near else None
+    last = near[-1].units if near else None
     if not last:
         return []
     b = {u.id: u for u in first or []}
