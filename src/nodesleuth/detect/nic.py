@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..collect.kmsg import KernelEvent
+from ..collect.kmsg import KernelEvent, is_nic
 from ..collect.nic import NicCounters
+from ..timeparse import iso
 from .findings import Finding
-
-NIC_KINDS = ("tx_timeout", "starvation", "reset_start", "reset", "watchdog", "missing_tx", "missing_interrupt")
 
 
 def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: list[NicCounters] | None,
              since: float | None = None) -> list[Finding]:
     out = []
-    evs = [e for e in events if e.kind in NIC_KINDS and (since is None or e.time >= since)]
+    evs = [e for e in events if is_nic(e) and (since is None or e.time >= since)]
     # dev_* lines name only the PCI address; netdev_* lines name both: join them on the address
     bus_if = {e.fields["bus"]: e.ifname for e in evs if e.ifname and e.fields.get("bus")}
     bus_if.update({n.bus: n.ifname for n in (last or []) if n.bus})
@@ -38,7 +37,7 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
             else "warning"
         ev = []
         for e in es[-6:]:
-            ev.append(f"kernel log seq {e.seq} at +{e.usec / 1e6:.3f}s: {e.message}")
+            ev.append(f"kernel log seq {e.seq} at {iso(e.time)} (+{e.usec / 1e6:.3f}s after boot): {e.message}")
         if trouble:
             ev.append(f"{ifname} driver counters: " + ", ".join(f"{k}={v}" for k, v in sorted(trouble.items()))
                       + (" (changed now: " + ", ".join(f"{k}{d:+d}" for k, d in delta.items() if d) + ")"
