@@ -18,6 +18,15 @@ def nodesleuth(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now (tests never assume a fixed one is free)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def check_json(*args: str) -> tuple[int, dict]:
     p = nodesleuth("check", "--json", *args)
     assert p.returncode in (0, 1), p.stderr

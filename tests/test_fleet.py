@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import nodesleuth
+from conftest import free_port, nodesleuth
 from nodesleuth.lab.fixture import Animator, make_v1_node, make_v2_node
 from nodesleuth.lab.fleetgen import write_fleet
 
@@ -22,13 +22,6 @@ HERE = os.path.dirname(__file__)
 PROM = f"http://127.0.0.1:{os.environ.get('NODESLEUTH_PROM_PORT', '19090')}"
 TARGETS = "/var/tmp/nodesleuth-prom-targets"  # tests/prometheus/prometheus.yml reads targets from here
 
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def promql(q: str) -> list[dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ART
+from conftest import ART, free_port
 from nodesleuth.lab.webfixture import build, build_day
 
 CHROMIUM = "/usr/bin/chromium"
@@ -21,12 +22,19 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 
-def free_port() -> int:
-    import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@contextlib.contextmanager
+def served_page(browser, store: str, path: str = "/"):
+    """A page of `nodesleuth serve` over this store, on a free port; the server stops after."""
+    port = free_port()
+    srv = _serve(store, port)
+    try:
+        pg = browser.new_page(viewport={"width": 1400, "height": 900})
+        pg.goto(f"http://127.0.0.1:{port}{path}")
+        yield pg
+    finally:
+        srv.terminate()
+        srv.wait()
 
 
 def _serve(store: str, port: int, *extra: str) -> subprocess.Popen:
@@ -144,20 +152,13 @@ def test_incidents_page_shows_the_chain(page, recorded):
 
 def test_day_timeline_from_rollups(tmp_path, browser):
     store = build_day(str(tmp_path))
-    port = free_port()
-    srv = _serve(store, port)
-    try:
-        pg = browser.new_page(viewport={"width": 1400, "height": 900})
-        pg.goto(f"http://127.0.0.1:{port}/")
+    with served_page(browser, store) as pg:
         pg.wait_for_selector("canvas#timeline[data-drawn='1']", timeout=20000)
         assert pg.locator("canvas#timeline").get_attribute("data-cpus") == "96"
         assert "1 min rollups" in pg.locator("#range").inner_text()
         assert pg.locator("#markers .marker").count() >= 10
         pg.screenshot(path=os.path.join(ART, "web-day.png"))
         pg.close()
-    finally:
-        srv.terminate()
-        srv.wait()
 
 
 def test_non_loopback_bind_requires_a_token(recorded):
@@ -214,18 +215,11 @@ def test_unreadable_parts_show_a_banner(tmp_path, browser):
     with open(seg, "r+b") as f:
         f.seek(os.path.getsize(seg) // 2)
         f.write(b"\xff" * 8)
-    port = free_port()
-    srv = _serve(store, port)
-    try:
-        pg = browser.new_page(viewport={"width": 1400, "height": 900})
-        pg.goto(f"http://127.0.0.1:{port}/#timeline")
+    with served_page(browser, store, "/#timeline") as pg:
         pg.wait_for_selector("#problem-banner:not([hidden])", timeout=20000)
         text = pg.locator("#problem-banner").inner_text()
         assert "could not be read" in text and "checksum mismatch" in text
         pg.screenshot(path=os.path.join(ART, "web-problem-banner.png"))
-    finally:
-        srv.kill()
-        srv.wait()
 
 
 def test_day_timeline_keeps_a_3_second_hot_core(tmp_path):

@@ -13,7 +13,7 @@ from ..collect.root import Root
 from ..collect.sampler import Sampler, Tick
 from ..collect.units import read_units
 from . import hotcore, nic, units, zombies
-from .incidents import NIC_LOOKBACK
+from .incidents import NIC_LOOKBACK, may_have_starved
 from .findings import Finding, ordered
 
 SCHEMA = "nodesleuth.check/v1"
@@ -65,7 +65,7 @@ def correlate(found: list[Finding]) -> None:
     for h in hots:
         for n in nics:
             times = [e["time"] for e in n.data.get("events", [])]
-            hit = [t for t in times if h.data["start"] - 2 <= t <= h.data["end"] + NIC_LOOKBACK]
+            hit = [t for t in times if may_have_starved(h.data["start"], h.data["end"], t)]
             if hit:
                 h.severity = "critical"
                 h.data["nic_events"] = len(hit)

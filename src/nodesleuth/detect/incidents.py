@@ -245,14 +245,19 @@ class Incident:
         return 0.0 if self.start <= t <= self.end else min(abs(t - self.start), abs(t - self.end))
 
 
+def may_have_starved(start: float, end: float, t: float, lookback: float = NIC_LOOKBACK) -> bool:
+    """A core hot over [start, end] can explain something logged at t: hot within [t - lookback, t + 2]."""
+    return start <= t + 2 and end >= t - lookback
+
+
 def episode_before(eps: list[Episode], t: float, lookback: float = NIC_LOOKBACK) -> Episode | None:
     """The episode that may have starved something logged at t: hot within [t - lookback, t + 2];
     the one with the most hot seconds in that window wins, then the latest."""
     best, key = None, None
     for e in eps:
-        overlap = min(e.end, t + 2) - max(e.start, t - lookback)
-        if overlap <= 0:
+        if not may_have_starved(e.start, e.end, t, lookback):
             continue
+        overlap = min(e.end, t + 2) - max(e.start, t - lookback)
         k = (overlap, e.end)
         if key is None or k > key:
             best, key = e, k

@@ -25,6 +25,7 @@ from ..collect.kmsg import KernelEvent
 from ..collect.nic import NicCounters
 from ..collect.procs import ProcUse
 from ..collect.sampler import Tick
+from ..collect.starvation import keyed_by_name
 from ..collect.units import Unit
 from ..errors import InputError
 
@@ -105,10 +106,7 @@ class Encoder:
         if t.nic_irqs:  # affined IRQs: sparse [cpu, delta] pairs
             rec["ni"] = {k: [[c, d] for c, d in enumerate(v) if d] for k, v in t.nic_irqs.items()}
         if t.starve:
-            sv = dict(t.starve)
-            sv["ksoftirqd_wait_ms"] = {str(k): v for k, v in sv.get("ksoftirqd_wait_ms", {}).items()}
-            sv["ksoftirqd_run_ms"] = {str(k): v for k, v in sv.get("ksoftirqd_run_ms", {}).items()}
-            rec["sv"] = sv
+            rec["sv"] = keyed_by_name(t.starve)
         if t.events:
             rec["ev"] = {"f": EVENT_FIELDS, "r": [[round(getattr(e, n), 6) if n == "time" else getattr(e, n)
                                                    for n in EVENT_FIELDS] for e in t.events]}

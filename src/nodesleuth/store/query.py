@@ -10,6 +10,7 @@ import orjson
 
 from ..collect.cpu import COLUMNS
 from ..collect.sampler import Tick
+from ..collect.starvation import keyed_by_name
 from ..timeparse import iso
 from .codec import KEYFRAME, decode
 from .store import TICKS, StoreReader
@@ -55,9 +56,7 @@ def tick_dict(t: Tick) -> dict:
             "units": None if t.units is None else [{"unit": u.id, "n_restarts": u.n_restarts, "active": u.active,
                                                    "sub": u.sub} for u in t.units],
             "softirqs": t.softirqs, "nic_irqs": t.nic_irqs,
-            "starvation": None if not t.starve else {
-                **t.starve, "ksoftirqd_wait_ms": {str(k): v for k, v in t.starve.get("ksoftirqd_wait_ms", {}).items()},
-                "ksoftirqd_run_ms": {str(k): v for k, v in t.starve.get("ksoftirqd_run_ms", {}).items()}}}
+            "starvation": keyed_by_name(t.starve) if t.starve else None}
 
 
 def to_json_lines(ts: Iterator[Tick], out) -> int:
