@@ -136,8 +136,9 @@ WantedBy=multi-user.target
     assert not any(a["kind"] == "disable_unit" for a in inc["actions"])
     core = lk["saturated_core"]
     if core["verdict"] == "not_proven":
-        # another job kept CPU 0 busy too: a busy node, and explain says exactly that
+        # another job kept CPU 0 busy too: a busy node, and explain says exactly that and follows no further
         assert "busy node" in core["summary"], core
+        assert lk["creator"]["verdict"] == "unknown" and "no saturated core" in lk["creator"]["summary"]
     else:
         assert core["data"]["cpu"] == 1 and core["data"]["busy"] >= 90
         assert inc["leading"].startswith("decoy-loop (pid "), inc["leading"]
@@ -146,13 +147,12 @@ WantedBy=multi-user.target
         assert top["kernel"] < 0.2  # user space
         assert lk["resource"]["verdict"] == "not_proven" and lk["resource"]["share"] < 0.1
         assert any("memory-cgroup code" in r for r in inc["rejected"])
-    cr = lk["creator"]
-    assert cr["verdict"] == "not_proven", (cr, rec_err, os.listdir(os.path.join(store, "churn"))
-                                          if os.path.isdir(os.path.join(store, "churn")) else "no churn stream")
-    assert cr["data"]["comm"] in ("ecs-agent", "systemd") and cr["data"]["lasting"] == 0
-    assert cr["data"]["made"] >= 20
-    assert lk["unit_loop"]["verdict"] in ("not_proven", "unknown")
-    assert lk["unit_loop"]["data"].get("unit") == "ecs.service"
+        cr = lk["creator"]
+        assert cr["verdict"] == "not_proven", (cr, rec_err)
+        assert cr["data"]["comm"] in ("ecs-agent", "systemd") and cr["data"]["lasting"] == 0
+        assert cr["data"]["made"] >= 20
+        assert lk["unit_loop"]["verdict"] in ("not_proven", "unknown")
+        assert lk["unit_loop"]["data"].get("unit") == "ecs.service"
     dry = nodesleuth("remedy", "--store", store)
     assert dry.returncode == 0, dry.stderr
     assert "disable" not in dry.stdout and "nothing to do" in dry.stdout, dry.stdout
@@ -197,21 +197,19 @@ def test_episodes_do_not_depend_on_the_range_asked(tmp_path):
     spans, end = _record_two_episodes(store)
     full, _ = _episodes(store)
     (a1, b1), (a2, b2) = spans
-    if len(full) < 2:
-        # another job kept CPU 0 >= 60% busy: the rule finds no starved core, whatever the range
-        for frm, to in ((a1 - 1, b2 + 1), (a1 + 2, a1 + 4)):
-            got, _ = _episodes(store, "--from", str(frm), "--to", str(to))
-            assert got == [], got
-        return
-    assert [k for k, _, _ in full] == ["hot_core", "hot_core"]
-    # three ranges: both, the tail of the first only, one starting inside the first
-    for frm, to, want in ((a1 - 1, b2 + 1, full), (b1 - 2, b1 + 3, full[:1]), (a1 + 3, a2 + 1, full)):
+    # whatever else ran on the host, each range selects exactly the recording's episodes it overlaps
+    for frm, to in ((a1 - 1, b2 + 1), (b1 - 2, b1 + 3), (a1 + 3, a2 + 1)):
         got, _ = _episodes(store, "--from", str(frm), "--to", str(to))
-        assert got == want, (frm, to, got, want)
+        assert got == [e for e in full if e[2] >= frm and e[1] <= to], (frm, to, got, full)
+    loops = [e for e in full if any(e[1] <= a + 1.5 and e[2] >= b - 1.5 for a, b in spans)]
+    if len(loops) < 2:
+        return  # another job kept CPU 0 >= 60% busy: the loops made no episode of their own
+    assert len(loops) == 2
     inside, _ = _episodes(store, "--at", str((a2 + b2) / 2))
-    assert inside == full[1:]
+    assert inside == [loops[1]]
     between, doc = _episodes(store, "--at", str((b1 + a2) / 2))
-    assert between == [] and "no incident covers" in doc["notes"][0] and "the nearest is hot_core" in doc["notes"][0]
+    if not any(e[1] <= (b1 + a2) / 2 <= e[2] for e in full):
+        assert between == [] and "no incident covers" in doc["notes"][0] and "the nearest is" in doc["notes"][0]
     outside, doc = _episodes(store, "--at", str(end + 3600))
     assert outside == [] and "s before it" in doc["notes"][0]
 
