@@ -14,6 +14,11 @@ from nodesleuth.lab import zombies as zl
 pytestmark = needs_root
 
 
+def percpu() -> int:
+    with open("/proc/meminfo") as f:
+        return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("Percpu:"))
+
+
 def live_dirs(path: str) -> int:
     return int(subprocess.run(f"find {path} -type d | wc -l", shell=True, capture_output=True, text=True).stdout)
 
@@ -23,7 +28,9 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
     data = str(tmp_path / "pins")
     before = zl.memory_num_cgroups()
     try:
+        p0 = percpu()
         made = zl.make_zombies(1500, parent, data)
+        real = (percpu() - p0) / 1500  # what a real zombie costs here (other jobs add noise)
         assert made == 1500
         rc, doc = check_json("--seconds", "1", "--no-trace")
         tracked_now = zl.memory_num_cgroups()
@@ -40,6 +47,12 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         assert d["dying"] == d["tracked"] - d["live"]
         assert d["dying"] >= 1500
         assert d["percpu_bytes"] > 0 and d["slab_bytes"] > 0
+        # the probe measured one memcg's Percpu on this node: ~2 KB per possible CPU, as the real ones
+        cost = d["memcg_cost"]
+        assert cost["possible_cpus"] == os.cpu_count() or cost["possible_cpus"] >= os.cpu_count()
+        assert 1000 <= cost["percpu_bytes_per_memcg"] / cost["possible_cpus"] <= 4000, cost
+        assert abs(cost["percpu_bytes_per_memcg"] - real) <= 0.3 * real, (cost, real)
+        assert any("memory cost measured here" in e for e in f["evidence"])
     finally:
         zl.clear(parent, data)
     after = zl.memory_num_cgroups()

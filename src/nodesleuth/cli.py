@@ -47,16 +47,18 @@ def main() -> None:
 @click.option("--zombie-warn", default=1000, show_default=True, help="Dying cgroups that make a warning.")
 @click.option("--zombie-crit", default=10000, show_default=True, help="Dying cgroups that make it critical.")
 @click.option("--rules", type=click.Path(), help="Kernel-log rules file (NPD kernel-monitor shape).")
+@click.option("--probe/--no-probe", default=True, show_default=True,
+              help="When memcgs are dying, measure what one costs here (makes and removes empty memcgs).")
 @one_line_errors
 def check(root, seconds, as_json, npd, kmsg, lookback, trace, systemd_pid, threads, zombie_warn, zombie_crit,
-          rules):
+          rules, probe):
     """Say whether this node has the problem class now, and why. Exit 0 OK, 1 problem, 2 unknown."""
     from .detect.check import CheckOptions, run_check, to_json
     from .report.text import npd_line, render
 
     res = run_check(CheckOptions(root=root, seconds=seconds, kmsg=kmsg, lookback=lookback, trace=trace,
                                  ns_pid=systemd_pid, threads=threads, zombie_warn=zombie_warn,
-                                 zombie_crit=zombie_crit, rules=rules))
+                                 zombie_crit=zombie_crit, rules=rules, probe=probe))
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(to_json(res, root), option=orjson.OPT_INDENT_2) + b"\n")
     elif npd:
@@ -704,16 +706,18 @@ def lab() -> None:
 @click.option("--per-start", default=500, show_default=True, help="Cgroups the agent leaves per start.")
 @click.option("--restart-sec", default="200ms", show_default=True, help="RestartSec of the crash-looping unit.")
 @click.option("--no-curve", is_flag=True, help="Skip measuring the cost curve first.")
+@click.option("--curve", "curve_at", default="0,1000,10000,30000", show_default=True,
+              help="Zombie counts the cost curve is measured at (a slow VM wants fewer).")
 @click.option("--no-profile", is_flag=True, help="Record without perf -g (faster, less evidence).")
 @one_line_errors
-def lab_run(seconds, workdir, cpu, zombies, rate, per_start, restart_sec, no_curve, no_profile):
+def lab_run(seconds, workdir, cpu, zombies, rate, per_start, restart_sec, no_curve, curve_at, no_profile):
     """The incident made by the kernel: a crash-looping unit leaves zombies, reclaim walks them on CPU N."""
     from .lab.run import LabError, run
 
     try:
         st = run(seconds=seconds, workdir=workdir, cpu=cpu, per_start=per_start, restart_sec=restart_sec,
                  zombies=zombies, rate=rate, profile=not no_profile, curve=not no_curve,
-                 log=lambda m: click.echo(m, err=True))
+                 points=_counts(curve_at, "--curve"), log=lambda m: click.echo(m, err=True))
     except LabError as e:
         raise InputError(workdir, str(e)) from None
     if st.curve:
@@ -726,6 +730,16 @@ def lab_run(seconds, workdir, cpu, zombies, rate, per_start, restart_sec, no_cur
     click.echo("NIC reset lines: " + (f"{len(st.resets)} SIMULATED (the victim waited past the lab's threshold)"
                                       if st.resets else "none simulated (the victim was not starved)"))
     click.echo(f"\nrecording: {st.store}\nnext: nodesleuth explain --store {st.store}; then nodesleuth lab clean")
+
+
+def _counts(text: str, opt: str) -> tuple[int, ...]:
+    try:
+        out = tuple(sorted(int(x) for x in text.split(",") if x.strip()))
+    except ValueError:
+        out = ()
+    if len(out) < 2 or out[0] < 0:
+        raise click.BadParameter(f"{text!r}: two or more zombie counts, e.g. 0,1000,10000", param_hint=opt)
+    return out
 
 
 @lab.command("clean")

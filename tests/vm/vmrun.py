@@ -351,6 +351,29 @@ def _ensure_nodesleuth_venv(src: str, venv: str | None) -> str:
     return str(vdir)
 
 
+def stage_source(repo: str) -> str:
+    """Copy `repo`/src and `repo`/tests/vm under CACHE (the guest sees the host's / read-only, but a
+    clone under /tmp is hidden by the guest's own tmpfs) and return the staged directory: run the
+    host's python in the guest with PYTHONPATH=<staged>/src. The host's site-packages has the deps."""
+    src = Path(repo).resolve()
+    fp = (_tree_fingerprint(src / "src")[:8] + _tree_fingerprint(src / "tests" / "vm")[:8])
+    dest = CACHE / f"stage-{fp}"
+    with _cache_lock("stage"):
+        if not (dest / ".done").exists():
+            tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix=".stage-"))
+            ign = shutil.ignore_patterns("__pycache__", "*.egg-info")
+            shutil.copytree(src / "src", tmp / "src", ignore=ign)
+            shutil.copytree(src / "tests" / "vm", tmp / "vm", ignore=ign)
+            (tmp / ".done").write_text(str(src))
+            if dest.exists():
+                shutil.rmtree(dest)
+            tmp.rename(dest)
+        for old in CACHE.glob("stage-*"):  # keep the cache from growing with every change
+            if old != dest and time.time() - old.stat().st_mtime > 86400:
+                shutil.rmtree(old, ignore_errors=True)
+    return str(dest)
+
+
 # --------------------------------------------------------------------------- running
 
 class VMResult(tuple):

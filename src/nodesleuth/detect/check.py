@@ -8,8 +8,10 @@ import time
 from dataclasses import dataclass, field
 
 from ..collect.churn import ChurnSummary, ChurnTracer
+from ..collect import memcg_cost
 from ..collect.cpu import utilisation
 from ..collect.root import Root
+from ..errors import InputError
 from ..collect.sampler import Sampler, Tick
 from ..collect.units import read_units
 from . import hotcore, nic, units, zombies
@@ -31,6 +33,7 @@ class CheckOptions:
     zombie_warn: int = zombies.WARN
     zombie_crit: int = zombies.CRIT
     rules: str | None = None
+    probe: bool = True  # measure what one memcg costs here (live host, when memcgs are dying)
 
 
 @dataclass
@@ -119,8 +122,14 @@ def run_check(opt: CheckOptions) -> CheckResult:
     last = ticks[-1]
     b = {u.id: u.n_restarts for u in units0 or []}
     restarts = {u.id: u.n_restarts - b.get(u.id, u.n_restarts if units0 else 0) for u in units1 or []}
+    cost = None
+    if opt.probe and root.live and _memcgs_dying(last):
+        try:
+            cost = memcg_cost.probe(root)
+        except InputError as e:
+            notes.append(f"Percpu per memcg not measured: {e}")
     found += zombies.findings(census0, last.census, last.meminfo, seconds, units1, churn,
-                              opt.zombie_warn, opt.zombie_crit, restarts)
+                              opt.zombie_warn, opt.zombie_crit, restarts, cost)
     found += hotcore.findings(ticks)
     found += nic.findings(events, nics0, last.nics, since=now - opt.lookback)
     age = None
@@ -143,6 +152,13 @@ def run_check(opt: CheckOptions) -> CheckResult:
                                                           for k, (a, b) in c.v2.subsys.items()}},
               "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
     return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes, units1)
+
+
+def _memcgs_dying(t: Tick) -> bool:
+    c = t.census
+    if c.v2 is not None and (c.v2.subsys.get("memory", (0, c.v2.nr_dying_descendants))[1] > 0):
+        return True
+    return any(x.name == "memory" and (x.dying or 0) > 0 for x in c.v1)
 
 
 def to_json(res: CheckResult, root: str) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..collect.cgroups import Census
 from ..collect.churn import ChurnSummary
+from ..collect.memcg_cost import MemcgCost
 from ..collect.units import Unit
 from ..remedy.actions import Action, protected
 from .findings import Finding, human_bytes
@@ -14,9 +15,10 @@ CRIT = 10000
 
 def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: float,
              units: list[Unit] | None = None, churn: ChurnSummary | None = None,
-             warn: int = WARN, crit: int = CRIT, restarts: dict[str, int] | None = None) -> list[Finding]:
+             warn: int = WARN, crit: int = CRIT, restarts: dict[str, int] | None = None,
+             cost: MemcgCost | None = None) -> list[Finding]:
     """`restarts`: each unit's NRestarts growth over the window (ties a creator to a unit: one
-    creating process per restart)."""
+    creating process per restart). `cost`: what one memcg costs on this node, measured by the probe."""
     out = []
     loopers = [u for u in (units or []) if u.crash_looping or (restarts or {}).get(u.id, 0) > 0]
     grew = restarts or {}
@@ -28,7 +30,7 @@ def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: floa
         if c.dying == 0 and growth <= 0:
             continue
         out.append(_finding(c.name, "v1", c.tracked, c.live, c.dying, growth, seconds, meminfo, loopers,
-                            churn, last, warn, crit, grew))
+                            churn, last, warn, crit, grew, cost))
     if last.v2 is not None:
         v = last.v2
         dying = v.subsys["memory"][1] if "memory" in v.subsys else v.nr_dying_descendants
@@ -38,23 +40,30 @@ def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: floa
         if dying > 0 or dying - before > 0:
             name = "memory" if "memory" in v.subsys else "all"
             out.append(_finding(name, "v2", v.nr_descendants + 1 + dying, v.nr_descendants + 1, dying,
-                                dying - before, seconds, meminfo, loopers, churn, last, warn, crit, grew))
+                                dying - before, seconds, meminfo, loopers, churn, last, warn, crit, grew, cost))
     return out
 
 
 def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: int, seconds: float,
              meminfo: dict[str, int], loopers: list[Unit], churn: ChurnSummary | None, census: Census,
-             warn: int, crit: int, grew: dict[str, int]) -> Finding:
+             warn: int, crit: int, grew: dict[str, int], cost: MemcgCost | None = None) -> Finding:
     percpu, slab = meminfo.get("Percpu", 0), meminfo.get("Slab", 0)
     share = dying / tracked if tracked else 0.0
     sev = "critical" if dying >= crit else "warning" if dying >= warn or growth >= 10 else "info"
     where = f"cgroup {ver} {ctrl}"
     ev = [f"{where}: {tracked} tracked vs {live} live -> {dying} dying "
           f"({tracked / max(1, live):.0f}x the live count)"]
-    if ctrl in ("memory", "all"):
+    memcg = ctrl in ("memory", "all")
+    held = cost is not None and memcg
+    if held:
+        ev.append(f"memory cost measured here: one memory cgroup holds {human_bytes(cost.percpu_bytes)} of Percpu "
+                  f"on {cost.possible_cpus} possible CPUs (and at most {human_bytes(cost.slab_bytes)} of Slab; "
+                  f"probe of {cost.probes} empty memcgs): {dying} dying hold ~{human_bytes(dying * cost.percpu_bytes)} "
+                  f"Percpu (node total {human_bytes(percpu)}), up to ~{human_bytes(dying * cost.slab_bytes)} Slab")
+    elif memcg:
         ev.append(f"memory cost: Percpu {human_bytes(percpu)}, Slab {human_bytes(slab)} "
                   f"({share:.0%} of tracked cgroups are dying; up to ~{human_bytes(percpu * share)} Percpu "
-                  f"and ~{human_bytes(slab * share)} Slab attributable)")
+                  f"and ~{human_bytes(slab * share)} Slab attributable; per-memcg cost not measured)")
     else:
         sev = "info" if sev == "warning" and dying < crit else sev  # only memcgs are walked by stat reads
     ev.append(f"growth: {growth:+d} dying in {seconds:.0f} s ({growth * 60 / max(seconds, 1e-9):+.1f}/min)")
@@ -120,4 +129,6 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
                     "ratio": round(tracked / max(1, live), 1), "growth": growth, "seconds": round(seconds, 1),
                     "percpu_bytes": percpu, "slab_bytes": slab, "creators": makers,
                     "dying_subtrees": [{"path": s.path, "dying": s.dying} for s in census.dying_subtrees],
-                    "proven_unit": proven_unit}, acts)
+                    "proven_unit": proven_unit,
+                    "memcg_cost": cost.to_dict() if held else None,
+                    "dying_percpu_bytes": round(dying * cost.percpu_bytes) if held else None}, acts)

@@ -5,7 +5,7 @@ reads no longer walk every memcg, but memcg *reclaim* still does (shrink_node ->
 visits every child, dying ones included). So the lab builds the incident on that path:
 
 1. a real systemd (PID 1 of a new PID namespace) crash-loops an ECS-agent-like `ecs.service` that
-   leaves `per_start` dying memcgs per start under /sys/fs/cgroup/memory/nodesleuth-lab/docker,
+   leaves `per_start` dying memcgs per start under nodesleuth-lab/docker (cgroup v1 or v2 memory),
    each pinned by a page of state on a tmpfs (as agent logs in /run are; no swap = not reclaimable);
 2. a training job's data loader in nodesleuth-lab/kubepods/job, pinned to CPU N, reads data at a
    steady rate; the parent's memory limit makes every page it caches go through direct reclaim,
@@ -40,7 +40,7 @@ from ..collect.cpu import read_stat, utilisation
 from ..collect.root import Root
 from .actors import ecs_agent
 from .systemd import SystemdNamespace, remove_cgroup_tree
-from .zombies import V1_MEMORY, drop_caches, memory_num_cgroups
+from .zombies import Memcg, drop_caches
 
 DEFAULT_DIR = "/var/lib/nodesleuth-lab"
 LAB_CG = "nodesleuth-lab"
@@ -97,10 +97,6 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def _read_int(path: str) -> int:
-    with open(path) as f:
-        return int(f.read().split()[0])
-
 
 def _python() -> str:
     """An interpreter the namespace's systemd can exec: not under /tmp (it has a private /tmp)."""
@@ -115,9 +111,10 @@ def _python() -> str:
 def preflight(workdir: str) -> None:
     if os.geteuid() != 0:
         raise LabError("the lab needs root (cgroups, a PID namespace, perf, /dev/kmsg)")
-    if not os.path.isdir(V1_MEMORY):
-        raise LabError(f"{V1_MEMORY}: the lab needs the cgroup v1 memory controller here (on a pure v2 "
-                       "kernel run it inside the test VM)")
+    try:
+        Memcg()
+    except RuntimeError as e:
+        raise LabError(f"{e}: the lab needs the memory controller (cgroup v1 or v2)") from None
     real = os.path.realpath(workdir)
     if real == "/tmp" or real.startswith(("/tmp/", "/var/tmp/")):
         raise LabError(f"{workdir}: the namespace's systemd has a private /tmp; use a path on disk")
@@ -162,45 +159,62 @@ def _rchar(pid: int) -> int:
         return next(int(ln.split()[1]) for ln in f if ln.startswith("rchar:"))
 
 
+def _reading(p: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Wait until the data loader is reading its data (a slow VM takes seconds to start Python)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if p.poll() is not None:
+            raise LabError(f"the data loader exited {p.returncode}: "
+                           f"{p.stderr.read().decode(errors='replace').strip()[-200:]}")
+        try:
+            if _rchar(p.pid) >= 16 << 20:  # more than Python reads to start
+                return
+        except (OSError, StopIteration):
+            pass
+        time.sleep(0.1)
+    raise LabError(f"the data loader read nothing in {timeout:.0f} s")
+
+
 def _sparse(path: str) -> None:
     if not os.path.exists(path):
         with open(path, "wb") as f:
             f.truncate(200 << 30)  # reads of holes fill the page cache with no disk IO
 
 
-def _limit(parent: str, headroom: int = 64 << 20, exclude: str | None = None) -> None:
+def _limit(mc: Memcg, parent: str, exclude: str, headroom: int = 64 << 20) -> None:
     """Limit `parent` to what it uses (less the reader's cache) plus headroom: the reader reclaims."""
-    use = _read_int(os.path.join(parent, "memory.usage_in_bytes"))
-    if exclude:
-        use -= _read_int(os.path.join(exclude, "memory.usage_in_bytes"))
-    _write(os.path.join(parent, "memory.limit_in_bytes"), str(max(use, 0) + headroom))
+    mc.set_limit(parent, max(mc.usage(parent) - mc.usage(exclude), 0) + headroom)
 
 
 def cost_curve(workdir: str, cpu: int, rate: float = 100.0, points=CURVE, log=print) -> list[dict]:
     """The cost of memcg reclaim on this kernel as dying memcgs grow: the reader's kernel CPU per MB."""
-    parent = os.path.join(V1_MEMORY, LAB_CG + "-cost")
+    mc = Memcg()
+    parent, rjob = LAB_CG + "-cost", LAB_CG + "-cost/kubepods/job"
     state = os.path.join(workdir, "cost-run")
-    job = os.path.join(parent, "kubepods", "job")
     data = os.path.join(workdir, "data.bin")
     _sparse(data)
     _mount_tmpfs(state)
-    os.makedirs(job, exist_ok=True)
+    job = mc.make(rjob)
+    mc.make(parent + "/docker", children=True)
     out, made = [], 0
     try:
         for n in points:
-            _write(os.path.join(parent, "memory.limit_in_bytes"), "-1")
+            mc.set_limit(parent, None)
             t = time.time()
-            _make_zombies(os.path.relpath(parent, V1_MEMORY), state, n - made)
+            _make_zombies(parent, state, n - made)
             made = n
             build = time.time() - t
-            _limit(parent, exclude=job)
-            secs = 2.0
-            p = _dataloader(job, cpu, data, rate, secs + 0.5)
-            time.sleep(0.5)
-            s0, r0 = _stime(p.pid), _rchar(p.pid)
-            time.sleep(secs)
-            s1, r1 = _stime(p.pid), _rchar(p.pid)
-            p.wait(timeout=60)
+            _limit(mc, parent, rjob)
+            secs = 3.0
+            p = _dataloader(job, cpu, data, rate)
+            try:
+                _reading(p)  # start-up (imports, page faults) is not the cost being measured
+                s0, r0 = _stime(p.pid), _rchar(p.pid)
+                time.sleep(secs)
+                s1, r1 = _stime(p.pid), _rchar(p.pid)
+            finally:
+                p.kill()
+                p.wait(timeout=60)
             mb = max(1.0, (r1 - r0) / (1 << 20))  # what it really read (a busy host slows it down)
             ms_per_mb = 1000 * (s1 - s0) / mb
             row = {"zombies": n, "reclaim_sys_ms_per_mb": round(ms_per_mb, 3),
@@ -209,9 +223,9 @@ def cost_curve(workdir: str, cpu: int, rate: float = 100.0, points=CURVE, log=pr
             log(f"lab: cost of reclaim with {n:>6} dying memcgs: {ms_per_mb:7.2f} ms of kernel CPU per MB read "
                 f"({100 * row['core_share_at_rate']:.0f}% of CPU {cpu} at {rate:.0f} MB/s)")
     finally:
-        _write(os.path.join(parent, "memory.limit_in_bytes"), "-1")
+        mc.set_limit(parent, None)
         _clear_tmpfs(state)
-        remove_cgroup_tree(parent)
+        remove_cgroup_tree(mc.path(parent))
     return out
 
 
@@ -261,25 +275,26 @@ def write_simulated_reset(napi_usec: int) -> None:
 
 def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_start: int = 500,
         restart_sec: str = "200ms", zombies: int = 30000, rate: float = 100.0, profile: bool = True,
-        curve: bool = True, build_timeout: float = 240.0, log=print) -> LabState:
+        curve: bool = True, build_timeout: float = 60.0, points=CURVE, log=print) -> LabState:
     preflight(workdir)
     if LabState.load(workdir) is not None:
         raise LabError(f"{workdir}/state.json exists: run `nodesleuth lab clean --workdir {workdir}` first")
     os.makedirs(workdir, exist_ok=True)
     state_dir = os.path.join(workdir, "run")
-    st = LabState(workdir, cpu, memory_num_cgroups(), time.time(), store=os.path.join(workdir, "store"),
+    st = LabState(workdir, cpu, Memcg().count(), time.time(), store=os.path.join(workdir, "store"),
                   tmpfs=state_dir)
     st.save()
     if curve:
-        st.curve = cost_curve(workdir, cpu, rate, log=log)
+        st.curve = cost_curve(workdir, cpu, rate, points, log=log)
         st.save()
         c0, c1 = st.curve[0]["reclaim_sys_ms_per_mb"], st.curve[-1]["reclaim_sys_ms_per_mb"]
         if c1 < 5 * max(c0, 0.05):
             raise LabError(f"on this kernel memcg reclaim does not scale with dying memcgs ({c0} ms/MB at 0, {c1} "
                            f"at {st.curve[-1]['zombies']}): the incident cannot be made here")
-    parent = os.path.join(V1_MEMORY, LAB_CG)
-    job = os.path.join(parent, "kubepods", "job")
-    os.makedirs(job, exist_ok=True)
+    mc = Memcg()
+    parent, rjob = LAB_CG, LAB_CG + "/kubepods/job"
+    job = mc.make(rjob)
+    mc.make(parent + "/docker", children=True)
     _mount_tmpfs(state_dir)
     data = os.path.join(workdir, "data.bin")
     _sparse(data)
@@ -308,27 +323,29 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         if procs["recorder"].poll() is not None:
             err = procs["recorder"].stderr.read().decode(errors="replace").strip().splitlines()
             raise LabError(f"the recorder exited at once: {err[-1] if err else procs['recorder'].returncode}")
-        base = memory_num_cgroups()
+        base = Memcg().count()
         ns.systemctl("start", "ecs.service", check=False)
         _check_unit(ns, base, per_start)
         log(f"lab: systemd pid {ns.pid}: ecs.service crash-looping, {per_start} zombies per start; recording "
             f"to {st.store}")
-        deadline = time.time() + build_timeout
-        while memory_num_cgroups() - st.baseline_tracked < zombies:
-            if time.time() > deadline:
-                raise LabError(f"zombies grew to {memory_num_cgroups() - st.baseline_tracked} in {build_timeout:.0f} s,"
-                               f" short of {zombies}")
+        last, grew_at = 0, time.time()  # a slow machine builds slowly: fail only when the count stops growing
+        while (made := Memcg().count() - st.baseline_tracked) < zombies:
+            if made > last:
+                last, grew_at = made, time.time()
+            elif time.time() - grew_at > build_timeout:
+                raise LabError(f"the zombie count stopped growing at {made} for {build_timeout:.0f} s, short of "
+                               f"{zombies}")
             time.sleep(1.0)
-        st.zombies = memory_num_cgroups() - st.baseline_tracked
+        st.zombies = Memcg().count() - st.baseline_tracked
         # from now on the agent behaves like the real one: tries to register for 2 s, fails, leaves a few
         # cgroups; on a 2-CPU machine a faster loop would itself keep the other CPU busy
         _write(control, f"{max(1, per_start // 25)} 2")
         log(f"lab: {st.zombies} dying memcgs under /{LAB_CG}; the data loader starts on CPU {cpu} ({rate:.0f} MB/s)")
-        _limit(parent, exclude=job)
+        _limit(mc, parent, rjob)
         procs["dataloader"] = _dataloader(job, cpu, data, rate)
         st.pids["dataloader"] = procs["dataloader"].pid
         st.save()
-        _watch(st, ns, parent, job, procs, seconds, log)
+        _watch(st, ns, mc, procs, seconds, log)
     finally:
         for role in ("dataloader", "victim"):
             if role in procs:
@@ -345,7 +362,7 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
             except subprocess.TimeoutExpired:
                 procs["recorder"].kill()
         ns.stop()
-        _write(os.path.join(parent, "memory.limit_in_bytes"), "-1") if os.path.isdir(parent) else None
+        mc.set_limit(parent, None) if os.path.isdir(mc.path(parent)) else None
         st.ended = time.time()
         st.save()
     return st
@@ -362,13 +379,13 @@ def _check_unit(ns: SystemdNamespace, base: int, per_start: int, wait: float = 2
             raise LabError(f"ecs.service could not run the agent: exit status {status}"
                            + (" (203/EXEC: the namespace cannot exec it)" if status == 203 else "")
                            + f", result {s.get('Result')}")
-        if int(s.get("NRestarts") or 0) >= 1 and memory_num_cgroups() - base >= per_start // 2:
+        if int(s.get("NRestarts") or 0) >= 1 and Memcg().count() - base >= per_start // 2:
             return
     raise LabError(f"ecs.service made no zombies in {wait:.0f} s (NRestarts={_show(ns, 'ecs.service').get('NRestarts')}, "
-                   f"memory cgroups {base} -> {memory_num_cgroups()})")
+                   f"memory cgroups {base} -> {Memcg().count()})")
 
 
-def _watch(st: LabState, ns: SystemdNamespace, parent: str, job: str, procs: dict, seconds: float, log) -> None:
+def _watch(st: LabState, ns: SystemdNamespace, mc: Memcg, procs: dict, seconds: float, log) -> None:
     """Keep the limit just above the zombies' own charge; measure the core and the victim each second."""
     root = Root("/")
     prev = read_stat(root)
@@ -378,7 +395,7 @@ def _watch(st: LabState, ns: SystemdNamespace, parent: str, job: str, procs: dic
     end = time.time() + seconds
     while time.time() < end:
         time.sleep(1.0)
-        _limit(parent, exclude=job)
+        _limit(mc, LAB_CG, LAB_CG + "/kubepods/job")
         cur = read_stat(root)
         u = utilisation(prev, cur).get(st.cpu)
         prev = cur
@@ -435,22 +452,22 @@ def clean(workdir: str = DEFAULT_DIR, log=print, keep_store: bool = False, wait:
         deadline = time.time() + 10
         while time.time() < deadline and any(_alive(p) for p in st.pids.values() if p):
             time.sleep(0.1)
-    before = memory_num_cgroups()
+    before = Memcg().count()
     t = time.perf_counter()
     for d in (os.path.join(workdir, "run"), os.path.join(workdir, "cost-run")):
         _clear_tmpfs(d)
     reclaim_s = time.perf_counter() - t
+    mc = Memcg()
     for cg in (LAB_CG, LAB_CG + "-cost"):
-        p = os.path.join(V1_MEMORY, cg)
-        if os.path.isdir(p):
-            _write(os.path.join(p, "memory.limit_in_bytes"), "-1")
-        remove_cgroup_tree(p)
+        if os.path.isdir(mc.path(cg)):
+            mc.set_limit(cg, None)
+        remove_cgroup_tree(mc.path(cg))
     deadline = time.time() + wait
-    after = memory_num_cgroups()
+    after = Memcg().count()
     while baseline is not None and after > baseline and time.time() < deadline:  # freeing is asynchronous
         time.sleep(0.5)
         drop_caches()
-        after = memory_num_cgroups()
+        after = Memcg().count()
     # other jobs on the host may hold a few memcgs of their own meanwhile: up to TOLERANCE is still "back"
     ok = baseline is None or after <= baseline + TOLERANCE
     res = {"killed": killed, "tracked_before": before, "tracked_after": after, "baseline": baseline,
