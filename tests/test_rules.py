@@ -31,7 +31,7 @@ CASES = [
     ("ena 0000:20:03.0 eth0: Keep alive watchdog timeout.", "ENAKeepAliveTimeout", "eth0", "KEEP_ALIVE_TO"),
     ("ena 0000:20:03.0 eth0: Lost TX completions are above the threshold (129 > 128). Completion transmission "
      "timeout: 5000 (msec). 12 msecs since last interrupt, 7000 msecs since last napi execution.",
-     "ENAMissingTxCompletion", "eth0", "MISS_TX_CMPL"),
+     "ENALostTxThreshold", "eth0", "MISS_TX_CMPL"),
     ("ena 0000:20:03.0 eth0: [1/2] 3 new missed TX completions, qid: 4, 7000 msecs since last interrupt",
      "ENAMissingTxCompletion", "eth0", "MISS_TX_CMPL"),
     ("NETDEV WATCHDOG: eth2 (igb): transmit queue 5 timed out", "NetdevWatchdog", "eth2", "OS_NETDEV_WD"),

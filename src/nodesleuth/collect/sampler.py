@@ -66,7 +66,7 @@ class Sampler:
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
-                 starvation: bool = True):
+                 starvation: bool = True, kmsg_boot: float | str | None = "root"):
         self.root = root
         self.threads = threads
         self.census = CgroupCensus(root, live_every=live_every)
@@ -83,7 +83,7 @@ class Sampler:
             from .kmsg import load_rules
 
             path = kmsg if isinstance(kmsg, str) else None
-            self.kmsg = KmsgReader(root, path=path, rules=load_rules(rules_path))
+            self.kmsg = KmsgReader(root, path=path, rules=load_rules(rules_path), boot=kmsg_boot)
         self.n = 0
         self._stat: CpuTimes | None = None
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every)
