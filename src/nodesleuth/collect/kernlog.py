@@ -104,7 +104,7 @@ def detect(head: list[str]) -> str:
         n = sum(1 for x in lines if rx.match(x))
         if n > hits:
             best, hits = name, n
-    return best
+    return best if hits * 2 >= len(lines) else "bare"  # a stray stamped line does not make a form
 
 
 def _usec(m: re.Match) -> int:

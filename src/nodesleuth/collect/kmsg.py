@@ -192,7 +192,7 @@ class KmsgReader:
 
     @property
     def description(self) -> str:
-        return LABEL.get(self.format or "", "not read yet")
+        return LABEL.get(self.format, self.format) if self.format else "nothing (the file is empty)"
 
     @property
     def has_wall_time(self) -> bool:
