@@ -54,7 +54,7 @@ class KernelEvent:
     fields: dict = field(default_factory=dict)
     category: str = ""  # the rule's class (nic, lockup); empty in recordings made before it existed
     family: str = ""
-    clock: str = "boot"  # wall: the line's own time | boot: boot time + uptime | none: wall time unknown
+    clock: str = "boot"  # wall: the line's own time | boot: boot time + uptime | read: when read | none: unknown
 
 
 def when(e: KernelEvent) -> str:
@@ -62,7 +62,8 @@ def when(e: KernelEvent) -> str:
     up = f"uptime +{e.usec / 1e6:.3f} s" if e.usec is not None else ""
     if e.time is None:
         return f"{up}, wall time unknown (no boot time for this log: give --boot-time)" if up else "time unknown"
-    how = {"wall": "as logged", "boot": "boot time + uptime"}.get(e.clock, e.clock)
+    how = {"wall": "as logged", "boot": "boot time + uptime", "read": "when read; the line has no time"}.get(
+        e.clock, e.clock)
     return f"{iso(e.time)} ({how}{'; ' + up if up else ''})"
 
 
