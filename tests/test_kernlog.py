@@ -242,3 +242,21 @@ def test_dmesg_T_and_logread_forms(node, tmp_path, utc):
     assert rc == 1 and any(e["family"] == "r8152" and e["uptime_s"] == pytest.approx(211255.742299)
                            for f in nics for e in f["data"]["events"])
     assert any("OpenWrt logread" in n for n in doc["notes"])
+
+
+def test_broken_journal_files_are_one_line_errors(node, tmp_path):
+    """A journal JSON line cut in the middle, an export whose binary field is cut short: exit 2 and one line
+    naming the file and the problem, never a traceback."""
+    with open(os.path.join(DATA, "journalctl-k-o-json.jsonl")) as f:
+        head = [next(f) for _ in range(3)]
+    bad = tmp_path / "cut.jsonl"
+    bad.write_text("".join(head) + '{"MESSAGE": "cut\n')
+    with open(os.path.join(DATA, "journalctl-k-o-export.txt"), "rb") as f:
+        export = f.read()
+    cut = tmp_path / "cut.export"
+    cut.write_bytes(export.split(b"\n\n")[0] + b"\n\nMESSAGE\n\x10\x00")  # a binary field: 8-byte size, cut
+    for path, what in ((bad, "line 4: not a journal JSON object"), (cut, "journal export: field b'MESSAGE' cut short")):
+        p = nodesleuth("check", "--root", node, "--kmsg", str(path), "--no-trace", "--seconds", "1")
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"nodesleuth: error: {path}: {what}"), p.stderr
