@@ -190,7 +190,11 @@ def test_dmesg_rcu_stalls_and_hung_tasks_with_wall_time_from_btime(node, tmp_pat
     k = _kinds(doc)
     assert rc == 1 and {"rcu_stall", "hung_task", "nic_reset"} <= set(k)
     assert k["rcu_stall"]["severity"] == "critical" and k["rcu_stall"]["data"]["count"] == 3
-    assert {e.get("flavor") for e in k["rcu_stall"]["data"]["events"]} == {"rcu_sched"}
+    rcu = k["rcu_stall"]["data"]["events"]
+    assert {e.get("flavor") for e in rcu} == {"rcu_sched"}
+    # the report's next lines ('\t85-....: (59999 ticks this GP) ...', '\t(t=60013 jiffies g=...)') name CPU and time
+    assert [(e["stalled_cpus"], e.get("duration_jiffies")) for e in rcu] == [([85], 60013), ([8], 21000), ([3], None)]
+    assert "stall on CPU 85, t=60013 jiffies" in k["rcu_stall"]["evidence"][0]
     hung = k["hung_task"]["data"]["events"]
     assert [(e["comm"], e["pid"], e["duration_s"]) for e in hung] == [
         ("kworker/2:1", 166, 120), ("master", 3497, 120), ("msgctl11", 21576, 120), ("msgctl11", 21602, 120)]

@@ -37,6 +37,8 @@ class Rule:
     reset_reason: str | None
     cls: str = "nic"  # nic | lockup | ...: which incident model the rule feeds
     family: str = ""  # driver family (ena, mlx5, ...) or lockup kind; empty = the driver the line names
+    follow: tuple = ()  # patterns for the report's next lines (an RCU stall names its CPUs there)
+    follow_lines: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,14 @@ def load_rules(path: str | None = None) -> list[Rule]:
             rx = re.compile(r["pattern"])
         except (KeyError, re.error) as e:
             raise InputError(path, f"rule {i} ({r.get('reason')}): bad pattern: {e}") from None
+        fol = x.get("follow") or {}
+        try:
+            follow = tuple(re.compile(p) for p in fol.get("patterns", []))
+        except re.error as e:
+            raise InputError(path, f"rule {i} ({r.get('reason')}): bad follow pattern: {e}") from None
         rules.append(Rule(r.get("reason", f"rule{i}"), r.get("type", "temporary"), rx, x.get("driver", ""),
                           x.get("kind", "other"), x.get("severity", "warning"), x.get("reset_reason"),
-                          x.get("class", "nic"), x.get("family", "")))
+                          x.get("class", "nic"), x.get("family", ""), follow, int(fol.get("lines", 0))))
     return rules
 
 
@@ -183,6 +190,8 @@ class KmsgReader:
         self._file = None
         self._parser: LineParser | None = None
         self._pending: list[str] = []
+        self._by_reason = {r.reason: r for r in self.rules}
+        self._follow: tuple[KernelEvent, Rule, int] | None = None  # an event whose next lines add detail
         try:
             st = os.stat(self.path)
         except OSError as e:
@@ -285,7 +294,26 @@ class KmsgReader:
             ev = match(rec, self.rules, self.boot_wall)
             if ev is not None:
                 events.append(ev)
+                r = self._by_reason.get(ev.reason)
+                self._follow = (ev, r, r.follow_lines) if r is not None and r.follow else None
+            elif self._follow:
+                self._detail(rec)
         return recs, events
+
+    def _detail(self, rec: Record) -> None:
+        """Fields from a line after the event (first value wins; every CPU is kept in `cpus`)."""
+        ev, rule, left = self._follow
+        for rx in rule.follow:
+            m = rx.search(rec.message)
+            if not m:
+                continue
+            for k, v in m.groupdict().items():
+                if v is None:
+                    continue
+                if k == "cpu":
+                    ev.fields["cpus"] = ",".join(filter(None, (ev.fields.get("cpus", ""), v)))
+                ev.fields.setdefault(k, v)
+        self._follow = (ev, rule, left - 1) if left > 1 else None
 
     def close(self) -> None:
         if self._fd is not None:

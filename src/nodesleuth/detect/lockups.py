@@ -41,6 +41,10 @@ def _fact(e: KernelEvent) -> dict:
         d["duration_jiffies"] = int(f["jiffies"])
     if f.get("flavor"):
         d["flavor"] = f["flavor"]
+    if f.get("cpus"):  # an RCU stall's report names the stalled CPUs on its next lines
+        d["stalled_cpus"] = [int(c) for c in f["cpus"].split(",")]
+    if f.get("ticks") is not None:
+        d["ticks_this_gp"] = int(f["ticks"])
     return d
 
 
@@ -53,7 +57,9 @@ def _what(kind: str, d: dict) -> str:
     if kind == "hung_task":
         return f"task {who or '?'} blocked for more than {d.get('duration_s', '?')} s"
     dur = f", t={d['duration_jiffies']} jiffies" if "duration_jiffies" in d else ""
-    return f"{d.get('flavor', 'rcu')} stall{dur}"
+    cpus = d.get("stalled_cpus")
+    on = f" on CPU{'s' if len(cpus) > 1 else ''} {', '.join(map(str, cpus))}" if cpus else ""
+    return f"{d.get('flavor', 'rcu')} stall{on}{dur}"
 
 
 def findings(events: list[KernelEvent], since: float | None = None) -> list[Finding]:
