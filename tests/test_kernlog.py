@@ -264,3 +264,27 @@ def test_broken_journal_files_are_one_line_errors(node, tmp_path):
         assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"nodesleuth: error: {path}: {what}"), p.stderr
+
+
+def test_record_and_exporter_follow_any_form_with_the_roots_boot_time(node, tmp_path):
+    """record/exporter read --kmsg through the same Sampler: a dmesg file is dated from the root's btime; a
+    line whose form carries no time (dmesg -t) is dated when read, and says so."""
+    from nodesleuth.collect.sampler import Sampler
+
+    path = tmp_path / "dmesg"
+    path.write_text("\n".join(ln for ln in _public("dmesg") if "blocked for more than" in ln) + "\n")
+    s = Sampler(Root(node), kmsg=str(path), irqs=False)
+    try:
+        evs = s.prime()
+    finally:
+        s.close()
+    assert [e.clock for e in evs] == ["boot"] * 4 and evs[0].time == pytest.approx(1764600000 + 12124.201919)
+    bare = tmp_path / "bare"
+    bare.write_text("BUG: soft lockup - CPU#0 stuck for 61s! [kbd:3360]\n")  # corpus.json, no-prefix form
+    before = time.time()
+    s = Sampler(Root(node), kmsg=str(bare), irqs=False)
+    try:
+        (ev,) = s.prime()
+    finally:
+        s.close()
+    assert ev.clock == "read" and ev.time >= before and ev.fields["comm"] == "kbd"
