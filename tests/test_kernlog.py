@@ -28,7 +28,8 @@ FORMS = {
     "journalctl-k-o-short.txt": "journal-short", "journalctl-k-o-short-precise.txt": "journal-short",
     "journalctl-k-o-short-nohostname.txt": "journal-short", "journalctl-k-o-short-iso.txt": "journal-short-iso",
     "journalctl-k-o-short-iso-precise.txt": "journal-short-iso", "journalctl-k-o-short-full.txt": "journal-short-full",
-    "journalctl-k-o-short-unix.txt": "journal-short-unix", "journalctl-k-o-short-monotonic.txt": "journal-short-monotonic",
+    "journalctl-k-o-short-unix.txt": "journal-short-unix",
+    "journalctl-k-o-short-monotonic.txt": "journal-short-monotonic",
     "journalctl-k-o-json.jsonl": "journal-json", "journalctl-k-o-export.txt": "journal-export",
     "journalctl-k-o-cat.txt": "bare", "public-journalctl-o-json-old-style.jsonl": "journal-json",
 }
@@ -288,3 +289,15 @@ def test_record_and_exporter_follow_any_form_with_the_roots_boot_time(node, tmp_
     finally:
         s.close()
     assert ev.clock == "read" and ev.time >= before and ev.fields["comm"] == "kbd"
+
+
+def test_public_dmesg_iso_lines(tmp_path):
+    """The two e1000 hang lines cilium/cilium#7374 posted in `dmesg --time-format iso` form (+0000 zone)."""
+    with open(os.path.join(os.path.dirname(DATA), "corpus.json")) as f:
+        lines = [c["line"] for c in json.load(f) if c["source"] == "https://github.com/cilium/cilium/pull/7374"]
+    path = tmp_path / "iso"
+    path.write_text("\n".join(lines) + "\n")
+    r, recs, events = _read(str(path))
+    assert r.format == "dmesg-iso" and len(events) == 2
+    assert [(e.family, e.ifname, e.clock) for e in events] == [("e1000", "enp0s3", "wall")] * 2
+    assert events[0].time == pytest.approx(1552063632.290474)  # 2019-03-08T16:47:12,290474+0000

@@ -54,8 +54,8 @@ FORMATS: dict[str, re.Pattern] = {
                           r"(?P<msg>.*)$"),
     "dmesg-iso": re.compile(r"^(?P<dt>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d),(?P<frac>\d+)(?P<tz>[+-]\d\d:?\d\d|Z) "
                             r"(?P<msg>.*)$"),
-    "journal-short-iso": re.compile(r"^(?P<dt>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?(?P<tz>[+-]\d\d:?\d\d|Z)? "
-                                    + _KERNEL + "(?P<msg>.*)$"),
+    "journal-short-iso": re.compile(r"^(?P<dt>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?"
+                                    r"(?P<tz>[+-]\d\d:?\d\d|Z)? " + _KERNEL + "(?P<msg>.*)$"),
     "journal-short-full": re.compile(r"^" + _DAY + r" (?P<dt>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))? "
                                      r"(?P<zone>[A-Z]{2,5}|[+-]\d{4}) " + _KERNEL + "(?P<msg>.*)$"),
     "journal-short-unix": re.compile(r"^(?P<epoch>\d{9,11}\.\d+) " + _KERNEL + "(?P<msg>.*)$"),
@@ -71,8 +71,8 @@ LABEL = {"kmsg": "/dev/kmsg records", "dmesg": "dmesg", "dmesg-r": "dmesg -r", "
          "journal-short-unix": "journalctl -o short-unix", "journal-short-monotonic": "journalctl -o short-monotonic",
          "journal-json": "journalctl -o json", "journal-export": "journalctl -o export",
          "bare": "messages without time stamps (dmesg -t / journalctl -o cat)"}
-WALL = {"dmesg-T", "logread", "dmesg-iso", "journal-short", "journal-short-iso", "journal-short-full", "journal-short-unix",
-        "journal-json", "journal-export"}  # forms whose lines carry a wall-clock time
+WALL = {"dmesg-T", "logread", "dmesg-iso", "journal-short", "journal-short-iso", "journal-short-full",
+        "journal-short-unix", "journal-json", "journal-export"}  # forms whose lines carry a wall-clock time
 
 
 def parse_kmsg(line: str, path: str) -> Record | None:
@@ -230,7 +230,7 @@ class LineParser:
             wall = (real - mono + usec) / 1e6 if mono is not None and usec is not None else real / 1e6
         prio = num("PRIORITY")
         self.n += 1
-        first, *rest = msg.split("\n", 1)  # a multi-line record (igb/ixgbe hang dump): its first line names it
+        first = msg.split("\n", 1)[0]  # a multi-line record (igb/ixgbe hang dump): its first line names it
         return Record(self.n, prio, usec, first, wall)
 
     def export_records(self, data: bytes) -> list[Record]:
