@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from operator import sub
@@ -66,7 +67,7 @@ class Sampler:
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
-                 starvation: bool = True):
+                 starvation: bool = True, kmsg_boot: float | str | None = "root"):
         self.root = root
         self.threads = threads
         self.census = CgroupCensus(root, live_every=live_every)
@@ -79,11 +80,12 @@ class Sampler:
         self.nics: list[NicCounters] | None = None  # the last NIC read (ethtool counters carried over)
         self.hz = clock_ticks()
         self.kmsg = None
+        self.kmsg_boot = kmsg_boot
         if kmsg:
             from .kmsg import load_rules
 
             path = kmsg if isinstance(kmsg, str) else None
-            self.kmsg = KmsgReader(root, path=path, rules=load_rules(rules_path))
+            self.kmsg = KmsgReader(root, path=path, rules=load_rules(rules_path), boot=kmsg_boot)
         self.n = 0
         self._stat: CpuTimes | None = None
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every)
@@ -109,7 +111,7 @@ class Sampler:
             self._starve_prev = self.starvation.read()
         if self.irqs:
             self._irq_prev = self.irqs.read()
-        return self.kmsg.read()[1] if self.kmsg else []
+        return self._kmsg_events()
 
     def tick(self, force_walk: bool = False) -> Tick:
         if self._stat is None:
@@ -136,7 +138,7 @@ class Sampler:
         procs = top_per_cpu(fit_to_cpus(self.tasks.sample(ticks_per_cpu, self._uptime()), busy))
         census = self.census.sample(now, force_walk=force_walk)
         mi = read_meminfo(self.root)
-        events = self.kmsg.read()[1] if self.kmsg else []
+        events = self._kmsg_events()
         nics = None
         if self.n % self.nic_every == 0:
             # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
@@ -161,6 +163,17 @@ class Sampler:
         self.n += 1
         return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
                     events, nics, units, raw, si, ni, starve)
+
+    def _kmsg_events(self) -> list[KernelEvent]:
+        """New kernel-log events. Following the root's own log (record, exporter), a line whose form carries
+        no time at all (dmesg -t) is dated when read; a check of a given file leaves it undated."""
+        if not self.kmsg:
+            return []
+        events = self.kmsg.read()[1]
+        if self.kmsg_boot == "root" and any(e.time is None for e in events):
+            now = time.time()
+            events = [dataclasses.replace(e, time=now, clock="read") if e.time is None else e for e in events]
+        return events
 
     def _uptime(self) -> float | None:
         """Clock ticks since boot (for processes that started between scans)."""

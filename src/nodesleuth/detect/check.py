@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 
 from ..collect.churn import ChurnSummary, ChurnTracer
 from ..collect import memcg_cost
+from ..collect.kmsg import boot_wall_time
 from ..collect.cpu import utilisation
 from ..collect.root import Root
-from ..errors import InputError
 from ..collect.sampler import Sampler, Tick
 from ..collect.units import read_units
-from . import hotcore, nic, units, zombies
+from . import hotcore, lockups, nic, units, zombies
 from .incidents import NIC_LOOKBACK, may_have_starved
+from ..errors import InputError
 from .findings import Finding, ordered
 
 SCHEMA = "nodesleuth.check/v1"
@@ -25,7 +26,8 @@ SCHEMA = "nodesleuth.check/v1"
 class CheckOptions:
     root: str = "/"
     seconds: float = 5.0
-    kmsg: str | None = None  # a recorded kmsg file instead of ROOT/dev/kmsg
+    kmsg: str | None = None  # a kernel-log file (any dmesg/journalctl form) instead of ROOT/dev/kmsg
+    boot_time: float | None = None  # boot of the host that wrote `kmsg`, for uptime-only forms
     lookback: float = 3600.0  # kernel-log events older than this are ignored
     trace: bool = True  # trace cgroup churn with perf while sampling (live host, root only)
     ns_pid: int | None = None  # inspect the systemd running as PID 1 of this PID namespace
@@ -67,7 +69,7 @@ def correlate(found: list[Finding]) -> None:
     nics = [f for f in found if f.kind == "nic_reset"]
     for h in hots:
         for n in nics:
-            times = [e["time"] for e in n.data.get("events", [])]
+            times = [e["time"] for e in n.data.get("events", []) if e["time"] is not None]
             hit = [t for t in times if may_have_starved(h.data["start"], h.data["end"], t)]
             if hit:
                 h.severity = "critical"
@@ -75,6 +77,21 @@ def correlate(found: list[Finding]) -> None:
                 h.evidence.append(f"NIC {n.data['ifname']} logged {len(hit)} reset/timeout line(s) during or "
                                   f"within {NIC_LOOKBACK:.0f} s after this episode")
                 n.evidence.append(f"CPU {h.data['cpu']} was saturated when it happened (see hot core finding)")
+
+
+def _kmsg_boot(root: Root, opt: CheckOptions) -> float | str | None:
+    """Boot time for a kernel log's uptime stamps: given, or the root's own (its /dev/kmsg, or a recorded
+    tree's btime); a --kmsg file on a live host came from elsewhere, so there it is unknown."""
+    if opt.boot_time is not None:
+        return opt.boot_time
+    if not opt.kmsg:
+        return "root"
+    if root.live:
+        return None
+    try:
+        return boot_wall_time(root)
+    except InputError:
+        return None
 
 
 def run_check(opt: CheckOptions) -> CheckResult:
@@ -86,7 +103,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
         notes.append(f"cannot read {root.join('/dev/kmsg')} (run as root): NIC log lines not checked")
     # a check is short: NIC driver counters (ethtool) are read every tick so the window's delta is exact
     sampler = Sampler(root, threads=opt.threads, kmsg=kmsg_src, ns_pid=opt.ns_pid, rules_path=opt.rules,
-                      units_every=0, ethtool_every=1, irqs=True)
+                      units_every=0, ethtool_every=1, irqs=True, kmsg_boot=_kmsg_boot(root, opt))
+
     tracer = None
     if opt.trace and root.live and ChurnTracer.available():
         tracer = ChurnTracer()
@@ -112,12 +130,17 @@ def run_check(opt: CheckOptions) -> CheckResult:
         seconds = time.time() - started
     finally:
         sampler.close()
+    if opt.kmsg and sampler.kmsg:
+        r = sampler.kmsg
+        notes.append(f"kernel log {opt.kmsg} read as {r.description}" + (
+            "" if r.has_wall_time else ": its times are uptime offsets and no boot time is known (the file is "
+            "not this host's: give --boot-time), so findings show uptime only and --lookback cannot apply"))
     churn = tracer.stop(seconds) if tracer else None
     if tracer and churn is None and tracer.error:
         notes.append(f"cgroup churn trace failed: {tracer.error}")
 
     events = list(old_events) + [e for t in ticks for e in t.events]
-    now = time.time() if root.live else max([e.time for e in events], default=time.time())
+    now = time.time() if root.live else max([e.time for e in events if e.time is not None], default=time.time())
     found: list[Finding] = []
     last = ticks[-1]
     b = {u.id: u.n_restarts for u in units0 or []}
@@ -132,6 +155,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
                               opt.zombie_warn, opt.zombie_crit, restarts, cost)
     found += hotcore.findings(ticks)
     found += nic.findings(events, nics0, last.nics, since=now - opt.lookback)
+    found += lockups.findings(events, since=now - opt.lookback)
     age = None
     if opt.ns_pid is None:  # MainPID is a PID of the inspected namespace: only ours can be looked up
         from ..collect.units import process_age

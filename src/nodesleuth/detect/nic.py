@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..collect.kmsg import KernelEvent, is_nic
+from ..collect.kmsg import KernelEvent, is_nic, when
 from ..collect.nic import NicCounters
-from ..timeparse import iso
 from .findings import Finding
 
 
 def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: list[NicCounters] | None,
              since: float | None = None) -> list[Finding]:
     out = []
-    evs = [e for e in events if is_nic(e) and (since is None or e.time >= since)]
+    # events without a wall time (an uptime-only log from elsewhere) are kept: their age is unknown
+    evs = [e for e in events if is_nic(e) and (since is None or e.time is None or e.time >= since)]
     # dev_* lines name only the PCI address; netdev_* lines name both: join them on the address
     bus_if = {e.fields["bus"]: e.ifname for e in evs if e.ifname and e.fields.get("bus")}
     bus_if.update({n.bus: n.ifname for n in (last or []) if n.bus})
@@ -37,7 +37,7 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
             else "warning"
         ev = []
         for e in es[-6:]:
-            ev.append(f"kernel log seq {e.seq} at {iso(e.time)} (+{e.usec / 1e6:.3f}s after boot): {e.message}")
+            ev.append(f"kernel log seq {e.seq} at {when(e)}: {e.message}")
         if trouble:
             ev.append(f"{ifname} driver counters: " + ", ".join(f"{k}={v}" for k, v in sorted(trouble.items()))
                       + (" (changed now: " + ", ".join(f"{k}{d:+d}" for k, d in delta.items() if d) + ")"
@@ -53,7 +53,9 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
         if reasons:
             title += " (reason " + ", ".join(reasons) + ")"
         out.append(Finding("nic_reset", sev, title, ev, rem,
-                           {"ifname": ifname, "events": [{"seq": e.seq, "time": e.time, "reason": e.reason,
+                           {"ifname": ifname, "events": [{"seq": e.seq, "time": e.time, "clock": e.clock,
+                                                          "uptime_s": None if e.usec is None else e.usec / 1e6,
+                                                          "family": e.family, "reason": e.reason,
                                                           "kind": e.kind, "reset_reason": e.reset_reason,
                                                           "message": e.message, "fields": e.fields}
                                                          for e in es],
