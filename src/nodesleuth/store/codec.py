@@ -20,7 +20,7 @@ import dataclasses
 import orjson
 
 from ..collect.cgroups import Census, ControllerCount, DyingSubtree, V2Stat
-from ..collect.cpu import FIELDS, all_from_deltas, from_deltas
+from ..collect.cpu import FIELDS, from_deltas
 from ..collect.kmsg import KernelEvent
 from ..collect.nic import NicCounters
 from ..collect.procs import ProcUse
@@ -190,8 +190,9 @@ def _cpus(r: dict):
         raw = {c: full(v) for c, v in zip(ci, r["c"])}
         raw[-1] = full(r["ca"])
         for c, v in raw.items():
-            # "all" over the sum of the CPUs' own intervals, as mpstat (collect/cpu.py)
-            cpu[c] = from_deltas(c, v) if c >= 0 or len(raw) <= 2 else all_from_deltas(raw)
+            # "ca" is what the recorder kept for "all": since the mpstat arithmetic, the sum of the shown
+            # CPUs' deltas (older stores: the aggregate line's delta, read back as it was)
+            cpu[c] = from_deltas(c, v)
     return cpu, raw
 
 
