@@ -9,7 +9,6 @@ Prints one JSON object: rows compared and mismatches per corpus.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil

@@ -257,7 +257,8 @@ class CgroupCensus:
             mnt = self.v1_mount(name)
             if mnt is None:
                 self.problems.setdefault(f"cgroup v1 {name}", f"{self.root.join('/proc/cgroups')}: {name} is on "
-                                         f"hierarchy {hier} but the mount table does not mount it: live cgroups unknown")
+                                         f"hierarchy {hier} but the mount table does not mount it: "
+                                         "live cgroups unknown")
             elif self._live.get(mnt) is None:
                 self.problems.setdefault(f"cgroup v1 {name}", f"{self.root.join(mnt)}: mounted per the mount table "
                                          "but the directory is absent: live cgroups unknown")

@@ -157,8 +157,9 @@ def run_check(opt: CheckOptions) -> CheckResult:
         ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle"), u.row())},
         "busy": round(u.busy, 2)} for c, u in sorted(avg.items())}
     c = last.census
-    census = {"unknown": [k for k, _ in c.problems], "v1": [{"controller": x.name, "hierarchy": x.hierarchy, "tracked": x.tracked, "live": x.live,
+    census = {"v1": [{"controller": x.name, "hierarchy": x.hierarchy, "tracked": x.tracked, "live": x.live,
                       "dying": x.dying, "mount": x.mount} for x in c.v1],
+              "unknown": [k for k, _ in c.problems],  # sections that could not be counted (see notes)
               "v2": None if c.v2 is None else {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
                                                "nr_dying_descendants": c.v2.nr_dying_descendants,
                                                "subsys": {k: {"live": a, "dying": b}
