@@ -1,7 +1,12 @@
-"""Bad input: a one-line error naming the file, exit 2 (NPD 'unknown'), never a traceback."""
+"""Bad input: a one-line error naming the file, exit 2 (NPD 'unknown'), never a traceback.
+
+A /proc or /sys file that `check` cannot read or parse degrades only its section: a note naming the
+file and the reason, the rest is still checked, and the exit code is never 0 (tests/test_procfs.py
+runs the same over real trees)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -23,28 +28,39 @@ def _one_line_error(p, must_name: str, problem: str):
     assert must_name in lines[0] and problem in lines[0], lines[0]
 
 
+def _degraded(p, must_name: str, problem: str):
+    """The check went on: JSON out, the file and the reason in a note, not 'ok'."""
+    assert "Traceback" not in p.stderr and p.returncode in (1, 2), p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["status"] != "ok" and doc["exit_code"] == p.returncode
+    notes = [n for n in doc["notes"] if must_name in n and problem in n]
+    assert notes, doc["notes"]
+    assert any(must_name in u["problem"] for u in doc["unread"]), doc["unread"]
+    return doc
+
+
 def test_malformed_proc_stat(node):
     with open(os.path.join(node, "proc/stat"), "w") as f:
         f.write("cpu  12 abc 3 4\n")
-    _one_line_error(nodesleuth("check", "--root", node, "--seconds", "1"), "proc/stat", "malformed")
+    _degraded(nodesleuth("check", "--root", node, "--seconds", "1", "--json"), "proc/stat", "malformed")
 
 
 def test_missing_proc_cgroups(node):
     os.unlink(os.path.join(node, "proc/cgroups"))
-    _one_line_error(nodesleuth("check", "--root", node, "--seconds", "1"), "proc/cgroups", "No such file")
+    _degraded(nodesleuth("check", "--root", node, "--seconds", "1", "--json"), "proc/cgroups", "No such file")
 
 
 def test_unreadable_meminfo(node):
     p = os.path.join(node, "proc/meminfo")
     os.unlink(p)
     os.mkdir(p)  # root reads anything chmod'ed, but not a directory
-    _one_line_error(nodesleuth("check", "--root", node, "--seconds", "1"), "proc/meminfo", "Is a directory")
+    _degraded(nodesleuth("check", "--root", node, "--seconds", "1", "--json"), "proc/meminfo", "Is a directory")
 
 
 def test_malformed_cgroup_stat(node):
     with open(os.path.join(node, "sys/fs/cgroup/cgroup.stat"), "w") as f:
         f.write("nr_descendants seven\nnr_dying_descendants 3\n")
-    _one_line_error(nodesleuth("check", "--root", node, "--seconds", "1"), "cgroup.stat", "nr_descendants")
+    _degraded(nodesleuth("check", "--root", node, "--seconds", "1", "--json"), "cgroup.stat", "nr_descendants")
 
 
 def test_corrupt_kmsg_record(node):
@@ -56,7 +72,7 @@ def test_corrupt_kmsg_record(node):
 def test_malformed_task_stat(node):
     with open(os.path.join(node, "proc/100/stat"), "w") as f:
         f.write("100 (kubelet) S 1\n")
-    _one_line_error(nodesleuth("check", "--root", node, "--seconds", "1"), "100/stat", "malformed stat")
+    _degraded(nodesleuth("check", "--root", node, "--seconds", "1", "--json"), "100/stat", "malformed stat")
 
 
 def test_bad_rules_file(node, tmp_path):

@@ -33,7 +33,7 @@ class ControllerCount:
     name: str
     hierarchy: int
     tracked: int  # num_cgroups: includes dying cgroups until they are freed
-    live: int | None  # directories including the root; None if not mounted here
+    live: int | None  # directories including the root; None if unknown: not mounted here, or its directory is absent
     mount: str | None
 
     @property
@@ -64,6 +64,7 @@ class Census:
     v2: V2Stat | None
     dying_subtrees: tuple[DyingSubtree, ...]
     live_walked_at: float | None
+    problems: tuple[tuple[str, str], ...] = ()  # (section, "path: reason") that could not be read
 
     def controller(self, name: str) -> ControllerCount | None:
         return next((c for c in self.v1 if c.name == name), None)
@@ -205,8 +206,13 @@ class CgroupCensus:
         self.live_every = live_every
         # under a host root mounted into a container, "self" is the container: PID 1 is the host
         mi = "/proc/1/mountinfo" if not root.live and root.exists("/proc/1/mountinfo") else "/proc/self/mountinfo"
-        self.mounts = parse_mountinfo(root.read(mi), root.join(mi))
-        self._live: dict[str, int] = {}
+        self.problems: dict[str, str] = {}
+        try:
+            self.mounts = parse_mountinfo(root.read(mi), root.join(mi))
+        except InputError as e:  # no mount table: no controller can be counted, but the rest goes on
+            self.mounts = []
+            self.problems["cgroup mounts"] = str(e)
+        self._live: dict[str, int | None] = {}
         self._subtrees: tuple[DyingSubtree, ...] = ()
         self._walked_at: float | None = None
 
@@ -218,29 +224,53 @@ class CgroupCensus:
 
     def walk(self, now: float | None = None) -> None:
         """The expensive part: count live v1 directories per mounted hierarchy."""
-        live = {}
+        live: dict[str, int | None] = {}
         for m in self.mounts:
             if m.fstype == "cgroup" and m.path not in live:
-                live[m.path] = count_dirs(self.root.join(m.path))
+                d = self.root.join(m.path)
+                if os.path.isdir(d):
+                    live[m.path] = count_dirs(d)
+                else:  # mountinfo names it but the directory is not there: unknown, not "1 live"
+                    live[m.path] = None
         self._live = live
         v2m = self.v2_mount()
-        self._subtrees = tuple(dying_subtrees(self.root, v2m)) if v2m else ()
+        try:
+            self._subtrees = tuple(dying_subtrees(self.root, v2m)) if v2m else ()
+        except InputError as e:
+            self._subtrees = ()
+            self.problems.setdefault("cgroup v2", str(e))
         self._walked_at = time.time() if now is None else now
 
     def sample(self, now: float | None = None, force_walk: bool = False) -> Census:
         now = time.time() if now is None else now
         if force_walk or self._walked_at is None or now - self._walked_at >= self.live_every:
             self.walk(now)
-        rows = parse_proc_cgroups(self.root.read("/proc/cgroups"), self.root.join("/proc/cgroups"))
+        try:
+            rows = parse_proc_cgroups(self.root.read("/proc/cgroups"), self.root.join("/proc/cgroups"))
+        except InputError as e:
+            rows = []
+            self.problems.setdefault("cgroup v1", str(e))
         v1 = []
         for name, hier, num, enabled in rows:
             if hier == 0 or not enabled:
                 continue  # bound to v2 or not mounted: /proc/cgroups cannot tell dying from live
             mnt = self.v1_mount(name)
+            if mnt is None:
+                self.problems.setdefault(f"cgroup v1 {name}", f"{self.root.join('/proc/cgroups')}: {name} is on "
+                                         f"hierarchy {hier} but the mount table does not mount it: "
+                                         "live cgroups unknown")
+            elif self._live.get(mnt) is None:
+                self.problems.setdefault(f"cgroup v1 {name}", f"{self.root.join(mnt)}: mounted per the mount table "
+                                         "but the directory is absent: live cgroups unknown")
             v1.append(ControllerCount(name, hier, num, self._live.get(mnt) if mnt else None, mnt))
         v2m = self.v2_mount()
-        v2 = v2_stat(self.root, v2m) if v2m and self.root.exists(os.path.join(v2m, "cgroup.stat")) else None
-        return Census(now, tuple(v1), v2, self._subtrees, self._walked_at)
+        v2 = None
+        if v2m:
+            try:
+                v2 = v2_stat(self.root, v2m)
+            except InputError as e:  # cgroup2 is mounted but its root cgroup.stat cannot be read
+                self.problems.setdefault("cgroup v2", str(e))
+        return Census(now, tuple(v1), v2, self._subtrees, self._walked_at, tuple(self.problems.items()))
 
 
 def pids_in_cgroup(root: Root, path: str) -> set[int]:

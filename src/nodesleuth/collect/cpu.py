@@ -1,7 +1,19 @@
 """Per-CPU utilisation from a single read of /proc/stat per tick (sysstat PR #439: read it once).
 
-Columns and arithmetic follow mpstat: the kernel already folds guest into user and guest_nice into
-nice, so %usr = user - guest and %nice = nice - guest_nice, and the total excludes guest columns.
+The arithmetic is mpstat's (sysstat 12.x: mpstat.c get_global_cpu_mpstats / write_plain_cpu_stats,
+rd_stats.c get_per_cpu_interval, common.c ll_sp_value), so our figures equal `mpstat -P ALL` to
+its 2 decimals, including the awkward cases a node really has:
+- the kernel already folds guest into user and guest_nice into nice: %usr = user - guest,
+  %nice = nice - guest_nice, and the interval leaves the guest columns out;
+- a CPU taken offline vanishes from /proc/stat: its row is hidden and its last counters are kept
+  as the reference, so when it comes back its idle/iowait (which restart from 0) are rebased
+  instead of making a false 100% busy; a CPU with no reference at all is hidden and left out of
+  "all";
+- any other counter that goes backwards prints 0, and a negative interval wraps modulo 2^64 like
+  C's unsigned long long (the whole row prints 0.00);
+- "all" is the sum of the shown CPUs' counters over the sum of their intervals (not the aggregate
+  `cpu` line, except on a one-CPU machine);
+- one snapshot gives since-boot figures (the reference is all zeros), as `mpstat` with no interval.
 """
 
 from __future__ import annotations
@@ -13,6 +25,9 @@ from .root import Root
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 COLUMNS = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")
+U, N, S, I, W, HI, SI, ST, G, GN = range(10)  # /proc/stat column order
+WRAP = 1 << 64  # sysstat's counters are unsigned long long
+LIM = WRAP - 1 - 0x7ffff  # get_per_cpu_interval: above this a counter is taken to have overflowed
 
 
 @dataclass(frozen=True)
@@ -41,11 +56,19 @@ class CpuUtil:
 
     @property
     def busy(self) -> float:
-        """Time the CPU was running something: everything but idle and iowait."""
-        return max(0.0, 100.0 - self.idle - self.iowait)
+        """Time the CPU was running something: the sum of mpstat's non-idle, non-iowait columns.
+
+        Summed rather than 100 - idle - iowait: when counters went backwards mpstat prints those
+        columns as 0.00 (idle too), and 100 - 0 would be a false 100% busy, a false hot core.
+        """
+        return self.usr + self.nice + self.sys + self.irq + self.soft + self.steal + self.guest + self.gnice
 
     def row(self) -> tuple[float, ...]:
         return tuple(getattr(self, c) for c in COLUMNS)
+
+    def mpstat(self) -> str:
+        """The row's ten columns as mpstat prints them (`%7.2f` each)."""
+        return "".join(" %7.2f" % v for v in self.row())
 
 
 def parse_stat(text: str, path: str = "/proc/stat") -> CpuTimes:
@@ -92,34 +115,141 @@ def read_stat(root: Root) -> CpuTimes:
     return parse_stat(root.read("/proc/stat"), root.join("/proc/stat"))
 
 
-def _util(cpu: int, a: tuple[int, ...], b: tuple[int, ...]) -> CpuUtil | None:
-    d = [y - x for x, y in zip(a, b)]
-    if min(d) < 0:  # a counter went backwards (hotplug): clamp, as mpstat does
-        d = [max(0, x) for x in d]
-    user, nice, system, idle, iowait, irq, soft, steal, guest, gnice = d
-    total = user + nice + system + idle + iowait + irq + soft + steal
-    if total <= 0:
-        return None
-    usr = max(0, user - guest)
-    nic = max(0, nice - gnice)
-    f = 100.0 / total
-    return CpuUtil(cpu, usr * f, nic * f, system * f, iowait * f, irq * f, soft * f, steal * f,
-                   guest * f, gnice * f, idle * f)
+def _tot(c) -> int:
+    """Jiffies of one CPU without guest/guest_nice (user and nice already include them), mod 2^64."""
+    return (c[U] + c[N] + c[S] + c[I] + c[W] + c[HI] + c[ST] + c[SI]) % WRAP
 
 
-def utilisation(prev: CpuTimes, cur: CpuTimes) -> dict[int, CpuUtil]:
-    """Percent per CPU between two reads; CPUs absent from either read (offline) are skipped."""
-    out: dict[int, CpuUtil] = {}
-    for cpu, b in cur.cpus.items():
-        a = prev.cpus.get(cpu)
-        if a is None:
+def _rebase(scc, scp) -> list[int]:
+    """rd_stats.c get_per_cpu_interval(): the reference with idle/iowait rebased where they went back
+    (iowait mis-accounting when idle grew; otherwise the CPU came back online and restarted them)."""
+    p = list(scp)
+    if scc[W] < p[W] and p[W] < LIM:
+        p[W] = scc[W] if (scc[I] > p[I] or p[I] >= LIM) else 0
+    if scc[I] < p[I] and p[I] < LIM:
+        p[I] = 0
+    return p
+
+
+def _itv(c, p) -> int:
+    """get_per_cpu_interval()'s result for current c against the rebased reference p: the jiffies
+    between them, mod 2^64, with a drop of (user-guest) or (nice-guest_nice) shifted out."""
+    ishift = 0
+    for x, g in ((U, G), (N, GN)):
+        cu, pu = (c[x] - c[g]) % WRAP, (p[x] - p[g]) % WRAP
+        if cu < pu:
+            ishift += pu - cu
+    return (_tot(c) - _tot(p) + ishift) % WRAP
+
+
+def _row(cpu: int, c, p, itv: int) -> CpuUtil:
+    """write_plain_cpu_stats(): ll_sp_value() is 0 where a counter went back, else
+    (double)(c - p) / itv * 100 in that order (so the last digit rounds as mpstat's does)."""
+    def pc(a: int, b: int) -> float:
+        a, b = a % WRAP, b % WRAP
+        return 0.0 if b < a else float(b - a) / float(itv) * 100
+
+    return CpuUtil(cpu, pc(p[U] - p[G], c[U] - c[G]), pc(p[N] - p[GN], c[N] - c[GN]), pc(p[S], c[S]),
+                   pc(p[W], c[W]), pc(p[HI], c[HI]), pc(p[SI], c[SI]), pc(p[ST], c[ST]), pc(p[G], c[G]),
+                   pc(p[GN], c[GN]), pc(p[I], c[I]))
+
+
+TICKLESS = (0.0,) * 9 + (100.0,)  # a CPU present but with no counter moved: mpstat prints 100 %idle
+
+
+@dataclass(frozen=True)
+class Interval:
+    """What mpstat shows for one pair of reads.
+
+    `deltas`: per shown CPU (-1 = "all"), the column deltas against the rebased reference; they can
+    be negative where a counter went backwards (from_deltas turns them into mpstat's row again).
+    `carry`: the next reference, with offline CPUs' last counters carried forward.
+    """
+
+    deltas: dict[int, tuple[int, ...]]
+    util: dict[int, CpuUtil]
+    carry: CpuTimes
+
+
+def interval(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None) -> Interval:
+    """mpstat's report between two reads (`mpstat -P ALL N`), or since boot when prev is None.
+
+    `ncpu`: the CPUs mpstat counts (cpuN directories in /sys/devices/system/cpu, see count_cpus);
+    without it, every CPU seen in either read (what `mpstat -H` does when CPUs are hot-added)."""
+    since_boot = prev is None
+    pc = {} if prev is None else prev.cpus
+    ids = sorted({c for c in cur.cpus if c >= 0} | {c for c in pc if c >= 0}) if ncpu is None else range(ncpu)
+    zero = (0,) * 10
+    carry = dict(cur.cpus)
+    deltas: dict[int, tuple[int, ...]] = {}
+    util: dict[int, CpuUtil] = {}
+    call, pall = [0] * 10, [0] * 10
+    deltot = 0
+    for c in ids:
+        scc, scp = cur.cpus.get(c, zero), pc.get(c, zero)
+        if not _tot(scc):  # offline now: hidden, and its last counters stay the reference
+            carry[c] = scp
             continue
-        u = _util(cpu, a, b)
-        if u is not None:
-            out[cpu] = u
-    return out
+        if not _tot(scp) and not since_boot:  # back online with no reference: hidden, not in "all"
+            continue
+        p = _rebase(scc, scp)
+        deltas[c] = tuple(a - b for a, b in zip(scc, p))
+        itv = _itv(scc, p)
+        deltot = (deltot + itv) % WRAP
+        util[c] = _row(c, scc, p, itv) if itv else CpuUtil(c, *TICKLESS)
+        call = [(a + b) % WRAP for a, b in zip(call, scc)]
+        pall = [(a + b) % WRAP for a, b in zip(pall, p)]
+    if len(ids) <= 1 and -1 in cur.cpus:  # a one-CPU machine: mpstat keeps the aggregate line
+        call = list(cur.cpus[-1])
+        pall = _rebase(call, pc.get(-1, zero))
+        deltot = _itv(call, pall)
+    deltas[-1] = tuple(a - b for a, b in zip(call, pall))
+    util[-1] = _row(-1, call, pall, deltot or 1)  # "all" cannot be tickless: 0.00 everywhere, %idle too
+    return Interval(deltas, util, CpuTimes(carry, cur.btime))
 
 
-def from_deltas(cpu: int, deltas: tuple[int, ...]) -> CpuUtil | None:
-    """Percentages from one interval's jiffy deltas (what the store keeps)."""
-    return _util(cpu, (0,) * len(deltas), deltas)
+def utilisation(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None) -> dict[int, CpuUtil]:
+    """Percent per CPU between two reads, as mpstat prints them; since boot when prev is None."""
+    return interval(prev, cur, ncpu).util
+
+
+def count_cpus(root: Root) -> int | None:
+    """What mpstat takes as the CPU count: cpuN directories in /sys/devices/system/cpu (None if absent)."""
+    names = root.listdir("/sys/devices/system/cpu")
+    n = sum(1 for x in names if x.startswith("cpu") and x[3:].isdigit())
+    return n or None
+
+
+def unchanged(a: CpuTimes, b: CpuTimes) -> bool:
+    """Two reads with identical per-CPU counters: a recorded tree, not a live /proc."""
+    return {c: v for c, v in a.cpus.items() if c >= 0} == {c: v for c, v in b.cpus.items() if c >= 0}
+
+
+def all_from_deltas(per_cpu: dict[int, tuple[int, ...]]) -> CpuUtil:
+    """The "all" row from the shown CPUs' deltas: their summed columns over the sum of their own
+    intervals (a CPU whose guest outran user shifts only its own interval, as in mpstat)."""
+    rows = [tuple(d) + (0,) * (10 - len(d)) for c, d in per_cpu.items() if c >= 0]
+    tot = [sum(col) for col in zip(*rows)] if rows else [0] * 10
+    return from_deltas(-1, tot, sum(_d_itv(d) for d in rows) % WRAP)
+
+
+def _d_itv(d) -> int:
+    return (sum(d[:8]) + max(0, d[G] - d[U]) + max(0, d[GN] - d[N])) % WRAP
+
+
+def from_deltas(cpu: int, deltas: tuple[int, ...], itv: int | None = None) -> CpuUtil:
+    """Percentages from one interval's jiffy deltas (what the store keeps; see Interval.deltas).
+
+    The same row as interval() gave, except for counters within a few jiffies of 2^64 (the deltas
+    do not keep the absolute values the unsigned comparisons need)."""
+    d = tuple(deltas) + (0,) * (10 - len(deltas))
+    itv = _d_itv(d) if itv is None else itv
+    if not itv and cpu >= 0:
+        return CpuUtil(cpu, *TICKLESS)
+    itv = float(itv or 1)
+
+    def pc(x: int) -> float:
+        return 0.0 if x < 0 else float(x) / itv * 100
+
+    return CpuUtil(cpu, pc(d[U] - d[G]), pc(d[N] - d[GN]), pc(d[S]), pc(d[W]), pc(d[HI]), pc(d[SI]), pc(d[ST]),
+                   pc(d[G]), pc(d[GN]), pc(d[I]))

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from operator import sub
 
 from .cgroups import Census, CgroupCensus
-from .cpu import CpuTimes, CpuUtil, from_deltas, read_stat
+from ..errors import InputError
+from .cpu import CpuTimes, CpuUtil, interval as cpu_interval, read_stat
 from .irqs import IrqReader
 from .kmsg import KernelEvent, KmsgReader
 from .meminfo import read_meminfo
@@ -81,11 +82,16 @@ class Sampler:
         self.hz = clock_ticks()
         self.kmsg = None
         self.kmsg_boot = kmsg_boot
+        self.kmsg_problem: str | None = None
         if kmsg:
             from .kmsg import load_rules
 
             path = kmsg if isinstance(kmsg, str) else None
-            self.kmsg = KmsgReader(root, path=path, rules=load_rules(rules_path), boot=kmsg_boot)
+            rules = load_rules(rules_path)
+            try:
+                self.kmsg = KmsgReader(root, path=path, rules=rules, boot=kmsg_boot)
+            except InputError as e:  # e.g. no btime in /proc/stat: the kernel log cannot be dated
+                self.kmsg_problem = str(e)
         self.n = 0
         self._stat: CpuTimes | None = None
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every)
@@ -95,6 +101,18 @@ class Sampler:
         self._irq_prev: tuple[dict, dict] | None = None
         self.starvation = StarvationReader(root) if starvation else None
         self._starve_prev: dict | None = None
+        # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
+        self.problems: dict[str, str] = dict(self.census.problems)
+        if self.kmsg_problem:
+            self.problems["kernel log"] = self.kmsg_problem
+
+    def _read(self, section: str, fn, default=None):
+        """fn() or, when a file of that section cannot be read or parsed, `default` (noted once)."""
+        try:
+            return fn()
+        except InputError as e:
+            self.problems.setdefault(section, str(e))
+            return default
 
     @property
     def stat(self) -> CpuTimes | None:
@@ -104,46 +122,47 @@ class Sampler:
     def prime(self) -> list[KernelEvent]:
         """First read: baselines for deltas; returns kernel-log events already in the ring."""
         self._t = time.time()
-        self._stat = read_stat(self.root)
-        self.tasks.sample(0, self._uptime())
-        self.nics = read_nics(self.root, self.ethtool)
+        self._stat = self._read("cpu", lambda: read_stat(self.root))
+        self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
+        self.nics = self._read("nics", lambda: read_nics(self.root, self.ethtool))
         if self.starvation:
-            self._starve_prev = self.starvation.read()
+            self._starve_prev = self._read("starvation", self.starvation.read)
         if self.irqs:
-            self._irq_prev = self.irqs.read()
+            self._irq_prev = self._read("irqs", self.irqs.read)
         return self._kmsg_events()
 
     def tick(self, force_walk: bool = False) -> Tick:
-        if self._stat is None:
+        if self._t is None:
             self.prime()
         now = time.time()
-        stat = read_stat(self.root)
         interval = max(1e-6, now - self._t)
-        raw = {c: tuple(_delta(self._stat.cpus[c], v)) for c, v in stat.cpus.items() if c in self._stat.cpus}
-        cpu = {}
-        if self.util:  # percentages from the same deltas the store keeps
-            cpu = {c: u for c, u in ((c, from_deltas(c, d)) for c, d in raw.items()) if u is not None}
-        # per-CPU jiffies of this interval: the denominator for per-process percentages
-        ncpu = max(1, len([c for c in stat.cpus if c >= 0]))
-        total = stat.cpus[-1]
-        prev_total = self._stat.cpus[-1]
-        ticks_per_cpu = (sum(total[:8]) - sum(prev_total[:8])) / ncpu
-        if ticks_per_cpu <= 0:
-            ticks_per_cpu = interval * self.hz
-        busy = {}
-        for c, d in raw.items():
-            tot = sum(d[:8])
-            if c >= 0 and tot > 0:
-                busy[c] = 100.0 * (tot - d[3] - d[4]) / tot
-        procs = top_per_cpu(fit_to_cpus(self.tasks.sample(ticks_per_cpu, self._uptime()), busy))
+        stat = self._read("cpu", lambda: read_stat(self.root))
+        raw, cpu, busy = None, {}, {}
+        ticks_per_cpu = interval * self.hz
+        if stat is not None and self._stat is not None:
+            # mpstat's arithmetic (collect/cpu.py): offline CPUs keep their last counters as the reference
+            iv = cpu_interval(self._stat, stat)
+            raw = iv.deltas
+            if self.util:
+                cpu = iv.util
+            busy = {c: u.busy for c, u in iv.util.items() if c >= 0}
+            # per-CPU jiffies of this interval: the denominator for per-process percentages
+            ncpu = max(1, len([c for c in stat.cpus if c >= 0]))
+            d = sum(stat.cpus[-1][:8]) - sum(self._stat.cpus[-1][:8])
+            if d > 0:
+                ticks_per_cpu = d / ncpu
+            stat = iv.carry
+        uses = self._read("processes", lambda: self.tasks.sample(ticks_per_cpu, self._uptime()), [])
+        procs = top_per_cpu(fit_to_cpus(uses, busy))
         census = self.census.sample(now, force_walk=force_walk)
-        mi = read_meminfo(self.root)
+        self.problems.update({k: v for k, v in census.problems if k not in self.problems})
+        mi = self._read("meminfo", lambda: read_meminfo(self.root), {})
         events = self._kmsg_events()
         nics = None
         if self.n % self.nic_every == 0:
             # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
             eth = self.ethtool and (self.nics is None or (self.n + 1) % self.ethtool_every == 0)
-            nics = self.nics = read_nics(self.root, eth, self.nics)
+            nics = self.nics = self._read("nics", lambda: read_nics(self.root, eth, self.nics))
         units = None
         # no systemd here: ask again only once a minute (a namespace's systemd may come up later)
         if self.units_every and self.n % (self.units_every if self.units_seen else 60) == 0:
@@ -151,15 +170,17 @@ class Sampler:
             self.units_seen = units is not None
         si = ni = None
         if self.irqs:
-            cur = self.irqs.read()
-            si, ni = (_deltas(a, b) for a, b in zip(self._irq_prev, cur))
+            cur = self._read("irqs", self.irqs.read)
+            if cur is not None and self._irq_prev is not None:
+                si, ni = (_deltas(a, b) for a, b in zip(self._irq_prev, cur))
             self._irq_prev = cur
         starve = None
         if self.starvation:
-            cur_s = self.starvation.read()
-            starve = starvation_deltas(self._starve_prev, cur_s, interval)
+            cur_s = self._read("starvation", self.starvation.read)
+            if cur_s is not None and self._starve_prev is not None:
+                starve = starvation_deltas(self._starve_prev, cur_s, interval)
             self._starve_prev = cur_s
-        self._stat, self._t = stat, now
+        self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
         return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
                     events, nics, units, raw, si, ni, starve)

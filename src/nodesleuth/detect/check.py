@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..collect.churn import ChurnSummary, ChurnTracer
 from ..collect import memcg_cost
 from ..collect.kmsg import boot_wall_time
-from ..collect.cpu import utilisation
+from ..collect.cpu import unchanged, utilisation
 from ..collect.root import Root
 from ..collect.sampler import Sampler, Tick
 from ..collect.units import read_units
@@ -49,11 +49,20 @@ class CheckResult:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     units: list | None = None  # systemd units at the end of the window
+    unread: dict[str, str] = field(default_factory=dict)  # section -> "path: reason" it could not be read
+    cpu_window: str = "interval"  # "since-boot" when /proc/stat did not move (a recorded tree)
 
     @property
     def exit_code(self) -> int:
-        """node-problem-detector custom plugin protocol: 0 OK, 1 problem."""
-        return 1 if any(f.problem for f in self.findings) else 0
+        """node-problem-detector custom plugin protocol: 0 OK, 1 problem, 2 unknown (a section could not
+        be read, so "no problem found" would claim more than was seen)."""
+        if any(f.problem for f in self.findings):
+            return 1
+        return 2 if self.unread else 0
+
+    @property
+    def status(self) -> str:
+        return {0: "ok", 1: "problem", 2: "unknown"}[self.exit_code]
 
 
 def _sleep_until(t: float) -> None:
@@ -97,10 +106,11 @@ def _kmsg_boot(root: Root, opt: CheckOptions) -> float | str | None:
 def run_check(opt: CheckOptions) -> CheckResult:
     root = Root(opt.root)
     notes = []
+    unread: dict[str, str] = {}
     kmsg_src: bool | str = opt.kmsg or True
     if not opt.kmsg and not os.access(root.join("/dev/kmsg"), os.R_OK):
         kmsg_src = False
-        notes.append(f"cannot read {root.join('/dev/kmsg')} (run as root): NIC log lines not checked")
+        unread["kernel log"] = f"{root.join('/dev/kmsg')}: cannot read (run as root, or pass --kmsg FILE)"
     # a check is short: NIC driver counters (ethtool) are read every tick so the window's delta is exact
     sampler = Sampler(root, threads=opt.threads, kmsg=kmsg_src, ns_pid=opt.ns_pid, rules_path=opt.rules,
                       units_every=0, ethtool_every=1, irqs=True, kmsg_boot=_kmsg_boot(root, opt))
@@ -135,6 +145,9 @@ def run_check(opt: CheckOptions) -> CheckResult:
         notes.append(f"kernel log {opt.kmsg} read as {r.description}" + (
             "" if r.has_wall_time else ": its times are uptime offsets and no boot time is known (the file is "
             "not this host's: give --boot-time), so findings show uptime only and --lookback cannot apply"))
+    unread.update(sampler.problems)
+    for section, why in unread.items():
+        notes.append(f"could not read {section}: {why}; {section} not checked")
     churn = tracer.stop(seconds) if tracer else None
     if tracer and churn is None and tracer.error:
         notes.append(f"cgroup churn trace failed: {tracer.error}")
@@ -163,19 +176,30 @@ def run_check(opt: CheckOptions) -> CheckResult:
         age = lambda pid: process_age(root, pid)  # noqa: E731
     found += units.findings(units0, units1, seconds, age)
     correlate(found)
-    avg = utilisation(stat0, stat1)
+    cpu_window = "interval"
+    avg = {}
+    if stat0 is not None and stat1 is not None:
+        if unchanged(stat0, stat1):  # a recorded tree: report since boot, as `mpstat -P ALL` with no interval
+            cpu_window = "since-boot"
+            notes.append("/proc/stat did not change during the check (a recorded tree?): per-CPU figures are "
+                         "averages since boot, as `mpstat -P ALL` prints with no interval")
+            avg = utilisation(None, stat1)
+        else:
+            avg = utilisation(stat0, stat1)
     cpus = {("all" if c < 0 else str(c)): {**{k: round(v, 2) for k, v in zip(
         ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle"), u.row())},
         "busy": round(u.busy, 2)} for c, u in sorted(avg.items())}
     c = last.census
     census = {"v1": [{"controller": x.name, "hierarchy": x.hierarchy, "tracked": x.tracked, "live": x.live,
                       "dying": x.dying, "mount": x.mount} for x in c.v1],
+              "unknown": [k for k, _ in c.problems],  # sections that could not be counted (see notes)
               "v2": None if c.v2 is None else {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
                                                "nr_dying_descendants": c.v2.nr_dying_descendants,
                                                "subsys": {k: {"live": a, "dying": b}
                                                           for k, (a, b) in c.v2.subsys.items()}},
               "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
-    return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes, units1)
+    return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes, units1, unread,
+                       cpu_window)
 
 
 def _memcgs_dying(t: Tick) -> bool:
@@ -188,9 +212,10 @@ def _memcgs_dying(t: Tick) -> bool:
 def to_json(res: CheckResult, root: str) -> dict:
     """The stable machine-readable schema (SCHEMA); fields are only ever added."""
     return {"schema": SCHEMA, "host": socket.gethostname() if os.path.realpath(root) == "/" else root,
-            "time": res.started, "seconds": round(res.seconds, 3), "status": "problem" if res.exit_code else "ok",
+            "time": res.started, "seconds": round(res.seconds, 3), "status": res.status,
             "exit_code": res.exit_code, "findings": [f.to_dict() for f in res.findings], "cpus": res.cpus,
-            "cgroups": res.census, "notes": res.notes,
+            "cpu_window": res.cpu_window, "cgroups": res.census, "notes": res.notes,
+            "unread": [{"section": k, "problem": v} for k, v in res.unread.items()],
             "churn": None if res.churn is None else {
                 "seconds": round(res.churn.seconds, 2), "events": res.churn.events,
                 "released": res.churn.released, "still_dying": res.churn.still_dying,

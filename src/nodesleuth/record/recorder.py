@@ -57,6 +57,7 @@ class Recorder:
         self.enc = Encoder()
         self.rollup = Rollup()
         self.rollup_t = 0.0
+        self._unread_said: set[str] = set()
         self.stop = False
         self._said = 0.0
         self._skipped_said = 0
@@ -100,6 +101,14 @@ class Recorder:
         if msgs:
             self._said = now
 
+    def _say_unread(self) -> None:
+        """A /proc or /sys file that cannot be read is said once on stderr; the rest is still recorded."""
+        for section, why in self.sampler.problems.items():
+            if section not in self._unread_said:
+                self._unread_said.add(section)
+                print(f"nodesleuth: warning: could not read {section}: {why}; recording without it",
+                      file=sys.stderr, flush=True)
+
     def run(self) -> None:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, self._signal)
@@ -130,6 +139,7 @@ class Recorder:
                 if self.ticks % 60 == 0:
                     self.store.enforce()
                 self._say_store_trouble()
+                self._say_unread()
                 if self.on_tick:
                     self.on_tick(self, tick)
                 nxt += self.opt.interval

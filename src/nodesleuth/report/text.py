@@ -13,7 +13,13 @@ def render(res: CheckResult, console: Console | None = None) -> None:
     con = console or Console(highlight=False, soft_wrap=True)
     problems = [f for f in res.findings if f.problem]
     head = f"nodesleuth check: {len(problems)} problem(s) in {res.seconds:.1f} s of sampling"
-    con.print(f"[bold]{head}[/bold]" if problems else f"[green]{head}: this node looks healthy[/green]")
+    if problems:
+        con.print(f"[bold]{head}[/bold]")
+    elif res.unread:  # could-not-read is never "healthy"
+        con.print(f"[yellow]{head}, but {len(res.unread)} section(s) could not be read: "
+                  f"{', '.join(res.unread)} (status unknown)[/yellow]")
+    else:
+        con.print(f"[green]{head}: this node looks healthy[/green]")
     for f in res.findings:
         con.print(f"\n[{STYLE.get(f.severity, '')}]{f.severity.upper():8}[/] {f.title}", markup=True)
         for e in f.evidence:
@@ -24,7 +30,8 @@ def render(res: CheckResult, console: Console | None = None) -> None:
     if allc:
         hottest = max(((k, v) for k, v in res.cpus.items() if k != "all"), key=lambda kv: kv[1]["busy"],
                       default=None)
-        line = f"\nnode busy {allc['busy']:.0f}% (sys {allc['sys']:.0f}%)"
+        since = " since boot" if res.cpu_window == "since-boot" else ""
+        line = f"\nnode busy{since} {allc['busy']:.0f}% (sys {allc['sys']:.0f}%)"
         if hottest:
             line += f"; hottest CPU {hottest[0]} {hottest[1]['busy']:.0f}%"
         con.print(line, markup=False)

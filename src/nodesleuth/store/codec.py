@@ -190,9 +190,9 @@ def _cpus(r: dict):
         raw = {c: full(v) for c, v in zip(ci, r["c"])}
         raw[-1] = full(r["ca"])
         for c, v in raw.items():
-            u = from_deltas(c, v)
-            if u is not None:
-                cpu[c] = u
+            # "ca" is what the recorder kept for "all": since the mpstat arithmetic, the sum of the shown
+            # CPUs' deltas (older stores: the aggregate line's delta, read back as it was)
+            cpu[c] = from_deltas(c, v)
     return cpu, raw
 
 

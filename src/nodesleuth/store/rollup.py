@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import orjson
 
+from ..collect.cpu import from_deltas
 from ..collect.sampler import Tick
 from ..collect.kmsg import is_nic
 
@@ -48,9 +49,13 @@ class Rollup:
             total = d[0] + d[1] + d[2] + d[3] + d[4] + d[5] + d[6] + d[7]
             if total <= 0:
                 continue
-            busy = 100.0 * (total - d[3] - d[4]) / total
+            if min(d) < 0 or d[8] > d[0] or d[9] > d[1]:  # a counter went back: mpstat's rules (collect/cpu.py)
+                u = from_deltas(c, d)
+                busy, sys_ = u.busy, u.sys
+            else:
+                busy, sys_ = 100.0 * (total - d[3] - d[4]) / total, 100.0 * d[2] / total
             bs[i] += busy
-            ss[i] += 100.0 * d[2] / total
+            ss[i] += sys_
             if busy > bm[i]:
                 bm[i] = busy
         self.events += [[round(e.time, 3), e.reason, e.kind, e.ifname] for e in t.events if is_nic(e)]
