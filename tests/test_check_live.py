@@ -57,30 +57,34 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
 
 
 def test_churn_trace_names_the_creator(tmp_path):
-    """perf on cgroup_mkdir/rmdir during the check names the process that made the zombies."""
+    """perf on cgroup_mkdir/rmdir during the check names the process that made the zombies. The
+    zombies are made all through the window (a busy machine may start perf late)."""
     parent = f"{zl.V1_MEMORY}/nodesleuth-churn-{os.getpid()}"
     data = str(tmp_path / "pins")
-    out = {}
+    out = {"made": 0}
+    stop = threading.Event()
 
     def churn():
-        time.sleep(1.5)  # inside the sampling window
-        out["made"] = zl.make_zombies(300, parent, data, prefix="ecs-agent-")
+        while not stop.is_set():
+            out["made"] += zl.make_zombies(20, parent, data, prefix="ecs-agent-")  # ecs-agent-I-PID
+            time.sleep(0.1)
 
     th = threading.Thread(target=churn)
     th.start()
     try:
-        rc, doc = check_json("--seconds", "4", "--zombie-warn", "100")
+        rc, doc = check_json("--seconds", "5", "--zombie-warn", "100")
     finally:
+        stop.set()
         th.join()
         zl.clear(parent, data)
-    assert out["made"] == 300
+    assert out["made"] >= 40
     churn = doc["churn"]
     assert churn is not None, doc["notes"]
     top = churn["creators"][0]
-    assert top["mkdir"] >= 300
-    assert top["pattern"].endswith("/ecs-agent-*-*")
+    assert 20 <= top["mkdir"] <= out["made"]
+    assert top["pattern"].endswith("/ecs-agent-*-*"), top
     f = finding(doc, "zombie_cgroups", controller="memory", version="v1")
-    assert f["data"]["growth"] >= 250
+    assert f["data"]["growth"] >= 20
     assert any("ecs-agent-" in e for e in f["evidence"])
 
 
