@@ -14,10 +14,11 @@ from ..collect.cpu import unchanged, utilisation
 from ..collect.root import Root
 from ..collect.sampler import Sampler, Tick
 from ..collect.units import read_units
-from . import hotcore, lockups, nic, units, zombies
+from . import registry, zombies
 from .incidents import NIC_LOOKBACK, may_have_starved
 from ..errors import InputError
 from .findings import Finding, ordered
+from .window import Window
 
 SCHEMA = "nodesleuth.check/v1"
 
@@ -154,27 +155,21 @@ def run_check(opt: CheckOptions) -> CheckResult:
 
     events = list(old_events) + [e for t in ticks for e in t.events]
     now = time.time() if root.live else max([e.time for e in events if e.time is not None], default=time.time())
-    found: list[Finding] = []
     last = ticks[-1]
-    b = {u.id: u.n_restarts for u in units0 or []}
-    restarts = {u.id: u.n_restarts - b.get(u.id, u.n_restarts if units0 else 0) for u in units1 or []}
     cost = None
     if opt.probe and root.live and _memcgs_dying(last):
         try:
             cost = memcg_cost.probe(root)
         except InputError as e:
             notes.append(f"Percpu per memcg not measured: {e}")
-    found += zombies.findings(census0, last.census, last.meminfo, seconds, units1, churn,
-                              opt.zombie_warn, opt.zombie_crit, restarts, cost)
-    found += hotcore.findings(ticks)
-    found += nic.findings(events, nics0, last.nics, since=now - opt.lookback)
-    found += lockups.findings(events, since=now - opt.lookback)
     age = None
     if opt.ns_pid is None:  # MainPID is a PID of the inspected namespace: only ours can be looked up
         from ..collect.units import process_age
 
         age = lambda pid: process_age(root, pid)  # noqa: E731
-    found += units.findings(units0, units1, seconds, age)
+    window = Window(ticks, seconds, census0, nics0, units0, units1, events, now - opt.lookback, churn, cost,
+                    opt.zombie_warn, opt.zombie_crit, age)
+    found: list[Finding] = registry.run(window)
     correlate(found)
     cpu_window = "interval"
     avg = {}

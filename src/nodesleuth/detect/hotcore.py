@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ..remedy.actions import Action
 from .findings import Finding
+from .registry import detector
+from .window import Window
 from .incidents import Episode, episodes, victim
 
 
@@ -58,3 +60,8 @@ def finding(e: Episode, ticks) -> Finding:
 def findings(ticks) -> list[Finding]:
     ticks = list(ticks)
     return [finding(e, ticks) for e in episodes(ticks)]
+
+
+@detector("hot_core")
+def from_window(w: Window) -> list[Finding]:
+    return findings(w.ticks)

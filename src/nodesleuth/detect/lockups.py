@@ -11,6 +11,8 @@ from collections import defaultdict
 
 from ..collect.kmsg import KernelEvent, when
 from .findings import Finding
+from .registry import detector
+from .window import Window
 
 KINDS = {
     "soft_lockup": ("soft lockup", "critical",
@@ -88,3 +90,8 @@ def findings(events: list[KernelEvent], since: float | None = None) -> list[Find
                            {"events": facts, "cpus": cpus, "processes": procs,
                             "longest_s": longest or None, "count": len(es)}))
     return out
+
+
+@detector("lockups")
+def from_window(w: Window) -> list[Finding]:
+    return findings(w.events, since=w.since)

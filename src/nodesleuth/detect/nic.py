@@ -7,6 +7,8 @@ from collections import Counter
 from ..collect.kmsg import KernelEvent, is_nic, when
 from ..collect.nic import NicCounters
 from .findings import Finding
+from .registry import detector
+from .window import Window
 
 
 def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: list[NicCounters] | None,
@@ -62,3 +64,8 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
                             "counters": trouble, "counters_delta": delta,
                             "resets": resets or trouble.get("total_resets", 0)}))
     return out
+
+
+@detector("nic_reset")
+def from_window(w: Window) -> list[Finding]:
+    return findings(w.events, w.nics0, w.last.nics, since=w.since)

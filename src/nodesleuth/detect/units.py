@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ..collect.units import Unit
-from ..remedy.actions import Action, protected
+from ..remedy.actions import protected
 from .findings import Finding
+from .registry import detector
+from .window import Window
 
 
 def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float,
@@ -40,3 +42,8 @@ def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float,
                            # disabling is proposed only by the zombie finding, when this unit is tied to them
                            []))
     return out
+
+
+@detector("crash_loop")
+def from_window(w: Window) -> list[Finding]:
+    return findings(w.units0, w.units1, w.seconds, w.process_age)

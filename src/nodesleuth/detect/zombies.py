@@ -8,6 +8,8 @@ from ..collect.memcg_cost import MemcgCost
 from ..collect.units import Unit
 from ..remedy.actions import Action, protected
 from .findings import Finding, human_bytes
+from .registry import detector
+from .window import Window
 
 WARN = 1000
 CRIT = 10000
@@ -132,3 +134,9 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
                     "proven_unit": proven_unit,
                     "memcg_cost": cost.to_dict() if held else None,
                     "dying_percpu_bytes": round(dying * cost.percpu_bytes) if held else None}, acts)
+
+
+@detector("zombie_cgroups")
+def from_window(w: Window) -> list[Finding]:
+    return findings(w.census0, w.last.census, w.last.meminfo, w.seconds, w.units1, w.churn, w.zombie_warn,
+                    w.zombie_crit, w.restarts, w.memcg_cost)

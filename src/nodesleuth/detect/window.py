@@ -1,0 +1,41 @@
+"""What one check window saw: the single input every detector reads (detect/registry.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..collect.cgroups import Census
+from ..collect.churn import ChurnSummary
+from ..collect.kmsg import KernelEvent
+from ..collect.memcg_cost import MemcgCost
+from ..collect.nic import NicCounters
+from ..collect.sampler import Tick
+from ..collect.units import Unit
+
+
+@dataclass
+class Window:
+    ticks: list[Tick]  # one per second, oldest first
+    seconds: float
+    census0: Census  # cgroup census when the window opened (walked)
+    nics0: list[NicCounters] | None
+    units0: list[Unit] | None  # None: systemd not inspected
+    units1: list[Unit] | None
+    events: list[KernelEvent]  # kernel-log events already in the ring plus those of the window
+    since: float | None  # kernel-log lookback: older events are ignored
+    churn: ChurnSummary | None = None
+    memcg_cost: MemcgCost | None = None
+    zombie_warn: int = 1000
+    zombie_crit: int = 10000
+    process_age: Callable[[int], float | None] | None = None  # main PID -> age, when PIDs are ours
+    restarts: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        b = {u.id: u.n_restarts for u in self.units0 or []}
+        self.restarts = {u.id: u.n_restarts - b.get(u.id, u.n_restarts if self.units0 else 0)
+                         for u in self.units1 or []}
+
+    @property
+    def last(self) -> Tick:
+        return self.ticks[-1]
