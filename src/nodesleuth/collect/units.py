@@ -92,11 +92,13 @@ def systemd_available(root: Root, ns_pid: int | None) -> bool:
         return False
 
 
-def _systemctl(ns_pid: int | None) -> list[str]:
-    base = ["systemctl", "--no-pager"]
-    if ns_pid:
-        return ["nsenter", "-t", str(ns_pid), "-m", "-p", "--"] + base
-    return base
+def nsenter(ns_pid: int | None) -> list[str]:
+    """Prefix that runs a command in the mount and PID namespace of `ns_pid` (a systemd's namespace)."""
+    return ["nsenter", "-t", str(ns_pid), "-m", "-p", "--"] if ns_pid else []
+
+
+def systemctl(ns_pid: int | None) -> list[str]:
+    return nsenter(ns_pid) + ["systemctl", "--no-pager"]
 
 
 def enabled_services(root: Root, ns_pid: int | None = None) -> list[str]:
@@ -104,7 +106,7 @@ def enabled_services(root: Root, ns_pid: int | None = None) -> list[str]:
     second on some hosts, while systemd handles nothing else), so only snapshots ask for it."""
     if not systemd_available(root, ns_pid) or (not root.live and not ns_pid):
         return []
-    files = subprocess.run(_systemctl(ns_pid) + ["list-unit-files", "--type=service", "--no-legend",
+    files = subprocess.run(systemctl(ns_pid) + ["list-unit-files", "--type=service", "--no-legend",
                                                  "--state=enabled"], capture_output=True, text=True, timeout=30)
     return [ln.split()[0] for ln in files.stdout.splitlines() if ln.strip() and "@" not in ln.split()[0]]
 
@@ -119,7 +121,7 @@ def read_units(root: Root, ns_pid: int | None = None) -> list[Unit] | None:
         p = root.join("/run/nodesleuth/systemctl-show")
         with open(p) as f:
             return parse_show(f.read(), p)
-    cmd = _systemctl(ns_pid)
+    cmd = systemctl(ns_pid)
     try:
         lst = subprocess.run(cmd + ["list-units", "--type=service", "--all", "--no-legend", "--plain",
                                     "--state=active,activating,deactivating,reloading,failed"],

@@ -18,6 +18,7 @@ import subprocess
 import time
 
 from ..children import spawn
+from ..collect.units import nsenter
 
 SYSTEMD = "/lib/systemd/systemd"
 CGROUP_BASE = "/sys/fs/cgroup"
@@ -88,7 +89,7 @@ class SystemdNamespace:
         raise RuntimeError("systemd in the namespace did not reach running state")
 
     def run(self, args: list[str], check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["nsenter", "-t", str(self.pid), "-m", "-p", "--"] + args, capture_output=True,
+        return subprocess.run(nsenter(self.pid) + args, capture_output=True,
                               text=True, check=check, timeout=120, input=input)
 
     def systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
+from ..collect.units import nsenter
+
 # Units whose loss takes the node off the network or out of the cluster. `remedy --apply` refuses
 # them unless the user names them with --unit.
 PROTECTED = ("kubelet.service", "containerd.service", "docker.service", "crio.service", "cri-docker.service",
@@ -22,15 +24,6 @@ RECLAIM_V1 = "sync; echo 3 > /proc/sys/vm/drop_caches"
 
 def protected(unit: str) -> bool:
     return any(fnmatch.fnmatch(unit, p) for p in PROTECTED)
-
-
-def nsenter(ns_pid: int | None) -> list[str]:
-    """Prefix that runs a command in the mount and PID namespace of `ns_pid` (a systemd's namespace)."""
-    return ["nsenter", "-t", str(ns_pid), "-m", "-p", "--"] if ns_pid else []
-
-
-def systemctl(ns_pid: int | None) -> list[str]:
-    return nsenter(ns_pid) + ["systemctl", "--no-pager"]
 
 
 @dataclass

@@ -12,7 +12,8 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from .actions import Action, protected, systemctl
+from ..collect.units import systemctl
+from .actions import Action, protected
 
 
 @dataclass
