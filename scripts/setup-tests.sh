@@ -20,4 +20,14 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# the cgroup-v2 many-CPU tests boot Debian's 6.12 kernel (fetched by tests/vm/vmrun.py) under QEMU TCG;
+# if QEMU cannot be installed those tests skip and say so (the rest must not depend on it)
+vm=()
+command -v qemu-system-x86_64 >/dev/null || vm+=(qemu-system-x86)
+command -v busybox >/dev/null || vm+=(busybox-static)
+command -v zstd >/dev/null || vm+=(zstd)
+if [ ${#vm[@]} -gt 0 ]; then
+    apt-get update -qq || true
+    apt-get install -y -qq --no-install-recommends "${vm[@]}" >/dev/null || echo "warning: could not install ${vm[*]}"
+fi
 python3 -m pip install -q -e ".[test]"
