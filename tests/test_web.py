@@ -85,9 +85,9 @@ def page(recorded, browser):
 
 
 def pixel(pg, cpu: int, t: float) -> list[int]:
-    return pg.evaluate("""([cpu, t]) => { const tl = window.nodesleuth.state.tl;
+    return pg.evaluate("""([cpu, t]) => { const st = window.nodesleuth.state, tl = st.tl;
         const cv = document.getElementById('timeline'); const x = Math.floor((t - tl.from) / tl.step);
-        const rh = cv.height / tl.values.length; const y = Math.floor((cpu + 0.5) * rh);
+        const rh = cv.height / st.rows.length; const y = Math.floor((st.rows.indexOf(cpu) + 0.5) * rh);
         return Array.from(cv.getContext('2d').getImageData(x, y, 1, 1).data); }""", [cpu, t])
 
 
@@ -99,7 +99,10 @@ def test_heatmap_draws_every_cpu_and_the_hot_core(page, recorded):
     assert cold[1] >= 180, cold  # pale: idle neighbour
     markers = page.locator("#markers .marker")
     assert markers.count() >= 1 and "ENATxQueuePaused" in (markers.first.get_attribute("title") or "")
-    assert "dying 68.4k" in page.locator("#census").text_content()
+    # the cgroup chart is a uPlot chart with a y axis and a legend naming the series
+    assert page.locator("#census .u-legend").count() == 1
+    legend = page.locator("#census .u-legend").inner_text()
+    assert "tracked" in legend and "live" in legend and "dying (zombie)" in legend
     page.screenshot(path=os.path.join(ART, "web-timeline.png"), full_page=True)
     assert page.errors == []
 
@@ -161,21 +164,43 @@ def test_day_timeline_from_rollups(tmp_path, browser):
         pg.close()
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **kw):
+        return None
+
+
 def test_non_loopback_bind_requires_a_token(recorded):
+    import http.cookiejar
+
     port = free_port()
     srv = _serve(recorded["store"], port, "--bind", "0.0.0.0", "--token", "s3cret")
+    base = f"http://127.0.0.1:{port}"
     try:
         with pytest.raises(urllib.error.HTTPError) as e:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary", timeout=5)
+            urllib.request.urlopen(f"{base}/api/summary", timeout=5)
         assert e.value.code == 401
-        ok = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary?token=s3cret", timeout=5).read())
-        assert ok["cpus"] == 96
+        # the token in the URL is swapped for an HttpOnly cookie and the URL loses it
+        raw = urllib.request.build_opener(_NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            raw.open(f"{base}/?from=1&token=s3cret#timeline", timeout=5)
+        assert e.value.code == 303
+        assert e.value.headers["Location"] == "/?from=1"
+        cookie = e.value.headers["Set-Cookie"]
+        assert "nodesleuth_token=s3cret" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert e.value.headers["Server"] == "waitress"  # a production WSGI server, not werkzeug's dev one
+        jar = http.cookiejar.CookieJar()
+        browser_like = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        r = browser_like.open(f"{base}/api/summary?token=s3cret", timeout=5)
+        assert r.url == f"{base}/api/summary" and json.loads(r.read())["cpus"] == 96
+        assert json.loads(browser_like.open(f"{base}/api/summary", timeout=5).read())["cpus"] == 96  # cookie only
         with pytest.raises(urllib.error.HTTPError) as e:  # a wrong token
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary?token=s3cre", timeout=5)
+            urllib.request.urlopen(f"{base}/api/summary?token=s3cre", timeout=5)
         assert e.value.code == 401
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/summary",
-                                     headers={"Authorization": "Bearer s3cret"})
+        req = urllib.request.Request(f"{base}/api/summary", headers={"Authorization": "Bearer s3cret"})
         assert json.loads(urllib.request.urlopen(req, timeout=5).read())["cpus"] == 96
+        req = urllib.request.Request(f"{base}/api/summary", headers={"Cookie": "nodesleuth_token=wrong"})
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(req, timeout=5)
     finally:
         srv.terminate()
         srv.wait()
@@ -191,14 +216,67 @@ def test_non_loopback_bind_requires_a_token(recorded):
         assert len(gen) >= 24
         for _ in range(100):
             try:
-                doc = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary?token={gen}",
-                                                        timeout=2).read())
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/api/summary",
+                                             headers={"Authorization": f"Bearer {gen}"})
+                doc = json.loads(urllib.request.urlopen(req, timeout=2).read())
                 break
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.1)
         assert doc["cpus"] == 96
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/summary", timeout=5)
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def test_token_cookie_in_a_real_browser(recorded, browser):
+    """Chromium opens the link with the token, ends on the same view without it, and the page works."""
+    port = free_port()
+    srv = _serve(recorded["store"], port, "--bind", "0.0.0.0", "--token", "s3cret")
+    try:
+        ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+        pg = ctx.new_page()
+        pg.goto(f"http://127.0.0.1:{port}/?token=s3cret#timeline")
+        pg.wait_for_selector("canvas#timeline[data-drawn='1']", timeout=20000)
+        assert "token" not in pg.url and pg.url.endswith("#timeline")
+        ck = {c["name"]: c for c in ctx.cookies()}
+        assert ck["nodesleuth_token"]["httpOnly"] and ck["nodesleuth_token"]["sameSite"] == "Strict"
+        assert pg.evaluate("document.cookie") == ""  # not readable by scripts
+        ctx.close()
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def test_concurrent_clients(recorded):
+    """16 clients at once, each asking for a timeline, a subsecond heatmap and a flame graph: all
+    answered, and each answer equals the one a lone client gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    port = free_port()
+    srv = _serve(recorded["store"], port)
+    base = f"http://127.0.0.1:{port}/api"
+    h0 = recorded["hot_start"]
+    urls = [f"{base}/timeline?from={recorded['t0']}&to={recorded['t0'] + 180}&cols=300",
+            f"{base}/heatmap?from={h0 - 5}&to={h0 + 10}&cpu=39",
+            f"{base}/flame?from={h0}&to={h0 + 5}&cpu=39",
+            f"{base}/cell?cpu=39&t={h0 + 2}"]
+    try:
+        alone = [json.loads(urllib.request.urlopen(u, timeout=60).read()) for u in urls]
+
+        def get(i):
+            r = urllib.request.urlopen(urls[i % len(urls)], timeout=120)
+            return i % len(urls), r.headers["Server"], json.loads(r.read())
+
+        with ThreadPoolExecutor(16) as ex:
+            got = list(ex.map(get, range(64)))
+        assert len(got) == 64
+        for i, server, doc in got:
+            assert server == "waitress"
+            assert doc == alone[i]
+        assert alone[2]["top"][0]["function"] == "mem_cgroup_nr_lru_pages"
+        assert alone[3]["sys"] >= 90 and alone[3]["procs"][0]["comm"] == "kubelet"
     finally:
         srv.terminate()
         srv.wait()
