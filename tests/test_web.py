@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ART, free_port
+from conftest import ART, free_port, needs_root
 from nodesleuth.lab.webfixture import build, build_day
 
 CHROMIUM = "/usr/bin/chromium"
@@ -133,6 +133,155 @@ def test_click_opens_subsecond_heatmap_then_flame_graph(page, recorded):
     page.check("#diff")
     page.wait_for_function("document.getElementById('flame-title').innerText.includes('baseline')")
     page.screenshot(path=os.path.join(ART, "web-flame-diff.png"), full_page=True)
+    assert page.errors == []
+
+
+def hover_tip(pg) -> str:
+    pg.wait_for_selector("#tip:not([hidden])")
+    return pg.locator("#tip").inner_text()
+
+
+def test_axes_legend_and_hover_values(page, recorded):
+    page.goto(f"{page.base}/?from={recorded['t0']}&to={recorded['t0'] + 180}#timeline")
+    page.wait_for_function("window.nodesleuth.ready === true", timeout=20000)
+    # time axes in UTC wall-clock, a colour legend with its unit, a readable row per CPU
+    ticks = page.locator("#tl-axis-top .axis-x .tick text").all_text_contents()
+    assert len(ticks) >= 3 and all(len(t) == 8 and t.count(":") == 2 for t in ticks), ticks
+    assert "time (UTC)" in page.locator("#tl-axis-bottom").text_content()
+    legend = page.locator("#tl-legend").text_content()
+    assert "busy % of the CPU (per second)" in legend and "100%" in legend and "no data" in legend
+    box = page.locator("canvas#timeline").bounding_box()
+    assert box["height"] / 96 >= 10  # rows readable at 96 CPUs (the heatmap scrolls)
+    assert page.locator(".cpu-label").count() == 96
+    assert page.locator(".cpu-label.hot").all_inner_texts() == ["CPU 39"]
+    # hover a hot cell: CPU, time, busy, then %usr/%sys/%soft and the top process from the server
+    c = page.evaluate("([c,t]) => window.nodesleuth.cellCenter(c, t)", [39, recorded["hot_start"] + 2.5])
+    page.mouse.move(c["x"], c["y"])
+    page.wait_for_function("document.getElementById('tip').innerText.includes('top:')")
+    tip = page.locator("#tip").inner_text()
+    assert tip.startswith("CPU 39  2026-11-30T00:55:02") and "busy 9" in tip and "%sys 94" in tip, tip
+    assert "top: kubelet[100]" in tip, tip
+    page.screenshot(path=os.path.join(ART, "web-hover-cell.png"))
+    # the NIC events: a marker over the heatmap and a hover target above it with the kernel's text
+    ev = page.locator("#event-strip .ev[data-reason*='ENATxQueuePaused']")
+    ev.hover()
+    tip = hover_tip(page)
+    assert "ENATxQueuePaused on eth0" in tip and "TX q 0 is paused for too long" in tip
+    assert "ENADeviceReset on eth0" in tip  # logged in the same second: one target lists both
+    page.screenshot(path=os.path.join(ART, "web-hover-event.png"))
+    page.mouse.move(5, 5)
+    # the incident as a band, its title on hover
+    page.wait_for_selector("#event-strip .inc", timeout=30000)
+    page.locator("#event-strip .inc").first.hover()
+    assert "Incident 1:" in hover_tip(page)
+    page.mouse.move(5, 5)
+    # uPlot charts: axes with units, legends naming the series, values on hover
+    for chart, want in (("census", ["tracked", "live", "dying (zombie)"]), ("memory", ["Percpu", "Slab"])):
+        assert page.locator(f"#{chart} .u-axis").count() >= 2
+        lg = page.locator(f"#{chart} .u-legend").inner_text()
+        assert all(w in lg for w in want), lg
+    labels = lambda c: page.evaluate(f"window.nodesleuth.state.charts['{c}'].axes.map(a => a.label)")  # noqa: E731
+    assert labels("census") == ["time (UTC)", "memory cgroups (count)"]  # uPlot draws axes on its canvas
+    assert labels("memory") == ["time (UTC)", "bytes (/proc/meminfo)"]
+    over = page.locator("#census .u-over").bounding_box()
+    page.mouse.move(over["x"] + over["width"] * 0.6, over["y"] + over["height"] / 2)
+    vals = page.locator("#census .u-legend .u-value").all_inner_texts()
+    assert vals[0].startswith("2026-11-30T") and all(v not in ("", "-", "--") for v in vals), vals
+    # the starvation chart: this fixture has softirq counts, not ksoftirqd waits or PSI, and says so
+    assert "NET_RX" in page.locator("#starve .u-legend").inner_text()
+    assert "ksoftirqd wait not recorded" in page.locator("#starve-note").inner_text()
+    assert labels("starve") == ["time (UTC)", "softirqs per second (all CPUs)"]
+    page.screenshot(path=os.path.join(ART, "web-charts.png"), full_page=True)
+    # fold idle CPUs: the hot one stays, the URL keeps the choice
+    page.check("#fold")
+    assert "fold=1" in page.url
+    assert int(page.locator("canvas#timeline").get_attribute("data-rows")) < 96
+    assert "CPU 39" in page.locator(".cpu-label").all_inner_texts()
+    page.uncheck("#fold")
+    assert page.errors == []
+
+
+def test_url_round_trip_and_no_stale_panels(page, browser, recorded):
+    h0 = recorded["hot_start"]
+    page.goto(f"{page.base}/?from={recorded['t0']}&to={recorded['t0'] + 180}#timeline")
+    page.wait_for_function("window.nodesleuth.ready === true", timeout=20000)
+
+    def drag(cpu, a, b):
+        page.evaluate("window.scrollTo(0, 0)")
+        p = page.evaluate("([c,t]) => window.nodesleuth.cellCenter(c, t)", [cpu, a])
+        q = page.evaluate("([c,t]) => window.nodesleuth.cellCenter(c, t)", [cpu, b])
+        page.mouse.move(p["x"], p["y"])
+        page.mouse.down()
+        page.mouse.move(q["x"], q["y"])
+        page.mouse.up()
+
+    drag(39, h0 + 1, h0 + 3)
+    page.wait_for_selector("#subsecond rect.cell")
+    ncols = page.evaluate("window.nodesleuth.state.sub.h.columns.length")
+    page.locator("#subsecond rect.cell[data-col='0'][data-row='49']").click()
+    page.locator(f"#subsecond rect.cell[data-col='{ncols - 1}'][data-row='0']").click()
+    page.wait_for_selector("#flame svg g")
+    page.fill("#search", "memcg")
+    page.click("#search-go")
+    page.check("#diff")
+    page.wait_for_function("document.getElementById('flame-title').innerText.includes('vs baseline')")
+    url = page.url
+    for k in ("from=", "to=", "sub_from=", "cpu=39", "fl_from=", "fl_cpu=39", "diff=1", "base_from=", "q=memcg"):
+        assert k in url, (k, url)
+    titles = (page.locator("#subsecond-title").inner_text(), page.locator("#flame-title").inner_text())
+    # the same link in a fresh page reproduces the view
+    other = browser.new_page(viewport={"width": 1400, "height": 1100})
+    other.goto(url)
+    other.wait_for_function("window.nodesleuth.ready === true", timeout=30000)
+    assert (other.locator("#subsecond-title").inner_text(), other.locator("#flame-title").inner_text()) == titles
+    assert other.locator("#search").input_value() == "memcg" and other.locator("#diff").is_checked()
+    assert other.evaluate("window.nodesleuth.state.tl.from") == page.evaluate("window.nodesleuth.state.tl.from")
+    other.screenshot(path=os.path.join(ART, "web-url-restored.png"), full_page=True)
+    other.close()
+    # a new selection on another CPU: the old flame graph goes, nothing of CPU 39 stays on screen
+    drag(1, h0 + 20, h0 + 22)
+    page.wait_for_function("document.getElementById('subsecond-title').innerText.includes('CPU 1,')")
+    assert page.locator("#flame-panel").is_hidden()
+    assert "fl_from" not in page.url and "cpu=1" in page.url
+    page.screenshot(path=os.path.join(ART, "web-new-selection.png"), full_page=True)
+    assert page.errors == []
+
+
+def test_diff_colours_new_frame_red_gone_frames_shown_and_empty_baseline_refused(page, recorded):
+    """CPU 39's memcg walk is absent from the 5 s before the episode: the default baseline makes it
+    new (solid red); what CPU 39 ran before and not now is drawn as gone; a baseline before the
+    profile starts is refused with a sentence instead of an all-grey graph."""
+    h0, h1, t0 = recorded["hot_start"], recorded["hot_end"], recorded["t0"]
+    page.goto(f"{page.base}/?from={t0}&to={t0 + 180}&fl_from={h0}&fl_to={h1}&fl_cpu=39&diff=1#timeline")
+    page.wait_for_function("window.nodesleuth.ready === true", timeout=20000)
+    page.wait_for_selector("#flame svg g")
+    fill = lambda name: page.evaluate(  # noqa: E731
+        "n => { const g = [...document.querySelectorAll('#flame g')].find(g => g.getAttribute('name') === n);"
+        " return g ? g.querySelector('rect').getAttribute('fill') : null; }", name)
+    assert fill("mem_cgroup_nr_lru_pages_[k]") == "rgb(220,0,0)"
+    statuses = page.evaluate("d3.selectAll('#flame g').data().map(d => d.data.status)")
+    assert "gone" in statuses and "new" in statuses
+    gone = page.evaluate("d3.selectAll('#flame g').data().filter(d => d.data.status === 'gone')"
+                         ".map(d => d.data.name)")
+    gfill = fill(gone[0])
+    assert gfill == "rgb(110,120,230)"
+    assert "baseline" in page.locator("#flame-title").inner_text()
+    assert page.locator("#flame-legend").is_visible()
+    assert page.locator("#markers .band.base").count() == 1  # the baseline window drawn on the timeline
+    # hover text of the new frame says so
+    page.locator("#flame g[name='mem_cgroup_nr_lru_pages_[k]']").hover()
+    page.wait_for_timeout(300)
+    assert "new:" in page.locator(".d3-flame-graph-tip").inner_text()
+    page.screenshot(path=os.path.join(ART, "web-flame-diff-new-red.png"), full_page=True)
+    # a baseline that holds no data: refused, said, no graph
+    page.fill("#baseline", f"{t0 + 10}..{t0 + 20}")
+    page.click("#baseline-go")
+    page.wait_for_selector("#flame-msg:not([hidden])")
+    msg = page.locator("#flame-msg").inner_text()
+    assert "holds no profile samples" in msg and "choose a baseline inside it" in msg
+    assert page.locator("#flame svg").count() == 0
+    assert "not drawn" in page.locator("#flame-title").inner_text()
+    page.screenshot(path=os.path.join(ART, "web-flame-baseline-refused.png"), full_page=True)
     assert page.errors == []
 
 
@@ -338,3 +487,40 @@ def test_day_timeline_keeps_a_3_second_hot_core(tmp_path):
     assert row5[col] == 100 and max(tl["values"][4]) <= 9 and sorted(row5)[-2] <= 9
     mean = data.timeline(StoreReader(store), t0, t0 + 86400, cols=600, metric="mean")
     assert mean["values"][5][col] < 15  # a minute's mean hides it: that is why the max is kept
+
+
+@needs_root
+def test_real_recording_busy_loop_new_frame_and_starvation_chart(tmp_path, browser, busy_loop):
+    """A real recording (recorder + perf on this machine): a pinned busy loop started mid-way. Its
+    CPU is hot in the heatmap; against the seconds before it started its frames are new (red); the
+    starvation chart shows the kernel's ksoftirqd wait and CPU pressure as recorded."""
+    import signal
+
+    store = str(tmp_path / "st")
+    rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet", "--profile",
+                            "--profile-rotate", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(5)
+        loop_from = time.time()
+        busy_loop(1, "ns-busyloop")
+        time.sleep(6)
+        loop_to = time.time()
+    finally:
+        rec.send_signal(signal.SIGTERM)
+        _, err = rec.communicate(timeout=60)
+    assert rec.returncode == 0, err
+    t0 = loop_from - 5
+    url = (f"/?from={t0:.3f}&to={loop_to + 1:.3f}&fl_from={loop_from + 1:.3f}&fl_to={loop_to:.3f}&diff=1"
+           f"&base_from={t0 + 1:.3f}&base_to={loop_from - 0.2:.3f}#timeline")
+    with served_page(browser, store, url) as pg:
+        pg.wait_for_function("window.nodesleuth.ready === true", timeout=30000)
+        assert pg.locator("#problem-banner").is_hidden()
+        lg = pg.locator("#starve .u-legend").inner_text()
+        assert "longest ksoftirqd wait" in lg and "PSI cpu some" in lg and "NET_RX" in lg, lg
+        assert pg.evaluate("window.nodesleuth.state.charts.starve.axes.map(a => a.label)") == [
+            "time (UTC)", "ms waited per second", "softirqs per second (all CPUs)"]
+        pg.wait_for_selector("#flame svg g", timeout=30000)
+        fill = pg.evaluate("""() => { const g = [...document.querySelectorAll('#flame g')]
+            .find(g => g.getAttribute('name') === 'ns-busyloop'); return g && g.querySelector('rect').getAttribute('fill'); }""")
+        assert fill == "rgb(220,0,0)"  # the loop's process is new against the seconds before it started
+        pg.screenshot(path=os.path.join(ART, "web-real-busyloop.png"), full_page=True)

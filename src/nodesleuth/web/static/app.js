@@ -14,6 +14,7 @@ const iso = t => new Date(t * 1000).toISOString().replace(".000Z", "Z");
 const hms = d3.utcFormat("%H:%M:%S");
 const LEFT = 60;  // px left of the plot area: CPU labels, chart y axes
 const ROWH = 12;  // px per CPU row: readable at 96 CPUs (the heatmap scrolls)
+const FOLD_BELOW = 50;  // "fold idle CPUs" hides the rows that never reached this busy % in the range
 const color = v => v < 0 ? "#f4f4f4" : d3.interpolateYlOrRd(Math.min(1, v / 100));
 const state = { summary: null, from: 0, to: 0, tl: null, rows: [], sub: null, flame: null, fl: null,
                 incidents: [], gen: { tl: 0, sub: 0, flame: 0, cell: 0 }, charts: {} };
@@ -117,9 +118,9 @@ function drawTimeline(tl) {
   const peak = tl.values.map(r => Math.max(-1, ...r));
   const fold = $("fold").checked;
   const rows = [];
-  for (let c = 0; c < ncpu; c++) if (!fold || peak[c] >= 10) rows.push(c);
+  for (let c = 0; c < ncpu; c++) if (!fold || peak[c] >= FOLD_BELOW) rows.push(c);
   state.rows = rows;
-  $("fold-note").textContent = fold ? `(${ncpu - rows.length} of ${ncpu} CPUs folded: never >= 10% in this range)`
+  $("fold-note").textContent = fold ? `(${ncpu - rows.length} of ${ncpu} CPUs folded: never >= ${FOLD_BELOW}% in this range)`
                                     : `(${ncpu} CPUs; hot ones, >= 90% at some point, in red)`;
   cv.width = tl.cols; cv.height = Math.max(ROWH, rows.length * ROWH);
   const ctx = cv.getContext("2d");
@@ -175,12 +176,21 @@ function drawMarkers(tl) {
   const mk = $("markers"), strip = $("event-strip"), cv = $("timeline");
   mk.innerHTML = ""; strip.innerHTML = ""; strip.style.width = `${tl.cols}px`;
   const xAt = t => (t - tl.from) / tl.step;
+  // events a few px apart share one hover target listing all of them (an ENA reset logs several lines)
+  const groups = new Map();
   tl.events.forEach(e => {
-    const text = `${iso(e.t)}  ${e.reason}${e.ifname ? " on " + e.ifname : ""} (${e.kind})` + (e.message ? `\n${e.message}` : "");
-    const m = document.createElement("div"); m.className = "marker"; m.style.left = `${xAt(e.t)}px`;
-    m.style.height = `${cv.height}px`; m.dataset.reason = e.reason; m.title = text; mk.appendChild(m);
-    const s = document.createElement("div"); s.className = "ev"; s.textContent = "▼"; s.style.left = `${xAt(e.t)}px`;
-    s.dataset.reason = e.reason; s.dataset.tip = text; hoverTip(s); strip.appendChild(s);
+    const k = Math.round(xAt(e.t) / 6);
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(e);
+  });
+  groups.forEach(evs => {
+    const text = evs.map(e => `${iso(e.t)}  ${e.reason}${e.ifname ? " on " + e.ifname : ""} (${e.kind})` +
+      (e.message ? `\n  ${e.message}` : "")).join("\n");
+    const x0 = xAt(evs[0].t), reasons = evs.map(e => e.reason).join(",");
+    evs.forEach(e => { const m = document.createElement("div"); m.className = "marker"; m.style.left = `${xAt(e.t)}px`;
+      m.style.height = `${cv.height}px`; m.dataset.reason = e.reason; m.title = text; mk.appendChild(m); });
+    const s = document.createElement("div"); s.className = "ev"; s.textContent = evs.length > 1 ? `${evs.length}` : "▼";
+    s.style.left = `${x0}px`; s.dataset.reason = reasons; s.dataset.tip = text; hoverTip(s); strip.appendChild(s);
   });
   state.incidents.forEach((inc, i) => {
     if (inc.end < tl.from || inc.start > tl.to) return;
