@@ -181,8 +181,8 @@ def test_axes_legend_and_hover_values(page, recorded):
         lg = page.locator(f"#{chart} .u-legend").inner_text()
         assert all(w in lg for w in want), lg
     labels = lambda c: page.evaluate(f"window.nodesleuth.state.charts['{c}'].axes.map(a => a.label)")  # noqa: E731
-    assert labels("census") == ["time (UTC)", "memory cgroups (count)"]  # uPlot draws axes on its canvas
-    assert labels("memory") == ["time (UTC)", "bytes (/proc/meminfo)"]
+    assert labels("census") == ["time (UTC)", "cgroups"]  # uPlot draws axes on its canvas
+    assert labels("memory") == ["time (UTC)", "bytes"]
     over = page.locator("#census .u-over").bounding_box()
     page.mouse.move(over["x"] + over["width"] * 0.6, over["y"] + over["height"] / 2)
     vals = page.locator("#census .u-legend .u-value").all_inner_texts()
@@ -190,7 +190,7 @@ def test_axes_legend_and_hover_values(page, recorded):
     # the starvation chart: this fixture has softirq counts, not ksoftirqd waits or PSI, and says so
     assert "NET_RX" in page.locator("#starve .u-legend").inner_text()
     assert "ksoftirqd wait not recorded" in page.locator("#starve-note").inner_text()
-    assert labels("starve") == ["time (UTC)", "softirqs per second (all CPUs)"]
+    assert labels("starve") == ["time (UTC)", "softirqs / s"]
     page.screenshot(path=os.path.join(ART, "web-charts.png"), full_page=True)
     # fold idle CPUs: the hot one stays, the URL keeps the choice
     page.check("#fold")
@@ -243,6 +243,7 @@ def test_url_round_trip_and_no_stale_panels(page, browser, recorded):
     page.wait_for_function("document.getElementById('subsecond-title').innerText.includes('CPU 1,')")
     assert page.locator("#flame-panel").is_hidden()
     assert "fl_from" not in page.url and "cpu=1" in page.url
+    page.wait_for_selector("#subsecond rect.cell")
     page.screenshot(path=os.path.join(ART, "web-new-selection.png"), full_page=True)
     assert page.errors == []
 
@@ -264,7 +265,7 @@ def test_diff_colours_new_frame_red_gone_frames_shown_and_empty_baseline_refused
     gone = page.evaluate("d3.selectAll('#flame g').data().filter(d => d.data.status === 'gone')"
                          ".map(d => d.data.name)")
     gfill = fill(gone[0])
-    assert gfill == "rgb(110,120,230)"
+    assert gfill == "rgb(60,70,160)"
     assert "baseline" in page.locator("#flame-title").inner_text()
     assert page.locator("#flame-legend").is_visible()
     assert page.locator("#markers .band.base").count() == 1  # the baseline window drawn on the timeline
@@ -518,7 +519,7 @@ def test_real_recording_busy_loop_new_frame_and_starvation_chart(tmp_path, brows
         lg = pg.locator("#starve .u-legend").inner_text()
         assert "longest ksoftirqd wait" in lg and "PSI cpu some" in lg and "NET_RX" in lg, lg
         assert pg.evaluate("window.nodesleuth.state.charts.starve.axes.map(a => a.label)") == [
-            "time (UTC)", "ms waited per second", "softirqs per second (all CPUs)"]
+            "time (UTC)", "ms / s", "softirqs / s"]
         pg.wait_for_selector("#flame svg g", timeout=30000)
         fill = pg.evaluate("""() => { const g = [...document.querySelectorAll('#flame g')]
             .find(g => g.getAttribute('name') === 'ns-busyloop'); return g && g.querySelector('rect').getAttribute('fill'); }""")

@@ -159,7 +159,7 @@ function drawTimeline(tl) {
 }
 
 function drawLegend(tl) {
-  const svg = d3.select("#tl-legend"); svg.selectAll("*").remove();
+  const svg = d3.select("#tl-legend").attr("height", 44); svg.selectAll("*").remove();
   const w = 240, grad = svg.append("defs").append("linearGradient").attr("id", "busy-grad");
   d3.range(0, 101, 10).forEach(v => grad.append("stop").attr("offset", `${v}%`).attr("stop-color", color(v)));
   svg.append("text").attr("x", 0).attr("y", 12).attr("font-size", 11)
@@ -284,8 +284,10 @@ function lineChart(id, tl, pts, series, axes) {
     scales: { x: { time: true, min: tl.from, max: tl.to }, ...Object.fromEntries(axes.map(a => [a.scale, { auto: true, range: (u, lo, hi) => [0, Math.max(hi * 1.1, a.floor || 1)] }])) },
     cursor: { sync: { key: "nodesleuth" } },
     series: [{ label: "time (UTC)", value: (u, v) => v == null ? "-" : iso(v) },
-             ...series.map(s => ({ label: s.label, stroke: s.stroke, width: 1.5, scale: s.scale, value: (u, v) => s.fmt(v), spanGaps: false }))],
-    axes: [{ label: "time (UTC)", labelSize: 14, size: 36 },
+             ...series.map(s => ({ label: s.label, stroke: s.stroke, width: 1.5, dash: s.dash, scale: s.scale, value: (u, v) => s.fmt(v), spanGaps: false }))],
+    padding: [8, axes.length > 1 ? 0 : 10, 0, 0],
+    axes: [{ label: "time (UTC)", labelSize: 14, size: 36,
+             values: (u, splits) => splits.map(v => (tl.to - tl.from > 86400 ? d3.utcFormat("%m-%d %H:%M") : tl.to - tl.from > 600 ? d3.utcFormat("%H:%M") : hms)(new Date(v * 1000))) },
            ...axes.map((a, i) => ({ scale: a.scale, label: a.label, labelSize: 14, size: i === 0 ? LEFT : 70, side: i === 0 ? 3 : 1,
                                     values: (u, vals) => vals.map(a.tick), grid: { show: i === 0 } }))],
   };
@@ -298,12 +300,12 @@ function drawCharts(tl) {
   lineChart("census", tl, tl.census, [
     { key: "tracked", label: "tracked", stroke: "#555", scale: "n", fmt: fmtCount },
     { key: "live", label: "live", stroke: "#090", scale: "n", fmt: fmtCount },
-    { key: "dying", label: "dying (zombie)", stroke: "#c00", scale: "n", fmt: fmtCount }],
-    [{ scale: "n", label: "memory cgroups (count)", tick: v => d3.format(".3~s")(v) }]);
+    { key: "dying", label: "dying (zombie)", stroke: "#c00", scale: "n", fmt: fmtCount, dash: [6, 3] }],
+    [{ scale: "n", label: "cgroups", tick: v => d3.format(".3~s")(v) }]);
   lineChart("memory", tl, tl.memory, [
     { key: "percpu", label: "Percpu", stroke: "#c60", scale: "b", fmt: fmtBytes },
     { key: "slab", label: "Slab", stroke: "#06c", scale: "b", fmt: fmtBytes }],
-    [{ scale: "b", label: "bytes (/proc/meminfo)", tick: v => d3.format(".2~s")(v) + "B" }]);
+    [{ scale: "b", label: "bytes", tick: v => d3.format(".2~s")(v) + "B" }]);
   const sv = tl.starvation || [];
   const has = k => sv.some(p => p[k] != null);
   const notes = [];
@@ -313,13 +315,13 @@ function drawCharts(tl) {
   $("starve-note").textContent = notes.join("; ");
   const series = [], axes = [];
   if (has("ksoftirqd_wait_ms") || has("psi_cpu_some_ms")) {
-    axes.push({ scale: "ms", label: "ms waited per second", tick: v => d3.format("~s")(v), floor: 10 });
+    axes.push({ scale: "ms", label: "ms / s", tick: v => d3.format("~s")(v), floor: 10 });
     if (has("ksoftirqd_wait_ms")) series.push({ key: "ksoftirqd_wait_ms", label: "longest ksoftirqd wait", stroke: "#c00", scale: "ms",
       fmt: v => v == null ? "-" : fmtMs(v) });
     if (has("psi_cpu_some_ms")) series.push({ key: "psi_cpu_some_ms", label: "PSI cpu some", stroke: "#80c", scale: "ms", fmt: fmtMs });
   }
   if (has("net_rx_per_s")) {
-    axes.push({ scale: "r", label: "softirqs per second (all CPUs)", tick: v => d3.format("~s")(v) });
+    axes.push({ scale: "r", label: "softirqs / s", tick: v => d3.format("~s")(v) });
     series.push({ key: "net_rx_per_s", label: "NET_RX", stroke: "#06c", scale: "r", fmt: fmtRate },
                 { key: "net_tx_per_s", label: "NET_TX", stroke: "#0a8", scale: "r", fmt: fmtRate });
   }
@@ -406,9 +408,9 @@ const diffColor = (d, orig) => {
   const st = d.data.status;
   if (!st) return orig;
   if (st === "new") return "rgb(220,0,0)";
-  if (st === "gone") return "rgb(110,120,230)";
+  if (st === "gone") return "rgb(60,70,160)";
   if (st === "same") return "rgb(215,215,215)";
-  const k = Math.round(200 * (1 - Math.min(1, Math.abs(d.data.change || 0))));
+  const k = Math.round(110 + 110 * (1 - Math.min(1, Math.abs(d.data.change || 0))));  // 110 (all changed) .. 220
   return st === "more" ? `rgb(255,${k},${k})` : `rgb(${k},${k},255)`;
 };
 
