@@ -37,12 +37,19 @@ def test_pprof_read_by_go_tool_pprof(cap):
     assert p.returncode == 0, p.stderr
     with open(out, "rb") as f:
         assert f.read(2) == b"\x1f\x8b"  # gzip, as profile.proto prescribes
-    top = subprocess.run(["go", "tool", "pprof", "-top", out], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "HOME": str(d)})
+    top = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=samples", out], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "HOME": str(d)})
     assert top.returncode == 0, top.stderr
     rows = [ln.split() for ln in top.stdout.splitlines() if re.match(r"\s*\d+\s+[\d.]+%", ln)]
     assert rows[0][-1] == "mem_cgroup_nr_lru_pages", top.stdout  # the top function by flat samples
     assert int(rows[0][0]) >= 0.9 * facts["hot_samples"]
+    # the default sample type is CPU time: samples / 49 Hz
+    cpu_t = subprocess.run(["go", "tool", "pprof", "-top", out], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "HOME": str(d)}).stdout
+    m = re.search(r"^\s*([\d.]+)(ms|s)\s.*mem_cgroup_nr_lru_pages$", cpu_t, re.M)
+    assert "Type: cpu" in cpu_t and m, cpu_t
+    secs = float(m[1]) / (1000 if m[2] == "ms" else 1)
+    assert abs(secs - int(rows[0][0]) / 49) < 0.01
     # labels let pprof narrow by pid: only the kubelet (pid 2345) is left
     tag = subprocess.run(["go", "tool", "pprof", "-top", "-tagfocus", "pid=2345", out], capture_output=True,
                          text=True, timeout=120, env={**os.environ, "HOME": str(d)})

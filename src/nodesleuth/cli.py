@@ -344,10 +344,12 @@ def _span(text: str) -> tuple[str, str]:
               "collapsed-cpu: folded with the CPU as root frame; speedscope: one profile per CPU, "
               "speedscope-process: one per process; pprof: gzip protobuf for go tool pprof, Pyroscope, Parca.")
 @click.option("--max-depth", default=64, show_default=True, help="SVG: cut stacks deeper than this (noted).")
+@click.option("--hz", default=49.0, show_default=True,
+              help="pprof: the sampling frequency recorded at, for the cpu nanoseconds sample type beside samples.")
 @click.option("--idle", is_flag=True, help="Keep idle samples.")
 @click.option("-o", "--output", type=click.Path())
 @one_line_errors
-def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth, idle, output):
+def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth, hz, idle, output):
     """Flame graph of any time range, filtered by CPU, pid or comm; optionally against a baseline."""
     import json
 
@@ -378,7 +380,7 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth,
     elif fmt == "pprof":
         from .profile import pprof
 
-        blob = pprof.encode(s, f)
+        blob = pprof.encode(s, f, hz)
         if not output:
             raise InputError("--format pprof", "binary output: give -o FILE.pb.gz")
         with open(output, "wb") as fh:
