@@ -425,7 +425,14 @@ def test_concurrent_clients(recorded):
         for i, server, doc in got:
             assert server == "waitress"
             assert doc == alone[i]
-        assert alone[2]["top"][0]["function"] == "mem_cgroup_nr_lru_pages"
+        assert alone[2]["top"][0]["function"] == "mem_cgroup_nr_lru_pages" and alone[2]["cut"] == 0
+        # a depth cap: stacks deeper than 5 frames are cut there, the cut samples counted
+        capped = json.loads(urllib.request.urlopen(f"{base}/flame?from={h0}&to={h0 + 5}&cpu=39&depth=5").read())
+
+        def depth(n):
+            return 1 + max((depth(c) for c in n["children"]), default=0)
+
+        assert depth(capped["tree"]) == 6 and capped["cut"] >= 240 and capped["samples"] == alone[2]["samples"]
         assert alone[3]["sys"] >= 90 and alone[3]["procs"][0]["comm"] == "kubelet"
     finally:
         srv.terminate()

@@ -232,11 +232,27 @@ def _tree(fc, base=None) -> dict:
     return fin(root)
 
 
-def flame(samples, base_samples, f: pq.Filter) -> dict:
-    fc = pq.folded(samples, f)
-    base = pq.folded(base_samples, f) if base_samples is not None else None
+MAX_DEPTH = 64  # frames drawn per stack: one runaway recursion must not make the page 2,000 px tall
+
+
+def _cap(fc, depth: int):
+    """Stacks cut at `depth` frames (their samples stay, on the cut frame); and how many were cut."""
+    out, cut = type(fc)(), 0
+    for st, v in fc.items():
+        fr = st.split(";")
+        if len(fr) > depth:
+            cut += v
+            st = ";".join(fr[:depth])
+        out[st] += v
+    return out, cut
+
+
+def flame(samples, base_samples, f: pq.Filter, max_depth: int = MAX_DEPTH) -> dict:
+    fc, cut = _cap(pq.folded(samples, f), max_depth)
+    base = _cap(pq.folded(base_samples, f), max_depth)[0] if base_samples is not None else None
     top = pq.top_functions(samples, f, kernel_only=False, n=10)
-    doc = {"tree": _tree(fc, base), "samples": sum(fc.values()), "top": top, "diff": base is not None}
+    doc = {"tree": _tree(fc, base), "samples": sum(fc.values()), "top": top, "diff": base is not None,
+           "depth_cap": max_depth, "cut": cut}
     if base is not None:
         doc["base_samples"] = sum(base.values())
     return doc

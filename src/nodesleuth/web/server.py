@@ -128,7 +128,9 @@ def create_app(store: str, token: str | None = None) -> Flask:
                 what = f" for CPU {cpu}" if cpu is not None else ""
                 return refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
                               f"({where}): choose a baseline inside it", base_from=b0, base_to=b1)
-        return jsonify({**data.flame(s, base, f), "from": t0, "to": t1, "cpu": cpu, "base_from": b0, "base_to": b1})
+        depth = max(2, min(512, inum("depth") or data.MAX_DEPTH))
+        return jsonify({**data.flame(s, base, f, depth), "from": t0, "to": t1, "cpu": cpu, "base_from": b0,
+                        "base_to": b1})
 
     def refuse(msg: str, **extra):
         """A request that cannot be answered truthfully: 422 with a sentence the page shows."""

@@ -286,7 +286,7 @@ function lineChart(id, tl, pts, series, axes) {
     series: [{ label: "time (UTC)", value: (u, v) => v == null ? "-" : iso(v) },
              ...series.map(s => ({ label: s.label, stroke: s.stroke, width: 1.5, dash: s.dash, scale: s.scale, value: (u, v) => s.fmt(v), spanGaps: false }))],
     padding: [8, axes.length > 1 ? 0 : 10, 0, 0],
-    axes: [{ label: "time (UTC)", labelSize: 14, size: 36,
+    axes: [{ label: "time (UTC)", labelSize: 14, size: 36, space: 90,
              values: (u, splits) => splits.map(v => (tl.to - tl.from > 86400 ? d3.utcFormat("%m-%d %H:%M") : tl.to - tl.from > 600 ? d3.utcFormat("%H:%M") : hms)(new Date(v * 1000))) },
            ...axes.map((a, i) => ({ scale: a.scale, label: a.label, labelSize: 14, size: i === 0 ? LEFT : 70, side: i === 0 ? 3 : 1,
                                     values: (u, vals) => vals.map(a.tick), grid: { show: i === 0 } }))],
@@ -346,7 +346,7 @@ async function openSubsecond(a, b, cpu) {
   catch (e) { if (gen === state.gen.sub) $("subsecond").textContent = e.message; return; }
   if (gen !== state.gen.sub) return;
   state.sub.h = h;
-  const n = h.columns.length, cw = Math.max(6, Math.min(24, Math.floor(1100 / n))), ch = 6;
+  const n = h.columns.length, cw = Math.max(6, Math.min(70, Math.floor(1100 / n))), ch = 6;
   const M = { l: 56, t: 30, b: 58 };
   const W = M.l + n * cw + 20, H = M.t + h.rows * ch + M.b;
   const svg = d3.select("#subsecond").html("").append("svg").attr("width", W + 260).attr("height", H);
@@ -371,7 +371,7 @@ async function openSubsecond(a, b, cpu) {
   g.append("g").attr("class", "axis-y").call(d3.axisLeft(y).ticks(5).tickFormat(v => `${v}`));
   svg.append("text").attr("class", "axis-title").attr("transform", `translate(12,${M.t + h.rows * ch / 2}) rotate(-90)`)
     .attr("text-anchor", "middle").text("ms within the second");
-  svg.append("text").attr("class", "axis-title").attr("x", M.l + n * cw / 2).attr("y", H - 6).attr("text-anchor", "middle")
+  svg.append("text").attr("class", "axis-title").attr("x", M.l).attr("y", H - 6).attr("text-anchor", "start")
     .text(`time (UTC), ${d3.utcFormat("%Y-%m-%d")(new Date(h.start * 1000))}, one column per second`);
   h.hot_cpus.forEach((hc, c) => { if (hc.length) g.append("text").attr("x", c * cw).attr("y", h.rows * ch + 34)
     .attr("font-size", 9).attr("class", "hot").attr("fill", "#c00").text(hc.join(","))
@@ -383,7 +383,8 @@ async function openSubsecond(a, b, cpu) {
   [0, .5, 1].forEach(o => grad.append("stop").attr("offset", o).attr("stop-color", scale(o * Math.max(1, h.maxvalue))));
   lg.append("rect").attr("width", 10).attr("height", 120).attr("fill", "url(#sub-grad)").attr("stroke", "#ccc");
   lg.append("g").attr("class", "legend-axis").attr("transform", "translate(10,0)")
-    .call(d3.axisRight(d3.scaleLinear().domain([Math.max(1, h.maxvalue), 0]).range([0, 120])).ticks(4));
+    .call(d3.axisRight(d3.scaleLinear().domain([Math.max(1, h.maxvalue), 0]).range([0, 120]))
+      .ticks(Math.min(4, Math.max(1, h.maxvalue))).tickFormat(d3.format("d")));
   lg.append("text").attr("y", -8).attr("font-size", 11).text(`samples per cell (${(1000 / h.rows).toFixed(0)} ms)`);
 }
 
@@ -439,7 +440,7 @@ async function openFlame(a, b, cpu, opts = {}) {
   }
   const who = cpu === null ? "all CPUs" : "CPU " + cpu;
   $("flame-title").textContent = `Flame graph, ${who}, ${iso(a)} .. ${iso(b)}: loading...`;
-  $("flame").innerHTML = ""; $("flame-msg").hidden = true; $("flame-legend").hidden = true; $("topfuncs").innerHTML = "";
+  $("flame").innerHTML = ""; $("flame-note").textContent = ""; $("flame-msg").hidden = true; $("flame-legend").hidden = true; $("topfuncs").innerHTML = "";
   state.flame = null;
   syncURL(); state.tl && drawMarkers(state.tl);
   let f;
@@ -454,6 +455,8 @@ async function openFlame(a, b, cpu, opts = {}) {
   $("flame-title").textContent = `Flame graph, ${who}, ${iso(a)} .. ${iso(b)}: ${f.samples} samples` +
     (f.diff ? ` vs baseline ${iso(f.base_from)} .. ${iso(f.base_to)} (${f.base_samples} samples, normalised)` : "");
   $("flame-legend").hidden = !f.diff;
+  $("flame-note").textContent = f.cut ? `${f.cut} samples (${(100 * f.cut / Math.max(1, f.samples)).toFixed(1)}%) had stacks ` +
+    `deeper than ${f.depth_cap} frames: drawn cut at frame ${f.depth_cap}` : "";
   const el = $("flame");
   const total = f.tree.samples ?? f.tree.value;
   const tipText = d => {
