@@ -151,7 +151,7 @@ function drawTimeline(tl) {
   for (const [id, ax, ty] of [["tl-axis-top", d3.axisTop, 30], ["tl-axis-bottom", d3.axisBottom, 4]]) {
     const svg = d3.select(`#${id}`).attr("width", LEFT + tl.cols + 40); svg.selectAll("*").remove();
     svg.append("g").attr("class", "axis-x").attr("transform", `translate(${LEFT},${ty})`).call(ax(x).ticks(8).tickFormat(fmt));
-    svg.append("text").attr("x", 4).attr("y", id === "tl-axis-top" ? 26 : 16).attr("font-size", 11).text("time (UTC)");
+    svg.append("text").attr("x", 2).attr("y", id === "tl-axis-top" ? 32 : 12).attr("font-size", 10).text("time (UTC)");
   }
   drawLegend(tl);
   drawMarkers(tl);
@@ -159,15 +159,16 @@ function drawTimeline(tl) {
 }
 
 function drawLegend(tl) {
-  const svg = d3.select("#tl-legend").attr("height", 44); svg.selectAll("*").remove();
-  const w = 240, grad = svg.append("defs").append("linearGradient").attr("id", "busy-grad");
+  const root = d3.select("#tl-legend").attr("height", 44); root.selectAll("*").remove();
+  const svg = root.append("g").attr("transform", "translate(10,0)");
+  const w = 240, grad = root.append("defs").append("linearGradient").attr("id", "busy-grad");
   d3.range(0, 101, 10).forEach(v => grad.append("stop").attr("offset", `${v}%`).attr("stop-color", color(v)));
   svg.append("text").attr("x", 0).attr("y", 12).attr("font-size", 11)
     .text(`${tl.metric === "sys" ? "sys" : "busy"} % of the CPU (${tl.resolution === 1 ? "per second" : "max of each minute"})`);
   svg.append("rect").attr("x", 0).attr("y", 15).attr("width", w).attr("height", 8).attr("fill", "url(#busy-grad)");
   const s = d3.scaleLinear().domain([0, 100]).range([0, w]);
   svg.append("g").attr("class", "legend-axis").attr("transform", "translate(0,23)").call(d3.axisBottom(s).ticks(5).tickSize(3).tickFormat(v => `${v}%`));
-  svg.attr("width", w + 120);
+  root.attr("width", w + 140);
   svg.append("rect").attr("x", w + 20).attr("y", 15).attr("width", 12).attr("height", 8).attr("fill", color(-1)).attr("stroke", "#bbb");
   svg.append("text").attr("x", w + 36).attr("y", 23).attr("font-size", 10).text("no data");
 }
@@ -287,6 +288,7 @@ function lineChart(id, tl, pts, series, axes) {
              ...series.map(s => ({ label: s.label, stroke: s.stroke, width: 1.5, dash: s.dash, scale: s.scale, value: (u, v) => s.fmt(v), spanGaps: false }))],
     padding: [8, axes.length > 1 ? 0 : 10, 0, 0],
     axes: [{ label: "time (UTC)", labelSize: 14, size: 36, space: 90,
+             incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400],
              values: (u, splits) => splits.map(v => (tl.to - tl.from > 86400 ? d3.utcFormat("%m-%d %H:%M") : tl.to - tl.from > 600 ? d3.utcFormat("%H:%M") : hms)(new Date(v * 1000))) },
            ...axes.map((a, i) => ({ scale: a.scale, label: a.label, labelSize: 14, size: i === 0 ? LEFT : 70, side: i === 0 ? 3 : 1,
                                     values: (u, vals) => vals.map(a.tick), grid: { show: i === 0 } }))],
