@@ -532,3 +532,38 @@ def test_real_recording_busy_loop_new_frame_and_starvation_chart(tmp_path, brows
             .find(g => g.getAttribute('name') === 'ns-busyloop'); return g && g.querySelector('rect').getAttribute('fill'); }""")
         assert fill == "rgb(220,0,0)"  # the loop's process is new against the seconds before it started
         pg.screenshot(path=os.path.join(ART, "web-real-busyloop.png"), full_page=True)
+
+
+def test_svg_flame_graph_search_and_zoom_in_chromium(recorded, browser, tmp_path):
+    """The CLI's SVG works on its own in a browser: Search highlights and reports the matched share,
+    a click zooms into a frame (others hidden, Reset Zoom shown), the details line names the frame."""
+    from conftest import nodesleuth
+
+    h0, h1 = recorded["hot_start"], recorded["hot_end"]
+    out = str(tmp_path / "f.svg")
+    p = nodesleuth("flame", "--store", recorded["store"], "--from", str(h0 - 5), "--to", str(h1), "-o", out)
+    assert p.returncode == 0, p.stderr
+    pg = browser.new_page(viewport={"width": 1300, "height": 900})
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(f"file://{out}")
+    pg.wait_for_selector("g.f")
+    pg.evaluate("search('mem_cgroup_nr_lru_pages')")
+    matched = pg.locator("#matched").text_content()
+    assert matched.startswith("Matched: ") and float(matched.split()[1].rstrip("%")) > 0
+    hit = pg.locator("g.f[data-name='mem_cgroup_nr_lru_pages_[k]'] rect").first
+    assert hit.get_attribute("fill") == "rgb(230,0,230)"
+    pg.screenshot(path=os.path.join(ART, "svg-search.png"))
+    kub = pg.locator("g.f[data-name='kubelet']").first
+    kub.hover()
+    assert pg.locator("#details").text_content().startswith("Function: kubelet (")
+    kub.click()
+    assert pg.locator("#unzoom").get_attribute("class") in ("", None)
+    assert pg.locator("g.f[data-name='swapper']").first.get_attribute("class") == "f hide"
+    w = float(pg.locator("g.f[data-name='kubelet'] rect").first.get_attribute("width"))
+    assert w >= 1179  # the zoomed frame fills the width (1200 - 2 x 10 px padding)
+    pg.screenshot(path=os.path.join(ART, "svg-zoomed.png"))
+    pg.click("#unzoom")
+    assert "hide" in (pg.locator("#unzoom").get_attribute("class") or "")
+    assert errors == []
+    pg.close()
