@@ -117,6 +117,14 @@ def test_click_opens_subsecond_heatmap_then_flame_graph(page, recorded):
     page.wait_for_selector("#subsecond rect.cell")
     assert "CPU 39" in page.locator("#subsecond-title").inner_text()
     ncols = page.evaluate("window.nodesleuth.state.sub.h.columns.length")
+    # wall-clock time under the columns, ms within the second on the side, a legend in samples
+    xt = page.locator("#subsecond .axis-x .tick text").all_text_contents()
+    assert xt[0] == "00:55:01" and all(len(t) == 8 for t in xt), xt
+    assert {"0", "1000"} <= set(page.locator("#subsecond .axis-y .tick text").all_text_contents())
+    sub_text = page.locator("#subsecond").text_content()
+    assert "ms within the second" in sub_text and "samples per cell (20 ms)" in sub_text and "time (UTC)" in sub_text
+    page.locator("#subsecond rect.cell[data-col='1'][data-row='10']").hover()
+    assert hover_tip(page).startswith("2026-11-30T00:55:02Z +780 ms")
     page.locator("#subsecond rect.cell[data-col='0'][data-row='49']").click()
     page.locator(f"#subsecond rect.cell[data-col='{ncols - 1}'][data-row='0']").click()
     page.wait_for_selector("#flame svg g")
