@@ -318,6 +318,12 @@ def test_day_timeline_from_rollups(tmp_path, browser):
         assert pg.locator("canvas#timeline").get_attribute("data-cpus") == "96"
         assert "1 min rollups" in pg.locator("#range").inner_text()
         assert pg.locator("#markers .marker").count() >= 10
+        # hover in a day of rollups: the minute's mean and max busy of that CPU
+        t = pg.evaluate("window.nodesleuth.state.tl.from") + 3600 * 5
+        c = pg.evaluate("([c,t]) => window.nodesleuth.cellCenter(c, t)", [7, t])
+        pg.mouse.move(c["x"], c["y"])
+        pg.wait_for_function("document.getElementById('tip').innerText.includes('minute mean busy')")
+        assert pg.locator("#tip").inner_text().startswith("CPU 7  2026-11-30T")
         pg.screenshot(path=os.path.join(ART, "web-day.png"))
         pg.close()
 
