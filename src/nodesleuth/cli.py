@@ -707,7 +707,8 @@ def fleet(sources, group_by, top, as_json):
               "when --bind is not loopback).")
 @one_line_errors
 def serve(store, port, bind, token):
-    """Web view: CPU timeline, subsecond heatmaps, flame graphs, incidents."""
+    """Web view (waitress): CPU timeline, subsecond heatmaps, flame graphs, incidents. Off loopback, open
+    the printed ?token= link once: the token becomes an HttpOnly cookie and leaves the URL."""
     import os
 
     from .web.server import serve as run
