@@ -253,6 +253,13 @@ def test_url_round_trip_and_no_stale_panels(page, browser, recorded):
     assert "fl_from" not in page.url and "cpu=1" in page.url
     page.wait_for_selector("#subsecond rect.cell")
     page.screenshot(path=os.path.join(ART, "web-new-selection.png"), full_page=True)
+    # its flame graph's default baseline follows the new range (the old default does not stick)
+    page.locator("#subsecond rect.cell[data-col='0'][data-row='49']").click()
+    page.locator("#subsecond rect.cell[data-col='1'][data-row='0']").click()
+    page.wait_for_function("document.getElementById('flame-title').innerText.includes('CPU 1,')")
+    a = page.evaluate("window.nodesleuth.state.fl.a")
+    b0, b1 = map(float, page.locator("#baseline").input_value().split(".."))
+    assert abs(b1 - a) < 0.01 and b1 - b0 >= 5
     assert page.errors == []
 
 

@@ -60,6 +60,7 @@ async function init() {
   $("copy-link").onclick = () => { syncURL(); navigator.clipboard && navigator.clipboard.writeText(location.href).catch(() => {}); };
   $("search-go").onclick = () => { if (!state.flame) return; state.fl.search = $("search").value; state.flame.search(state.fl.search); syncURL(); };
   $("search").onkeydown = e => { if (e.key === "Enter") $("search-go").click(); };
+  $("baseline").oninput = () => { delete $("baseline").dataset.auto; };
   $("reset-zoom").onclick = () => state.flame && state.flame.resetZoom();
   $("diff").onchange = () => state.fl && openFlame(state.fl.a, state.fl.b, state.fl.cpu, { keepSub: true });
   $("baseline-go").onclick = () => { $("diff").checked = true; state.fl && openFlame(state.fl.a, state.fl.b, state.fl.cpu, { keepSub: true }); };
@@ -434,10 +435,11 @@ async function openFlame(a, b, cpu, opts = {}) {
   const panel = $("flame-panel"); panel.hidden = false;
   const p = { from: a, to: b }; if (cpu !== null) p.cpu = cpu;
   if (diff) {
-    const given = parseBaseline($("baseline").value);
+    // a baseline the page filled in follows the range; one typed (or from a link) stays
+    const given = $("baseline").dataset.auto === "1" ? null : parseBaseline($("baseline").value);
     const len = Math.max(5, b - a);
     const [b0, b1] = given || [a - len, a];  // default: the window of the same length just before
-    if (!given) $("baseline").value = `${b0.toFixed(3)}..${b1.toFixed(3)}`;
+    if (!given) { $("baseline").value = `${b0.toFixed(3)}..${b1.toFixed(3)}`; $("baseline").dataset.auto = "1"; }
     p.base_from = b0; p.base_to = b1; state.fl.b0 = b0; state.fl.b1 = b1;
   }
   const who = cpu === null ? "all CPUs" : "CPU " + cpu;
