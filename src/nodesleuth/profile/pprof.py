@@ -55,7 +55,10 @@ def _profile_class():
                 f.type_name = f".perftools.profiles.{ref}"
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fd)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("perftools.profiles.Profile"))
+    desc = pool.FindMessageTypeByName("perftools.profiles.Profile")
+    if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.22
+        return message_factory.GetMessageClass(desc)
+    return message_factory.MessageFactory(pool).GetPrototype(desc)
 
 
 def build(s: Samples, f: Filter, freq_hz: float | None = None):
