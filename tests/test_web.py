@@ -526,12 +526,13 @@ def test_real_recording_busy_loop_new_frame_and_starvation_chart(tmp_path, brows
     import signal
 
     store = str(tmp_path / "st")
+    comm = f"nsweb-{os.getpid() % 100000}"  # not a name another suite on this machine may be running
     rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet", "--profile",
                             "--profile-rotate", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(5)
         loop_from = time.time()
-        busy_loop(1, "ns-busyloop")
+        busy_loop(1, comm)
         time.sleep(6)
         loop_to = time.time()
     finally:
@@ -549,9 +550,11 @@ def test_real_recording_busy_loop_new_frame_and_starvation_chart(tmp_path, brows
         assert pg.evaluate("window.nodesleuth.state.charts.starve.axes.map(a => a.label)") == [
             "time (UTC)", "ms / s", "softirqs / s"]
         pg.wait_for_selector("#flame svg g", timeout=30000)
-        fill = pg.evaluate("""() => { const g = [...document.querySelectorAll('#flame g')]
-            .find(g => g.getAttribute('name') === 'ns-busyloop'); return g && g.querySelector('rect').getAttribute('fill'); }""")
-        assert fill == "rgb(220,0,0)"  # the loop's process is new against the seconds before it started
+        fill = pg.evaluate("""n => { const g = [...document.querySelectorAll('#flame g')]
+            .find(g => g.getAttribute('name') === n); return g && g.querySelector('rect').getAttribute('fill'); }""", comm)
+        roots = pg.evaluate("d3.selectAll('#flame g').data().filter(d => d.depth === 1)"
+                            ".map(d => [d.data.name, d.data.status, d.data.samples])")
+        assert fill == "rgb(220,0,0)", roots  # the loop's process is new against the seconds before it started
         pg.screenshot(path=os.path.join(ART, "web-real-busyloop.png"), full_page=True)
 
 
