@@ -2,7 +2,8 @@
 # Everything the test-suite needs on a fresh Debian machine, as root: sysstat (mpstat, sadc) for the
 # cross-checks, ethtool, perf for kernel stacks and cgroup tracepoints, util-linux for unshare/nsenter,
 # prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program,
-# Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download).
+# Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download),
+# Debian's golang for `go tool pprof` reading the pprof export.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -16,6 +17,7 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
 command -v curl >/dev/null || need+=(curl)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v go >/dev/null || need+=(golang-go)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null

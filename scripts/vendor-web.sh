@@ -11,7 +11,8 @@ cp node_modules/d3/dist/d3.min.js "$out/"
 cp node_modules/d3-flame-graph/dist/d3-flamegraph.min.js node_modules/d3-flame-graph/dist/d3-flamegraph.css \
    node_modules/d3-flame-graph/dist/d3-flamegraph-tooltip.min.js \
    node_modules/d3-flame-graph/dist/d3-flamegraph-colorMapper.min.js "$out/"
-for p in d3 d3-flame-graph; do
+cp node_modules/uplot/dist/uPlot.iife.min.js node_modules/uplot/dist/uPlot.min.css "$out/"
+for p in d3 d3-flame-graph uplot; do
     printf '%s %s\n' "$p" "$(node -p "require('./node_modules/$p/package.json').version")"
 done > "$out/VERSIONS"
 cat "$out/VERSIONS"

@@ -347,12 +347,18 @@ def _span(text: str) -> tuple[str, str]:
 @click.option("--cgroup", help="Only processes now in this cgroup (and below), e.g. /kubepods/burstable or "
               "/system.slice/kubelet.service; membership is read at query time.")
 @click.option("--diff-baseline", help="T1..T2: colour by change against this window (normalised).")
-@click.option("--format", "fmt", type=click.Choice(["svg", "folded", "speedscope"]),
-              help="Default: from -o's extension (.svg, .json = speedscope), else folded.")
+@click.option("--format", "fmt", type=click.Choice(["svg", "folded", "collapsed-cpu", "speedscope",
+                                                   "speedscope-process", "pprof"]),
+              help="Default: from -o's extension (.svg, .json = speedscope, .pb.gz = pprof), else folded. "
+              "collapsed-cpu: folded with the CPU as root frame; speedscope: one profile per CPU, "
+              "speedscope-process: one per process; pprof: gzip protobuf for go tool pprof, Pyroscope, Parca.")
+@click.option("--max-depth", default=64, show_default=True, help="SVG: cut stacks deeper than this (noted).")
+@click.option("--hz", default=49.0, show_default=True,
+              help="pprof: the sampling frequency recorded at, for the cpu nanoseconds sample type beside samples.")
 @click.option("--idle", is_flag=True, help="Keep idle samples.")
 @click.option("-o", "--output", type=click.Path())
 @one_line_errors
-def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, output):
+def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth, hz, idle, output):
     """Flame graph of any time range, filtered by CPU, pid or comm; optionally against a baseline."""
     import json
 
@@ -365,7 +371,7 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, outp
     fc = folded(s, f)
     if not fmt:
         fmt = "svg" if output and output.endswith(".svg") else "speedscope" if output and output.endswith(
-            ".json") else "folded"
+            ".json") else "pprof" if output and output.endswith((".pb.gz", ".pprof")) else "folded"
     base = None
     if diff_baseline:
         b0, b1 = _span(diff_baseline)
@@ -375,9 +381,21 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, outp
         what = f"CPU {','.join(map(str, cpu))} " if cpu else ""
         rng = f"{iso(t0) if t0 else 'start'} .. {iso(t1) if t1 else 'end'}"
         text = export.svg(fc, f"{what}{rng} ({sum(fc.values())} samples)" + (" vs baseline" if base else ""),
-                          baseline=base)
-    elif fmt == "speedscope":
-        text = json.dumps(export.speedscope(s, f))
+                          baseline=base, max_depth=max_depth)
+    elif fmt in ("speedscope", "speedscope-process"):
+        text = json.dumps(export.speedscope(s, f, by="cpu" if fmt == "speedscope" else "process"))
+    elif fmt == "collapsed-cpu":
+        text = folded_text(export.collapsed_cpu(s, f))
+    elif fmt == "pprof":
+        from .profile import pprof
+
+        blob = pprof.encode(s, f, hz)
+        if not output:
+            raise InputError("--format pprof", "binary output: give -o FILE.pb.gz")
+        with open(output, "wb") as fh:
+            fh.write(blob)
+        click.echo(f"{sum(fc.values())} samples, {len(fc)} stacks -> {output}", err=True)
+        sys.exit(2 if s.problems else 0)
     elif base is not None:
         text = "".join(f"{k} {b} {i}\n" for k, b, i in diff(fc, base))
     else:
@@ -411,12 +429,9 @@ def heatmap(store, frm, to, cpu, rows, as_json):
         click.echo(json.dumps({"start": h.start, "rows": list(range(h.rows)), "columns": h.columns,
                                "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus}))
         return
-    shades = " .:-=+*#%@"
-    for r in range(h.rows):
-        line = "".join(shades[min(9, int(9 * col[r] / h.maxvalue))] if h.maxvalue else " " for col in h.values)
-        click.echo(f"{1000 - (r + 1) * 1000 // h.rows:>4}ms |{line}|")
-    click.echo("hot CPUs per second: " + " ".join(
-        f"{c}:{','.join(map(str, hc))}" for c, hc in zip(h.columns, h.hot_cpus) if hc) or "none")
+    from .report.heatmap import render_text
+
+    click.echo(render_text(h), nl=False)
     sys.exit(2 if s.problems else 0)
 
 
@@ -426,12 +441,14 @@ def heatmap(store, frm, to, cpu, rows, as_json):
 @click.option("--to")
 @click.option("--cpu", type=int, multiple=True)
 @click.option("--pid", type=int, multiple=True)
-@click.option("--all-functions", is_flag=True, help="User-space functions too, not only the kernel's.")
+@click.option("--kernel-only", is_flag=True, help="Only kernel functions (default: user and kernel, marked).")
+@click.option("--all-functions", is_flag=True, hidden=True, help="Kept for old scripts: user and kernel is the default.")
 @click.option("-n", default=15, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @one_line_errors
-def top_functions(store, frm, to, cpu, pid, all_functions, n, as_json):
-    """The hottest kernel functions on CPU N (self and total samples) in a range."""
+def top_functions(store, frm, to, cpu, pid, kernel_only, all_functions, n, as_json):
+    """The hottest functions (user and kernel, a column says which) on CPU N in a range, by self and
+    total samples; the shares of user and kernel samples are printed under the table."""
     import json
 
     from rich.console import Console
@@ -440,14 +457,25 @@ def top_functions(store, frm, to, cpu, pid, all_functions, n, as_json):
     from .profile.query import top_functions as tf
 
     s, _, _ = _load_profile(store, frm, to)
-    rows = tf(s, _pfilter(cpu, pid, None), kernel_only=not all_functions, n=n)
+    import numpy as np
+
+    flt = _pfilter(cpu, pid, None)
+    rows = tf(s, flt, kernel_only=kernel_only, n=n)
     if as_json:
         click.echo(json.dumps(rows))
         return
-    t = Table("function", "self %", "total %", "self", "total")
+    t = Table("function", "where", "self %", "total %", "self", "total")
     for r in rows:
-        t.add_row(r["function"], f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}", str(r["self"]), str(r["total"]))
-    Console().print(t)
+        t.add_row(r["function"], "kernel" if r["kernel"] else "user", f"{r['self_pct']:.1f}", f"{r['total_pct']:.1f}",
+                  str(r["self"]), str(r["total"]))
+    con = Console()
+    con.print(t)
+    in_kernel = np.array([bool(st) and st[-1].endswith("_[k]") for st in s.stacks], dtype=bool)
+    sel = s.stack[s.select(flt)]
+    n_all, k = len(sel), int(in_kernel[sel].sum()) if len(sel) else 0
+    con.print(f"{n_all} samples: {100 * k / max(1, n_all):.1f}% in the kernel, "
+              f"{100 * (n_all - k) / max(1, n_all):.1f}% in user space"
+              + ("; showing kernel functions only (--kernel-only)" if kernel_only else ""), markup=False)
     sys.exit(2 if s.problems else 0)
 
 
@@ -688,7 +716,8 @@ def fleet(sources, group_by, top, as_json):
               "when --bind is not loopback).")
 @one_line_errors
 def serve(store, port, bind, token):
-    """Web view: CPU timeline, subsecond heatmaps, flame graphs, incidents."""
+    """Web view (waitress): CPU timeline, subsecond heatmaps, flame graphs, incidents. Off loopback, open
+    the printed ?token= link once: the token becomes an HttpOnly cookie and leaves the URL."""
     import os
 
     from .web.server import serve as run

@@ -39,7 +39,7 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
     span = max(1.0, t1 - t0)
     use_rollup = span > TICKS_MAX_SPAN and reader.segments(ROLLUP)
     step = span / cols
-    events, census, mem = [], [], []
+    events, census, mem, starve = [], [], [], []
     grid = None
     if use_rollup:
         key = {"busy": "bmax", "mean": "busy", "sys": "sys"}.get(metric, "bmax")
@@ -76,10 +76,75 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
             census.append({"t": tk.time, "tracked": m.tracked if m else None, "live": m.live if m else None,
                            "dying": tk.census.memory_dying()})
             mem.append({"t": tk.time, "percpu": tk.meminfo.get("Percpu"), "slab": tk.meminfo.get("Slab")})
+            sv = starvation_point(tk)
+            if sv:
+                starve.append(sv)
         resolution = 1
     return {"from": t0, "to": t1, "cols": cols, "step": step, "resolution": resolution, "metric": metric,
             "values": grid.tolist() if grid is not None else [], "events": events,
-            "census": _thin(census, 800), "memory": _thin(mem, 800), "problems": [str(p) for p in reader.problems]}
+            "census": _thin(census, 800), "memory": _thin(mem, 800), "starvation": _thin_max(starve, 800),
+            "problems": [str(p) for p in reader.problems]}
+
+
+def starvation_point(tk) -> dict | None:
+    """The victim's side of one second: the longest ksoftirqd wait (ms, and on which CPU), CPU
+    pressure (ms of the second some task waited), and NET_RX/NET_TX softirqs per second."""
+    out: dict = {}
+    sv = tk.starve or {}
+    waits = sv.get("ksoftirqd_wait_ms") or {}
+    if waits:
+        c, ms = max(waits.items(), key=lambda kv: kv[1])
+        out.update(ksoftirqd_wait_ms=ms, ksoftirqd_cpu=c)
+    if sv.get("psi_cpu_some_ms") is not None:
+        out["psi_cpu_some_ms"] = sv["psi_cpu_some_ms"]
+    if tk.softirqs:
+        iv = max(tk.interval, 1e-3)
+        for k in ("NET_RX", "NET_TX"):
+            if k in tk.softirqs:
+                out[k.lower() + "_per_s"] = round(sum(tk.softirqs[k]) / iv)
+    return {"t": tk.time, **out} if out else None
+
+
+def _thin_max(points: list, n: int) -> list:
+    """Thin to n points keeping each bucket's largest values, so a 1 s wait spike survives a day view."""
+    if len(points) <= n:
+        return points
+    k = math.ceil(len(points) / n)
+    out = []
+    for i in range(0, len(points), k):
+        b = points[i:i + k]
+        m = dict(b[0])
+        for p in b[1:]:
+            for key, v in p.items():
+                if key not in ("t", "ksoftirqd_cpu") and v is not None and (m.get(key) is None or v > m[key]):
+                    m[key] = v
+                    if key == "ksoftirqd_wait_ms":
+                        m["ksoftirqd_cpu"] = p.get("ksoftirqd_cpu")
+        out.append(m)
+    return out
+
+
+def cell(reader: StoreReader, cpu: int, t: float, resolution: int) -> dict:
+    """What one heatmap cell stands for: that CPU's mpstat columns in that second and who ran there
+    (1 s ticks), or the minute's mean and max busy (rollups)."""
+    if resolution > 1:
+        for rt, p in reader.read(ROLLUP, t - 60, t + 1):
+            r = orjson.loads(p)
+            if r["t"] <= t < r["t"] + 60 and cpu < len(r["busy"]):
+                return {"cpu": cpu, "t": r["t"], "span": 60, "busy_mean": r["busy"][cpu], "busy_max": r["bmax"][cpu],
+                        "sys": r["sys"][cpu]}
+        return {"cpu": cpu, "t": t, "span": 60, "missing": True}
+    best = None
+    for tk in sq.ticks(reader, t - 1, t + 2, carry=False):
+        if best is None or abs(tk.time - 0.5 - t) < abs(best.time - 0.5 - t):
+            best = tk
+    if best is None or cpu not in best.cpu:
+        return {"cpu": cpu, "t": t, "span": 1, "missing": True}
+    u = best.cpu[cpu]
+    who = sorted((p for p in best.procs if p.cpu == cpu), key=lambda p: -p.pct)[:3]
+    return {"cpu": cpu, "t": best.time - best.interval, "span": best.interval, "busy": round(u.busy, 1),
+            "usr": u.usr, "sys": u.sys, "soft": u.soft, "irq": u.irq, "iowait": u.iowait,
+            "procs": [{"comm": p.comm, "pid": p.pid, "pct": round(p.pct, 1), "estimate": p.estimate} for p in who]}
 
 
 def _thin(points: list, n: int) -> list:
@@ -119,11 +184,13 @@ def heatmap(samples, t0: float, t1: float, cpu: int | None, rows: int = 50) -> d
 
 
 def _tree(fc, base=None) -> dict:
-    """d3-flame-graph's shape {name, value, children}; with a baseline, `delta` per node for its
-    differential colouring (baseline normalised to this range's total)."""
+    """d3-flame-graph's shape {name, value, children}. With a baseline (normalised to this range's
+    total, difffolded -n), each node gets `base` and a `status`: new (absent from the baseline),
+    more, less, same, or gone: a subtree only the baseline has, added at its baseline width so what
+    vanished is seen too (its `value` is then the scaled baseline, `gone_value`, not this range's)."""
     root = {"name": "all", "value": 0, "children": {}}
     scale = 1.0
-    if base:
+    if base is not None:
         scale = sum(fc.values()) / max(1, sum(base.values()))
 
     def add(stack, v, key):
@@ -138,24 +205,57 @@ def _tree(fc, base=None) -> dict:
 
     for st, v in fc.items():
         add(st, v, "value")
-    if base:
+    if base is not None:
         for st, v in base.items():
             add(st, v * scale, "base")
 
     def fin(n):
-        n["children"] = [fin(c) for c in n["children"].values() if c.get("value", 0) > 0]
-        if base:
-            n["delta"] = round(n.get("value", 0) - n.pop("base", 0.0), 2)
+        kids = [fin(c) for c in n["children"].values()]
+        n["children"] = kids
+        if base is None:
+            return n
+        b = round(n.get("base", 0.0), 2)
+        n["base"] = b
+        v = n["samples"] = n["value"]
+        if v <= 0:
+            n["status"], n["value"] = "gone", b
+        elif b <= 0:
+            n["status"] = "new"
+        else:
+            d = (v - b) / max(v, b)
+            n["status"] = "same" if abs(d) < 0.02 else "more" if d > 0 else "less"
+            n["change"] = round(d, 3)
+        # a parent's width covers its children, vanished ones included
+        n["value"] = max(n["value"], round(sum(k["value"] for k in kids), 2))
         return n
 
     return fin(root)
 
 
-def flame(samples, base_samples, f: pq.Filter) -> dict:
-    fc = pq.folded(samples, f)
-    base = pq.folded(base_samples, f) if base_samples is not None else None
+MAX_DEPTH = 64  # frames drawn per stack: one runaway recursion must not make the page 2,000 px tall
+
+
+def _cap(fc, depth: int):
+    """Stacks cut at `depth` frames (their samples stay, on the cut frame); and how many were cut."""
+    out, cut = type(fc)(), 0
+    for st, v in fc.items():
+        fr = st.split(";")
+        if len(fr) > depth:
+            cut += v
+            st = ";".join(fr[:depth])
+        out[st] += v
+    return out, cut
+
+
+def flame(samples, base_samples, f: pq.Filter, max_depth: int = MAX_DEPTH) -> dict:
+    fc, cut = _cap(pq.folded(samples, f), max_depth)
+    base = _cap(pq.folded(base_samples, f), max_depth)[0] if base_samples is not None else None
     top = pq.top_functions(samples, f, kernel_only=False, n=10)
-    return {"tree": _tree(fc, base), "samples": sum(fc.values()), "top": top, "diff": base is not None}
+    doc = {"tree": _tree(fc, base), "samples": sum(fc.values()), "top": top, "diff": base is not None,
+           "depth_cap": max_depth, "cut": cut}
+    if base is not None:
+        doc["base_samples"] = sum(base.values())
+    return doc
 
 
 def subset(s, t0: float, t1: float):

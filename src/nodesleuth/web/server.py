@@ -1,4 +1,8 @@
-"""`nodesleuth serve`: Flask app over a store. Loopback by default; any other bind needs a token."""
+"""`nodesleuth serve`: Flask app over a store, served by waitress (a production WSGI server, not
+werkzeug's development one). Loopback by default; any other bind needs a token. A token given in the
+URL (`?token=`) is exchanged once for an HttpOnly, SameSite=Strict cookie and the browser is
+redirected to the same URL without it, so the token does not stay in shared links, browser history,
+Referer headers or proxy logs. Scripts can send `Authorization: Bearer TOKEN` instead."""
 
 from __future__ import annotations
 
@@ -9,13 +13,17 @@ import secrets
 import threading
 import time
 
-from flask import Flask, abort, jsonify, request, send_from_directory
+from urllib.parse import urlencode
+
+from flask import Flask, abort, jsonify, redirect, request, send_from_directory
 
 from ..profile import query as pq
 from ..store.store import StoreReader
+from ..timeparse import iso
 from . import data
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
+COOKIE = "nodesleuth_token"
 
 
 def is_loopback(host: str) -> bool:
@@ -40,7 +48,17 @@ def create_app(store: str, token: str | None = None) -> Flask:
     def auth():
         if token is None:
             return None
-        given = request.args.get("token") or request.headers.get("Authorization", "").removeprefix("Bearer ")
+        in_url = request.args.get("token")
+        if in_url is not None:
+            if not hmac.compare_digest(in_url.encode(), token.encode()):
+                abort(401)
+            rest = [(k, v) for k, v in request.args.items(multi=True) if k != "token"]
+            resp = redirect(request.path + ("?" + urlencode(rest) if rest else ""), 303)
+            resp.set_cookie(COOKIE, token, httponly=True, samesite="Strict", secure=request.is_secure, path="/")
+            resp.headers["Cache-Control"] = "no-store"
+            resp.headers["Referrer-Policy"] = "no-referrer"
+            return resp
+        given = request.cookies.get(COOKIE) or request.headers.get("Authorization", "").removeprefix("Bearer ")
         if not hmac.compare_digest(given.encode(), token.encode()):
             abort(401)
         return None
@@ -97,12 +115,35 @@ def create_app(store: str, token: str | None = None) -> Flask:
         r = reader()
         s = data.subset(cache.get(r, t0, t1), t0, t1)
         base = None
-        b0, b1 = fnum("base_from"), fnum("base_to")
-        if b0 is not None and b1 is not None and b1 > b0:
-            base = pq.load(r, b0, b1)
         cpu, pid = inum("cpu"), inum("pid")
         f = pq.Filter(cpus={cpu} if cpu is not None else None, pids={pid} if pid is not None else None)
-        return jsonify({**data.flame(s, base, f), "from": t0, "to": t1, "cpu": cpu})
+        b0, b1 = fnum("base_from"), fnum("base_to")
+        if (b0 is None) != (b1 is None) or (b0 is not None and b1 <= b0):
+            return refuse("baseline: give base_from < base_to")
+        if b0 is not None:
+            base = pq.load(r, b0, b1)
+            if not len(base) or not sum(pq.folded(base, f).values()):
+                span = r.span("profile")
+                where = (f"the profile covers {iso(span[0])} .. {iso(span[1])}" if span else "there is no profile")
+                what = f" for CPU {cpu}" if cpu is not None else ""
+                return refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
+                              f"({where}): choose a baseline inside it", base_from=b0, base_to=b1)
+        depth = max(2, min(512, inum("depth") or data.MAX_DEPTH))
+        return jsonify({**data.flame(s, base, f, depth), "from": t0, "to": t1, "cpu": cpu, "base_from": b0,
+                        "base_to": b1})
+
+    def refuse(msg: str, **extra):
+        """A request that cannot be answered truthfully: 422 with a sentence the page shows."""
+        resp = jsonify({"error": msg, **extra})
+        resp.status_code = 422
+        return resp
+
+    @app.get("/api/cell")
+    def cell():
+        cpu, t = inum("cpu"), fnum("t")
+        if cpu is None or t is None:
+            abort(400, "cpu and t required")
+        return jsonify(data.cell(reader(), cpu, t, inum("resolution") or 1))
 
     @app.get("/api/incidents")
     def incidents():
@@ -121,13 +162,14 @@ def create_app(store: str, token: str | None = None) -> Flask:
     return app
 
 
-def serve(store: str, host: str = "127.0.0.1", port: int = 8080, token: str | None = None, log=print) -> None:
-    from werkzeug.serving import make_server
+def serve(store: str, host: str = "127.0.0.1", port: int = 8080, token: str | None = None, log=print,
+          threads: int = 8) -> None:
+    from waitress import create_server
 
     if not is_loopback(host) and not token:
         token = secrets.token_urlsafe(24)
         log(f"binding {host}: a token is required; generated one: {token}")
-    app = create_app(store, token if not is_loopback(host) else token)
-    srv = make_server(host, port, app, threaded=True)
-    log(f"nodesleuth web view on http://{host}:{port}/" + (f"?token={token}" if token else ""))
-    srv.serve_forever()
+    srv = create_server(create_app(store, token), host=host, port=port, threads=threads)
+    log(f"nodesleuth web view on http://{host}:{port}/" + (f"?token={token}" if token else "")
+        + (" (the token is swapped for a cookie on first visit)" if token else ""))
+    srv.run()
