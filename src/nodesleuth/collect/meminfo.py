@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import InputError
+from .pread import Preader
 from .root import Root
 
 
@@ -24,5 +25,13 @@ def parse_meminfo(text: str, path: str = "/proc/meminfo") -> dict[str, int]:
     return out
 
 
-def read_meminfo(root: Root) -> dict[str, int]:
-    return parse_meminfo(root.read("/proc/meminfo"), root.join("/proc/meminfo"))
+def read_meminfo(root: Root, reader: Preader | None = None) -> dict[str, int]:
+    """`reader` (the recorder's) keeps the file open between ticks."""
+    if reader is None:
+        return parse_meminfo(root.read("/proc/meminfo"), root.join("/proc/meminfo"))
+    p = root.join("/proc/meminfo")
+    try:
+        data = reader.read(p)
+    except OSError as e:
+        raise InputError(p, e.strerror or str(e)) from None
+    return parse_meminfo(data.decode(errors="replace"), p)

@@ -11,7 +11,8 @@ from .cpu import CpuTimes, CpuUtil, from_deltas, read_stat
 from .irqs import IrqReader
 from .kmsg import KernelEvent, KmsgReader
 from .meminfo import read_meminfo
-from .nic import NicCounters, read_nics
+from .nic import NicCounters, NicReader
+from .pread import Preader
 from .procs import ProcUse, TaskSampler, clock_ticks, fit_to_cpus
 from .root import Root
 from .starvation import StarvationReader, deltas as starvation_deltas
@@ -89,9 +90,11 @@ class Sampler:
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every)
         self._t: float | None = None
         self.units_seen = True
-        self.irqs = IrqReader(root) if irqs else None
+        self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
+        self.nic_reader = NicReader(root, self.reader)
+        self.irqs = IrqReader(root, self.reader) if irqs else None
         self._irq_prev: tuple[dict, dict] | None = None
-        self.starvation = StarvationReader(root) if starvation else None
+        self.starvation = StarvationReader(root, self.reader) if starvation else None
         self._starve_prev: dict | None = None
 
     @property
@@ -104,7 +107,7 @@ class Sampler:
         self._t = time.time()
         self._stat = read_stat(self.root)
         self.tasks.sample(0, self._uptime())
-        self.nics = read_nics(self.root, self.ethtool)
+        self.nics = self.nic_reader.read(self.ethtool)
         if self.starvation:
             self._starve_prev = self.starvation.read()
         if self.irqs:
@@ -135,13 +138,13 @@ class Sampler:
                 busy[c] = 100.0 * (tot - d[3] - d[4]) / tot
         procs = top_per_cpu(fit_to_cpus(self.tasks.sample(ticks_per_cpu, self._uptime()), busy))
         census = self.census.sample(now, force_walk=force_walk)
-        mi = read_meminfo(self.root)
+        mi = read_meminfo(self.root, self.reader)
         events = self.kmsg.read()[1] if self.kmsg else []
         nics = None
         if self.n % self.nic_every == 0:
             # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
             eth = self.ethtool and (self.nics is None or (self.n + 1) % self.ethtool_every == 0)
-            nics = self.nics = read_nics(self.root, eth, self.nics)
+            nics = self.nics = self.nic_reader.read(eth, self.nics)
         units = None
         # no systemd here: ask again only once a minute (a namespace's systemd may come up later)
         if self.units_every and self.n % (self.units_every if self.units_seen else 60) == 0:
@@ -164,13 +167,14 @@ class Sampler:
 
     def _uptime(self) -> float | None:
         """Clock ticks since boot (for processes that started between scans)."""
-        text = self.root.read_opt("/proc/uptime")
         try:
+            text = self.reader.read_opt(self.root.join("/proc/uptime"))
             return float(text.split()[0]) * self.hz if text else None
-        except (ValueError, IndexError):
+        except (OSError, ValueError, IndexError):
             return None
 
     def close(self) -> None:
         self.tasks.close()
+        self.reader.close()
         if self.kmsg:
             self.kmsg.close()
