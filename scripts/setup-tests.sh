@@ -2,7 +2,8 @@
 # Everything the test-suite needs on a fresh Debian machine, as root: sysstat (mpstat, sadc) for the
 # cross-checks, ethtool, perf for kernel stacks and cgroup tracepoints, util-linux for unshare/nsenter,
 # prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program,
-# Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download).
+# Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download),
+# atop for the recorder benchmark's side-by-side run.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -15,6 +16,7 @@ command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
 command -v curl >/dev/null || need+=(curl)
+command -v atop >/dev/null || need+=(atop)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq

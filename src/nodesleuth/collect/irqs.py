@@ -77,15 +77,15 @@ class IrqReader:
         self.keys = nic_irq_keys(root)
         self.reader = reader or Preader(root.live)
 
-    def _text(self, abspath: str) -> str:
+    def _text(self, abspath: str, one_record: bool) -> str:
         p = self.root.join(abspath)
         try:
-            return self.reader.read(p).decode(errors="replace")
+            return self.reader.read(p, one_record).decode(errors="replace")
         except OSError as e:
             raise InputError(p, e.strerror or str(e)) from None
 
     def read(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-        si = parse_softirqs(self._text("/proc/softirqs"), self.root.join("/proc/softirqs"))
-        irq = parse_interrupts(self._text("/proc/interrupts"), self.keys, self.root.join("/proc/interrupts")) \
+        si = parse_softirqs(self._text("/proc/softirqs", True), self.root.join("/proc/softirqs"))
+        irq = parse_interrupts(self._text("/proc/interrupts", False), self.keys, self.root.join("/proc/interrupts")) \
             if self.keys else {}
         return si, irq

@@ -31,7 +31,7 @@ def read_meminfo(root: Root, reader: Preader | None = None) -> dict[str, int]:
         return parse_meminfo(root.read("/proc/meminfo"), root.join("/proc/meminfo"))
     p = root.join("/proc/meminfo")
     try:
-        data = reader.read(p)
+        data = reader.read(p, one_record=True)
     except OSError as e:
         raise InputError(p, e.strerror or str(e)) from None
     return parse_meminfo(data.decode(errors="replace"), p)

@@ -176,7 +176,7 @@ class NicReader:
             stats = {}
             for name, path in nic.stat_paths:
                 try:
-                    txt = read(path)
+                    txt = read(path, True)
                 except FileNotFoundError:
                     raise
                 except OSError as e:

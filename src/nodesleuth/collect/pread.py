@@ -4,7 +4,7 @@ procfs and sysfs regenerate a file's content on every read from offset 0, so a f
 read with pread(fd, n, 0) each tick gives the same bytes as open+read+close at a tenth of the cost
 (measured here: /proc/PID/schedstat 20 us -> 1.2 us; /proc/meminfo 18 -> 7 us). A fixture tree's
 files may be replaced (os.replace) between reads: under a root other than "/" each read checks the
-path's inode and re-opens a replaced file. Errors are the caller's: OSError as from open().
+open file's link count and re-opens a replaced (unlinked) file. Errors are the caller's: OSError as from open().
 """
 
 from __future__ import annotations
@@ -18,38 +18,28 @@ class Preader:
     def __init__(self, live: bool = True, bufsize: int = 65536):
         self.live = live
         self.bufsize = bufsize
-        self.fds: dict[str, tuple[int, int]] = {}  # path -> (fd, inode)
+        self.fds: dict[str, int] = {}  # path -> fd
         self.sizes: dict[str, int] = {}  # path -> buffer that held it last time
 
     def _open(self, path: str) -> int:
         fd = os.open(path, os.O_RDONLY)
-        try:
-            ino = os.fstat(fd).st_ino if not self.live else 0
-        except OSError:
-            os.close(fd)
-            raise
-        self.fds[path] = (fd, ino)
+        self.fds[path] = fd
         return fd
 
-    def read(self, path: str) -> bytes:
-        ent = self.fds.get(path)
-        if ent is None:
+    def read(self, path: str, one_record: bool = False) -> bytes:
+        """`one_record`: the kernel makes the whole file in one go (single_open procfs files such as
+        meminfo, softirqs, uptime, PID/schedstat, pressure/*, and sysfs attributes), so a read that
+        does not fill the buffer is all of it and the read at EOF is skipped."""
+        fd = self.fds.get(path)
+        if fd is None:
             fd = self._open(path)
-        else:
-            fd = ent[0]
-            if not self.live:
-                try:
-                    replaced = os.stat(path).st_ino != ent[1]
-                except OSError:
-                    self.drop(path)
-                    raise
-                if replaced:
-                    self.drop(path)
-                    fd = self._open(path)
+        elif not self.live and os.fstat(fd).st_nlink == 0:  # replaced by a rename over it
+            self.drop(path)
+            fd = self._open(path)
         n = self.sizes.get(path, self.bufsize)
         try:
             data = os.pread(fd, n, 0)
-            if not data:
+            if not data or (one_record and len(data) < n):
                 return data
             # a seq_file hands out about a page of records per read (/proc/interrupts): read on to EOF
             parts = [data]
@@ -68,18 +58,18 @@ class Preader:
             self.drop(path)  # e.g. ESRCH: the task is gone; ENODEV: the device went away
             raise
 
-    def read_opt(self, path: str) -> bytes | None:
+    def read_opt(self, path: str, one_record: bool = False) -> bytes | None:
         """None when the file does not exist (or stopped existing)."""
         try:
-            return self.read(path)
+            return self.read(path, one_record)
         except FileNotFoundError:
             return None
 
     def drop(self, path: str) -> None:
-        ent = self.fds.pop(path, None)
-        if ent is not None:
+        fd = self.fds.pop(path, None)
+        if fd is not None:
             try:
-                os.close(ent[0])
+                os.close(fd)
             except OSError:
                 pass
 

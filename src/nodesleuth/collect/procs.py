@@ -19,13 +19,16 @@ from __future__ import annotations
 import os
 import resource
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import InputError
 from .root import Root
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(NamedTuple):
+    """One /proc/PID/stat (a tuple: made ~100 times a second on a busy node, 3x cheaper than a
+    frozen dataclass)."""
+
     tid: int
     pid: int
     comm: str

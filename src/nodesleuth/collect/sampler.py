@@ -168,7 +168,7 @@ class Sampler:
     def _uptime(self) -> float | None:
         """Clock ticks since boot (for processes that started between scans)."""
         try:
-            text = self.reader.read_opt(self.root.join("/proc/uptime"))
+            text = self.reader.read_opt(self.root.join("/proc/uptime"), True)
             return float(text.split()[0]) * self.hz if text else None
         except (OSError, ValueError, IndexError):
             return None

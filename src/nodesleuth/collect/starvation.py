@@ -86,7 +86,7 @@ class StarvationReader:
         read, proc = self.reader.read, self.proc
         for cpu, pid in self.ksoftirqd.items():
             try:
-                v = parse_schedstat(read(f"{proc}/{pid}/schedstat").decode())
+                v = parse_schedstat(read(f"{proc}/{pid}/schedstat", True).decode())
             except (OSError, UnicodeDecodeError):
                 v = None
                 missing = True
@@ -95,7 +95,7 @@ class StarvationReader:
         if missing:  # a CPU went offline or the thread was replaced: look again next time
             self._find()
         try:
-            psi = self.reader.read_opt(self.psi_path)
+            psi = self.reader.read_opt(self.psi_path, True)
         except OSError:  # PSI compiled in but disabled (psi=0) reads as EOPNOTSUPP
             psi = None
         return {"ksoftirqd": ks, "psi_some_us": parse_psi_some_total(psi.decode(errors="replace")) if psi else None}
