@@ -8,7 +8,8 @@ memory cgroups and recording length, on fixture nodes from benchmarks/fixtures.p
   the interpreter's start-up (`nodesleuth --version`, measured in the same run).
 - explain: wall and CPU seconds of `nodesleuth explain --store S --json` over recordings of
   600 s .. 1 day of a 96-CPU node, written by the recorder's own encoder and store from ticks
-  sampled off the animated fixture (a quiet node; a 10-minute hot core on CPU 39 every 6 hours).
+  sampled off the animated fixture (a quiet node; a 10-minute hot core on CPU 39 every 6 hours),
+  replayed with a few jiffies moved between user and idle on every CPU so no two seconds are alike.
 
 Memory cgroups: the kernel counts dying ones in /proc/cgroups and the recorder reads only that
 count each second (the directory walk, over live cgroups, runs once a minute); the fixture keeps
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import random
 import os
 import shutil
 import sys
@@ -97,6 +99,13 @@ def sample_ticks(work: str, hot: bool, n: int) -> list:
     return out
 
 
+def _jitter(v: tuple, rng: random.Random) -> tuple:
+    k = rng.randint(-3, 3)
+    if v[0] + k < 0 or v[3] - k < 0:
+        return v
+    return (v[0] + k,) + v[1:3] + (v[3] - k,) + v[4:]
+
+
 def write_recording(store: str, seconds: int, quiet: list, hot: list, t0: float) -> int:
     """`seconds` ticks at 1 Hz: quiet ones, with 600 hot seconds starting every 6 hours."""
     from nodesleuth.store.codec import Encoder
@@ -105,12 +114,17 @@ def write_recording(store: str, seconds: int, quiet: list, hot: list, t0: float)
 
     w = StoreWriter(store, retention=None, max_bytes=None, fsync_every=1 << 30)
     enc, roll = Encoder(), Rollup()
+    rng = random.Random(5)
     try:
         for i in range(seconds):
             t = t0 + i
             in_hot = (i % 21600) >= 300 and (i % 21600) < 900
             src = hot[i % len(hot)] if in_hot else quiet[i % len(quiet)]
-            tk = dataclasses.replace(src, time=t, interval=1.0, census=dataclasses.replace(src.census, time=t))
+            raw = src.cpu_raw
+            if raw:  # no two replayed seconds alike: move a few jiffies between user and idle per CPU
+                raw = {c: _jitter(v, rng) for c, v in raw.items()}
+            tk = dataclasses.replace(src, time=t, interval=1.0, cpu_raw=raw,
+                                     census=dataclasses.replace(src.census, time=t))
             w.append(TICKS, t, enc.encode(tk, {"self": [0.0, 0]}))
             start = roll.start
             done = roll.add(tk)
