@@ -138,7 +138,7 @@ class Sampler:
                 busy[c] = 100.0 * (tot - d[3] - d[4]) / tot
         procs = top_per_cpu(fit_to_cpus(self.tasks.sample(ticks_per_cpu, self._uptime()), busy))
         census = self.census.sample(now, force_walk=force_walk)
-        mi = read_meminfo(self.root, self.reader)
+        mi = read_meminfo(self.root, self.reader, MEMINFO_KEYS)
         events = self.kmsg.read()[1] if self.kmsg else []
         nics = None
         if self.n % self.nic_every == 0:
