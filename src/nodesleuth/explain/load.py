@@ -14,15 +14,15 @@ from ..store.rollup import PERIOD
 from ..store.store import CHURN, PROFILE, ROLLUP, StoreReader
 
 MARGIN = 300.0  # s read either side of the asked range; widened while an episode touches its edge
-# A range longer than SPARSE_OVER is read where the per-minute rollups (store/rollup.py) say something
+# A range longer than SPARSE_OVER (15 min) is read where the per-minute rollups (store/rollup.py) say something
 # may have happened: a minute whose busiest second on some CPU came near HOT_BUSY, a minute with NIC
 # events, a minute without a rollup (not written yet, or lost), and the range's first and last NEAR
-# seconds; each with NEAR seconds either side (a NIC event looks back NIC_LOOKBACK at the cores, the
+# seconds; each with NEAR seconds either side (a NIC event looks back NIC_LOOKBACK (60 s) at the cores, the
 # victim 60 s before an episode). Every second of every hot-core episode lies in such a minute, so
 # the incidents found are those of reading every tick: a day of 96 CPUs decodes the busy hours, not
 # 86,400 ticks.
-SPARSE_OVER = 2 * 3600.0
-NEAR = 120.0
+SPARSE_OVER = 900.0
+NEAR = 65.0
 HOT_FLOOR = HOT_BUSY - 5.0  # the rollup's busy max is rounded to a whole percent: stay generous
 CHURN_FIELDS = ("time", "event", "comm", "pid", "hierarchy", "cg_id", "path")
 
