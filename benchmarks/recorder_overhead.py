@@ -135,6 +135,7 @@ def main(argv=None) -> dict:
         if shutil.which("mpstat"):
             runs["mpstat_live"] = Measured(["mpstat", "-P", "ALL", "1", str(a.seconds)])
         steady = Steady(runs, a.warm, a.seconds)
+        load0 = os.getloadavg()
         res = {k: m.finish() for k, m in runs.items()}
         for k, v in steady.result().items():
             res[k]["steady_ext_cpu_pct_of_core"] = v
@@ -171,7 +172,7 @@ def main(argv=None) -> dict:
                   "vs_sadc_ok": vs_sadc is not None and vs_sadc <= 1.5,
                   "rss_ok": fxr["max_rss_mb"] <= 60 and res["nodesleuth_live"]["max_rss_mb"] <= 60,
                   "size_ok": fxr["steady_mb_per_day"] <= 150}
-        return emit({"benchmark": "recorder_overhead", "seconds": a.seconds,
+        return emit({"benchmark": "recorder_overhead", "seconds": a.seconds, "load": [load0, os.getloadavg()],
                      "fixture": {"cpus": a.cpus, "procs": a.procs, "tracked_memcgs": a.tracked, "live_memcgs": 240},
                      "runs": res, "ratios": ratios, "budget": budget,
                      "note": "sadc/atop/mpstat read this 2-CPU host; nodesleuth_live reads the same host; "
