@@ -105,6 +105,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--procs", type=int, default=1000)
     ap.add_argument("--tracked", type=int, default=70000)
     ap.add_argument("--warm", type=float, default=8.0, help="seconds before the steady-state window")
+    ap.add_argument("--baseline-src", help="also run the recorder of this source tree (its src/ directory, "
+                    "e.g. an older commit's `git archive`) on the same fixture and host, side by side")
     a = ap.parse_args(argv)
     # the fixture lives on tmpfs when there is one: /proc and /sys are memory-backed too
     shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -128,6 +130,10 @@ def main(argv=None) -> dict:
             "nodesleuth_fixture": Measured(ns + ["--root", fx, "--store", os.path.join(work, "st-fx")]),
             "nodesleuth_live": Measured(ns + ["--root", "/", "--store", os.path.join(work, "st-live")]),
         }
+        if a.baseline_src:
+            env = {**os.environ, "PYTHONPATH": os.path.abspath(a.baseline_src)}
+            runs["baseline_fixture"] = Measured(ns + ["--root", fx, "--store", os.path.join(work, "st-bfx")], env=env)
+            runs["baseline_live"] = Measured(ns + ["--root", "/", "--store", os.path.join(work, "st-blive")], env=env)
         if os.path.exists(SADC):
             runs["sadc_live"] = Measured([SADC, "-S", "XALL", "1", str(a.seconds), os.path.join(work, "sa.data")])
         if shutil.which("atop"):
@@ -141,10 +147,12 @@ def main(argv=None) -> dict:
             res[k]["steady_ext_cpu_pct_of_core"] = v
         stop.set()
         th.join()
-        for k in ("nodesleuth_fixture", "nodesleuth_live"):
-            r = res[k]
-            r["store_bytes"] = store_bytes(os.path.join(work, "st-fx" if k.endswith("fixture") else "st-live"))
-            r.update(steady_state(os.path.join(work, "st-fx" if k.endswith("fixture") else "st-live")))
+        stores = {"nodesleuth_fixture": "st-fx", "nodesleuth_live": "st-live", "baseline_fixture": "st-bfx",
+                  "baseline_live": "st-blive"}
+        for k, d in stores.items():
+            if k in res:
+                res[k]["store_bytes"] = store_bytes(os.path.join(work, d))
+                res[k].update(steady_state(os.path.join(work, d)))
         for r in res.values():
             r["cpu_pct_of_core"] = round(100 * r["cpu_s"] / a.seconds, 3)
             r["cpu_s_per_hour"] = round(r["cpu_s"] / a.seconds * 3600, 2)
@@ -155,10 +163,17 @@ def main(argv=None) -> dict:
         fxr = res["nodesleuth_fixture"]
         ratios = {}
         live_ext = res["nodesleuth_live"].get("steady_ext_cpu_pct_of_core")
-        for other in ("sadc_live", "atop_live", "mpstat_live"):
+        for other in ("sadc_live", "atop_live", "mpstat_live", "baseline_live"):
             o = res.get(other, {}).get("steady_ext_cpu_pct_of_core")
             if live_ext is not None and o:
                 ratios[f"nodesleuth_live_steady_ext_cpu_vs_{other}"] = round(live_ext / o, 2)
+            b = res.get("baseline_live", {}).get("steady_ext_cpu_pct_of_core")
+            if b is not None and o and other != "baseline_live":
+                ratios[f"baseline_live_steady_ext_cpu_vs_{other}"] = round(b / o, 2)
+        if "baseline_fixture" in res and res["baseline_fixture"].get("steady_ext_cpu_pct_of_core"):
+            ratios["nodesleuth_fixture_steady_ext_cpu_vs_baseline_fixture"] = round(
+                fxr_ext / res["baseline_fixture"]["steady_ext_cpu_pct_of_core"], 2) if (
+                fxr_ext := res["nodesleuth_fixture"].get("steady_ext_cpu_pct_of_core")) else None
         for other in ("sadc_live", "atop_live", "mpstat_live"):
             if other in res and res[other]["cpu_s"] > 0:
                 ratios[f"nodesleuth_live_cpu_vs_{other}"] = round(res["nodesleuth_live"]["cpu_s"] / res[other]["cpu_s"], 2)
@@ -173,6 +188,7 @@ def main(argv=None) -> dict:
                   "rss_ok": fxr["max_rss_mb"] <= 60 and res["nodesleuth_live"]["max_rss_mb"] <= 60,
                   "size_ok": fxr["steady_mb_per_day"] <= 150}
         return emit({"benchmark": "recorder_overhead", "seconds": a.seconds, "load": [load0, os.getloadavg()],
+                     "baseline_src": a.baseline_src,
                      "fixture": {"cpus": a.cpus, "procs": a.procs, "tracked_memcgs": a.tracked, "live_memcgs": 240},
                      "runs": res, "ratios": ratios, "budget": budget,
                      "note": "sadc/atop/mpstat read this 2-CPU host; nodesleuth_live reads the same host; "

@@ -30,7 +30,6 @@ def test_proc_files_read_the_same_as_open_read():
 
 def test_a_large_seq_file_is_read_to_the_end(tmp_path):
     """/proc/self/maps hands out records a page at a time; a read must not stop at the first page."""
-    big = [bytearray(4096) for _ in range(2000)]  # noqa: F841 (keeps many mappings alive)
     import mmap
 
     maps = [mmap.mmap(-1, 4096 * (i % 3 + 1)) for i in range(400)]
