@@ -170,10 +170,10 @@ def main(argv=None) -> dict:
             b = res.get("baseline_live", {}).get("steady_ext_cpu_pct_of_core")
             if b is not None and o and other != "baseline_live":
                 ratios[f"baseline_live_steady_ext_cpu_vs_{other}"] = round(b / o, 2)
-        if "baseline_fixture" in res and res["baseline_fixture"].get("steady_ext_cpu_pct_of_core"):
-            ratios["nodesleuth_fixture_steady_ext_cpu_vs_baseline_fixture"] = round(
-                fxr_ext / res["baseline_fixture"]["steady_ext_cpu_pct_of_core"], 2) if (
-                fxr_ext := res["nodesleuth_fixture"].get("steady_ext_cpu_pct_of_core")) else None
+        new_fx = res["nodesleuth_fixture"].get("steady_ext_cpu_pct_of_core")
+        old_fx = res.get("baseline_fixture", {}).get("steady_ext_cpu_pct_of_core")
+        if new_fx is not None and old_fx:
+            ratios["nodesleuth_fixture_steady_ext_cpu_vs_baseline_fixture"] = round(new_fx / old_fx, 2)
         for other in ("sadc_live", "atop_live", "mpstat_live"):
             if other in res and res[other]["cpu_s"] > 0:
                 ratios[f"nodesleuth_live_cpu_vs_{other}"] = round(res["nodesleuth_live"]["cpu_s"] / res[other]["cpu_s"], 2)

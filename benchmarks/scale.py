@@ -213,7 +213,8 @@ def main(argv=None) -> dict:
         superlinear = sorted(k for k, f in fits.items() if f["exponent"] is not None and f["exponent"] > 1.1)
         knees = sorted(k for k, f in fits.items() if f["steepest_local"] is not None and f["steepest_local"] > 1.1)
         day = next((r for r in table.get("seconds", []) if r["seconds"] == 86400), None)
-        return emit({"benchmark": "scale", "startup_cpu_s": start["cpu_s"], "load": os.getloadavg(), "table": table, "exponents": fits,
+        return emit({"benchmark": "scale", "startup_cpu_s": start["cpu_s"], "load": os.getloadavg(),
+                     "table": table, "exponents": fits,
                      "superlinear": superlinear, "nothing_superlinear": not superlinear,
                      "superlinear_between_neighbours": knees,
                      "explain_day_96cpu_wall_s": day["explain_wall_s"] if day else None,

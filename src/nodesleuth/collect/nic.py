@@ -75,47 +75,13 @@ STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "t
 def read_nics(root: Root, with_ethtool: bool = True, previous: list[NicCounters] | None = None,
               all_stats: bool = False) -> list[NicCounters]:
     """Physical interfaces only (those with a device/); `previous` supplies the ethtool counters on
-    ticks that skip ethtool (it forks a process, so the recorder runs it at a lower rate)."""
-    base = "/sys/class/net"
-    out = []
-    prev = {n.ifname: n.ethtool for n in previous or []}
-    prev_qto = {n.ifname: n.queue_tx_timeouts for n in previous or []}
-    for ifname in sorted(root.listdir(base)):
-        if ifname == "lo" or not root.exists(f"{base}/{ifname}/device"):
-            continue
-        d = f"{base}/{ifname}"
-        stats = {}
-        names = root.listdir(f"{d}/statistics") if all_stats else [n for n in STATS
-                                                                     if root.exists(f"{d}/statistics/{n}")]
-        for name in names:
-            txt = root.read(f"{d}/statistics/{name}").strip()
-            try:
-                stats[name] = int(txt)
-            except ValueError:
-                raise InputError(root.join(f"{d}/statistics/{name}"), f"not an integer: {txt[:40]!r}") from None
-        qto = 0
-        if with_ethtool or ifname not in prev:  # per-queue files: at the (lower) ethtool rate
-            for q in root.listdir(f"{d}/queues"):
-                if q.startswith("tx-"):
-                    t = root.read_opt(f"{d}/queues/{q}/tx_timeout")
-                    if t is not None and t.strip().isdigit():
-                        qto += int(t)
-        else:
-            qto = prev_qto.get(ifname, 0)
-        drv = bus = ""
-        link = root.join(f"{d}/device/driver")
-        if os.path.islink(link):
-            drv = os.path.basename(os.readlink(link))
-        dev = root.join(f"{d}/device")
-        if os.path.islink(dev):
-            bus = os.path.basename(os.readlink(dev))
-        uevent = root.read_opt(f"{d}/device/uevent") or ""
-        for line in uevent.splitlines():
-            if line.startswith("PCI_SLOT_NAME="):
-                bus = line.split("=", 1)[1]
-        eth = _ethtool(root, ifname) if with_ethtool else prev.get(ifname, {})
-        out.append(NicCounters(ifname, drv, stats, qto, eth, bus))
-    return out
+    ticks that skip ethtool (it forks a process, so the recorder runs it at a lower rate). One read;
+    a loop keeps a NicReader."""
+    nr = NicReader(root, all_stats=all_stats)
+    try:
+        return nr.read(with_ethtool, previous)
+    finally:
+        nr.reader.close()
 
 
 @dataclass
@@ -129,11 +95,11 @@ class _Nic:
 class NicReader:
     """read_nics() for a loop: which interfaces exist, their driver, bus and counter files are
     found once (and again every `rescan_every` reads, or when a read fails: an interface went away
-    or was renamed); the counter files stay open and are re-read with pread. Same results as
-    read_nics() with the default counters."""
+    or was renamed); the counter files stay open and are re-read with pread."""
 
-    def __init__(self, root: Root, reader: Preader | None = None, rescan_every: int = 60):
+    def __init__(self, root: Root, reader: Preader | None = None, rescan_every: int = 60, all_stats: bool = False):
         self.root = root
+        self.all_stats = all_stats
         self.reader = reader or Preader(root.live)
         self.rescan_every = max(1, rescan_every)
         self.n = 0
@@ -145,7 +111,8 @@ class NicReader:
             if ifname == "lo" or not root.exists(f"{base}/{ifname}/device"):
                 continue
             d = f"{base}/{ifname}"
-            paths = [(n, root.join(f"{d}/statistics/{n}")) for n in STATS]
+            names = root.listdir(f"{d}/statistics") if self.all_stats else STATS
+            paths = [(n, root.join(f"{d}/statistics/{n}")) for n in names]
             drv = bus = ""
             link = root.join(f"{d}/device/driver")
             if os.path.islink(link):
