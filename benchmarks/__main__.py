@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-ALL = ["recorder_overhead", "perf_parse", "profile_query", "zombie_cost", "fleet", "web_timeline"]
+ALL = ["recorder_overhead", "perf_parse", "profile_query", "zombie_cost", "fleet", "web_timeline", "scale"]
 
 
 def rows(r: dict) -> list[tuple[str, str]]:
@@ -24,7 +24,7 @@ def rows(r: dict) -> list[tuple[str, str]]:
                 f"{f['steady_cpu_pct_of_core']}% of a core, {f['max_rss_mb']} MB RSS, {f['steady_mb_per_day']} MB/day"),
                ("recorder CPU s per hour (fixture / live host)",
                 f"{round(f['steady_cpu_pct_of_core'] * 36, 1)} / {round(runs['nodesleuth_live']['steady_cpu_pct_of_core'] * 36, 1)}")]
-        for k in ("sadc_live", "mpstat_live"):
+        for k in ("sadc_live", "atop_live", "mpstat_live"):
             if k in runs:
                 out.append((f"{k.replace('_live', '')} 1 (live host) CPU s per hour", str(runs[k]["cpu_s_per_hour"])))
         out += [(f"ratio {k}", str(v)) for k, v in r["ratios"].items() if "steady" in k]
@@ -51,6 +51,13 @@ def rows(r: dict) -> list[tuple[str, str]]:
     if b == "web_timeline":
         return [(f"web day timeline, {r['cpus']} CPUs x 24 h", f"{r['render_seconds']} s server+browser "
                  f"({r['api_seconds']} s API, {r['bytes']} bytes)")]
+    if b == "scale":
+        ex = r["exponents"]
+        return [("scale exponents (record per tick ~ CPUs / procs / memcgs)",
+                 " / ".join(str(ex.get(f"record_tick_ms~{d}", {}).get("exponent")) for d in ("cpus", "procs", "memcgs"))),
+                ("scale: faster than linear (global fit / between neighbours)",
+                 f"{', '.join(r['superlinear']) or 'nothing'} / {', '.join(r.get('superlinear_between_neighbours', [])) or 'nothing'}"),
+                ("explain over a day of 96 CPUs", f"{r['explain_day_96cpu_wall_s']} s wall")]
     return [(b, json.dumps(r)[:80])]
 
 

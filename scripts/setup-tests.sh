@@ -3,7 +3,7 @@
 # cross-checks, ethtool, perf for kernel stacks and cgroup tracepoints, util-linux for unshare/nsenter,
 # prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program,
 # Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download),
-# Debian's golang for `go tool pprof` reading the pprof export.
+# Debian's golang for `go tool pprof` reading the pprof export, atop for the recorder benchmark.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -16,6 +16,7 @@ command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v gcc >/dev/null || need+=(gcc)
 command -v curl >/dev/null || need+=(curl)
+command -v atop >/dev/null || need+=(atop)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v go >/dev/null || need+=(golang-go)
 if [ ${#need[@]} -gt 0 ]; then

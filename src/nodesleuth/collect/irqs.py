@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
+from .pread import Preader
 from .root import Root
 
 
@@ -69,12 +70,22 @@ def parse_interrupts(text: str, keys: list[str], path: str = "/proc/interrupts")
 
 
 class IrqReader:
-    def __init__(self, root: Root):
+    """Both files stay open between reads (collect/pread.py)."""
+
+    def __init__(self, root: Root, reader: Preader | None = None):
         self.root = root
         self.keys = nic_irq_keys(root)
+        self.reader = reader or Preader(root.live)
+
+    def _text(self, abspath: str, one_record: bool) -> str:
+        p = self.root.join(abspath)
+        try:
+            return self.reader.read(p, one_record).decode(errors="replace")
+        except OSError as e:
+            raise InputError(p, e.strerror or str(e)) from None
 
     def read(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-        si = parse_softirqs(self.root.read("/proc/softirqs"), self.root.join("/proc/softirqs"))
-        irq = parse_interrupts(self.root.read("/proc/interrupts"), self.keys, self.root.join("/proc/interrupts")) \
+        si = parse_softirqs(self._text("/proc/softirqs", True), self.root.join("/proc/softirqs"))
+        irq = parse_interrupts(self._text("/proc/interrupts", False), self.keys, self.root.join("/proc/interrupts")) \
             if self.keys else {}
         return si, irq

@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from ..errors import InputError
+from .pread import Preader
 from .root import Root
 
 
-def parse_meminfo(text: str, path: str = "/proc/meminfo") -> dict[str, int]:
-    """Values in bytes (the kernel writes kB)."""
+def parse_meminfo(text: str, path: str = "/proc/meminfo", keys: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Values in bytes (the kernel writes kB). With `keys`, only those lines are parsed (the recorder
+    keeps six of ~55, every second); MemTotal is always required."""
+    lines = text.splitlines()
+    if keys is not None:
+        body = "\n" + text
+        lines = []
+        for k in dict.fromkeys(("MemTotal",) + tuple(keys)):
+            i = body.find(f"\n{k}:")
+            if i >= 0:
+                j = body.find("\n", i + 1)
+                lines.append(body[i + 1:j if j >= 0 else len(body)])
     out = {}
-    for line in text.splitlines():
+    for line in lines:
         if not line.strip():
             continue
         try:
@@ -24,5 +35,13 @@ def parse_meminfo(text: str, path: str = "/proc/meminfo") -> dict[str, int]:
     return out
 
 
-def read_meminfo(root: Root) -> dict[str, int]:
-    return parse_meminfo(root.read("/proc/meminfo"), root.join("/proc/meminfo"))
+def read_meminfo(root: Root, reader: Preader | None = None, keys: tuple[str, ...] | None = None) -> dict[str, int]:
+    """`reader` (the recorder's) keeps the file open between ticks; `keys`: see parse_meminfo."""
+    if reader is None:
+        return parse_meminfo(root.read("/proc/meminfo"), root.join("/proc/meminfo"), keys)
+    p = root.join("/proc/meminfo")
+    try:
+        data = reader.read(p, one_record=True)
+    except OSError as e:
+        raise InputError(p, e.strerror or str(e)) from None
+    return parse_meminfo(data.decode(errors="replace"), p, keys)

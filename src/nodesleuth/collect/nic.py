@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from .pread import Preader
 from .root import Root
 
 # driver counters that mean "the NIC reset itself or its queues timed out" (ENA names first)
@@ -74,44 +75,94 @@ STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "t
 def read_nics(root: Root, with_ethtool: bool = True, previous: list[NicCounters] | None = None,
               all_stats: bool = False) -> list[NicCounters]:
     """Physical interfaces only (those with a device/); `previous` supplies the ethtool counters on
-    ticks that skip ethtool (it forks a process, so the recorder runs it at a lower rate)."""
-    base = "/sys/class/net"
-    out = []
-    prev = {n.ifname: n.ethtool for n in previous or []}
-    prev_qto = {n.ifname: n.queue_tx_timeouts for n in previous or []}
-    for ifname in sorted(root.listdir(base)):
-        if ifname == "lo" or not root.exists(f"{base}/{ifname}/device"):
-            continue
-        d = f"{base}/{ifname}"
-        stats = {}
-        names = root.listdir(f"{d}/statistics") if all_stats else [n for n in STATS
-                                                                     if root.exists(f"{d}/statistics/{n}")]
-        for name in names:
-            txt = root.read(f"{d}/statistics/{name}").strip()
-            try:
-                stats[name] = int(txt)
-            except ValueError:
-                raise InputError(root.join(f"{d}/statistics/{name}"), f"not an integer: {txt[:40]!r}") from None
-        qto = 0
-        if with_ethtool or ifname not in prev:  # per-queue files: at the (lower) ethtool rate
-            for q in root.listdir(f"{d}/queues"):
-                if q.startswith("tx-"):
-                    t = root.read_opt(f"{d}/queues/{q}/tx_timeout")
-                    if t is not None and t.strip().isdigit():
-                        qto += int(t)
-        else:
-            qto = prev_qto.get(ifname, 0)
-        drv = bus = ""
-        link = root.join(f"{d}/device/driver")
-        if os.path.islink(link):
-            drv = os.path.basename(os.readlink(link))
-        dev = root.join(f"{d}/device")
-        if os.path.islink(dev):
-            bus = os.path.basename(os.readlink(dev))
-        uevent = root.read_opt(f"{d}/device/uevent") or ""
-        for line in uevent.splitlines():
-            if line.startswith("PCI_SLOT_NAME="):
-                bus = line.split("=", 1)[1]
-        eth = _ethtool(root, ifname) if with_ethtool else prev.get(ifname, {})
-        out.append(NicCounters(ifname, drv, stats, qto, eth, bus))
-    return out
+    ticks that skip ethtool (it forks a process, so the recorder runs it at a lower rate). One read;
+    a loop keeps a NicReader."""
+    nr = NicReader(root, all_stats=all_stats)
+    try:
+        return nr.read(with_ethtool, previous)
+    finally:
+        nr.reader.close()
+
+
+@dataclass
+class _Nic:
+    ifname: str
+    driver: str
+    bus: str
+    stat_paths: list[tuple[str, str]]  # (counter name, path) of the counters this interface has
+
+
+class NicReader:
+    """read_nics() for a loop: which interfaces exist, their driver, bus and counter files are
+    found once (and again every `rescan_every` reads, or when a read fails: an interface went away
+    or was renamed); the counter files stay open and are re-read with pread."""
+
+    def __init__(self, root: Root, reader: Preader | None = None, rescan_every: int = 60, all_stats: bool = False):
+        self.root = root
+        self.all_stats = all_stats
+        self.reader = reader or Preader(root.live)
+        self.rescan_every = max(1, rescan_every)
+        self.n = 0
+        self.nics: list[_Nic] | None = None
+
+    def _scan(self) -> list[_Nic]:
+        root, base, out = self.root, "/sys/class/net", []
+        for ifname in sorted(root.listdir(base)):
+            if ifname == "lo" or not root.exists(f"{base}/{ifname}/device"):
+                continue
+            d = f"{base}/{ifname}"
+            names = root.listdir(f"{d}/statistics") if self.all_stats else STATS
+            paths = [(n, root.join(f"{d}/statistics/{n}")) for n in names]
+            drv = bus = ""
+            link = root.join(f"{d}/device/driver")
+            if os.path.islink(link):
+                drv = os.path.basename(os.readlink(link))
+            dev = root.join(f"{d}/device")
+            if os.path.islink(dev):
+                bus = os.path.basename(os.readlink(dev))
+            for line in (root.read_opt(f"{d}/device/uevent") or "").splitlines():
+                if line.startswith("PCI_SLOT_NAME="):
+                    bus = line.split("=", 1)[1]
+            out.append(_Nic(ifname, drv, bus, [(n, p) for n, p in paths if os.path.exists(p)]))
+        return out
+
+    def read(self, with_ethtool: bool = True, previous: list[NicCounters] | None = None) -> list[NicCounters]:
+        if self.nics is None or self.n % self.rescan_every == 0:
+            self.nics = self._scan()
+        self.n += 1
+        try:
+            return self._read(with_ethtool, previous)
+        except FileNotFoundError:
+            self.nics = self._scan()  # gone or renamed since the last scan: once more, from scratch
+            return self._read(with_ethtool, previous)
+
+    def _read(self, with_ethtool: bool, previous: list[NicCounters] | None) -> list[NicCounters]:
+        prev = {n.ifname: n for n in previous or []}
+        out, read = [], self.reader.read
+        for nic in self.nics or []:
+            stats = {}
+            for name, path in nic.stat_paths:
+                try:
+                    txt = read(path, True)
+                except FileNotFoundError:
+                    raise
+                except OSError as e:
+                    raise InputError(path, e.strerror or str(e)) from None
+                try:
+                    stats[name] = int(txt)
+                except ValueError:
+                    raise InputError(path, f"not an integer: {txt[:40]!r}") from None
+            p = prev.get(nic.ifname)
+            d = f"/sys/class/net/{nic.ifname}"
+            if with_ethtool or p is None:  # per-queue files: at the (lower) ethtool rate
+                qto = 0
+                for q in self.root.listdir(f"{d}/queues"):
+                    if q.startswith("tx-"):
+                        t = self.root.read_opt(f"{d}/queues/{q}/tx_timeout")
+                        if t is not None and t.strip().isdigit():
+                            qto += int(t)
+            else:
+                qto = p.queue_tx_timeouts
+            eth = _ethtool(self.root, nic.ifname) if with_ethtool else (p.ethtool if p else {})
+            out.append(NicCounters(nic.ifname, nic.driver, stats, qto, eth, nic.bus))
+        return out

@@ -13,7 +13,8 @@ from .cpu import CpuTimes, CpuUtil, interval as cpu_interval, read_stat
 from .irqs import IrqReader
 from .kmsg import KernelEvent, KmsgReader
 from .meminfo import read_meminfo
-from .nic import NicCounters, read_nics
+from .nic import NicCounters, NicReader
+from .pread import Preader
 from .procs import ProcUse, TaskSampler, clock_ticks, fit_to_cpus
 from .root import Root
 from .starvation import StarvationReader, deltas as starvation_deltas
@@ -97,9 +98,11 @@ class Sampler:
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every)
         self._t: float | None = None
         self.units_seen = True
-        self.irqs = IrqReader(root) if irqs else None
+        self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
+        self.nic_reader = NicReader(root, self.reader)
+        self.irqs = IrqReader(root, self.reader) if irqs else None
         self._irq_prev: tuple[dict, dict] | None = None
-        self.starvation = StarvationReader(root) if starvation else None
+        self.starvation = StarvationReader(root, self.reader) if starvation else None
         self._starve_prev: dict | None = None
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
         self.problems: dict[str, str] = dict(self.census.problems)
@@ -124,7 +127,7 @@ class Sampler:
         self._t = time.time()
         self._stat = self._read("cpu", lambda: read_stat(self.root))
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
-        self.nics = self._read("nics", lambda: read_nics(self.root, self.ethtool))
+        self.nics = self._read("nics", lambda: self.nic_reader.read(self.ethtool))
         if self.starvation:
             self._starve_prev = self._read("starvation", self.starvation.read)
         if self.irqs:
@@ -156,13 +159,13 @@ class Sampler:
         procs = top_per_cpu(fit_to_cpus(uses, busy))
         census = self.census.sample(now, force_walk=force_walk)
         self.problems.update({k: v for k, v in census.problems if k not in self.problems})
-        mi = self._read("meminfo", lambda: read_meminfo(self.root), {})
+        mi = self._read("meminfo", lambda: read_meminfo(self.root, self.reader, MEMINFO_KEYS), {})
         events = self._kmsg_events()
         nics = None
         if self.n % self.nic_every == 0:
             # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
             eth = self.ethtool and (self.nics is None or (self.n + 1) % self.ethtool_every == 0)
-            nics = self.nics = self._read("nics", lambda: read_nics(self.root, eth, self.nics))
+            nics = self.nics = self._read("nics", lambda: self.nic_reader.read(eth, self.nics))
         units = None
         # no systemd here: ask again only once a minute (a namespace's systemd may come up later)
         if self.units_every and self.n % (self.units_every if self.units_seen else 60) == 0:
@@ -198,13 +201,14 @@ class Sampler:
 
     def _uptime(self) -> float | None:
         """Clock ticks since boot (for processes that started between scans)."""
-        text = self.root.read_opt("/proc/uptime")
         try:
+            text = self.reader.read_opt(self.root.join("/proc/uptime"), True)
             return float(text.split()[0]) * self.hz if text else None
-        except (ValueError, IndexError):
+        except (OSError, ValueError, IndexError):
             return None
 
     def close(self) -> None:
         self.tasks.close()
+        self.reader.close()
         if self.kmsg:
             self.kmsg.close()

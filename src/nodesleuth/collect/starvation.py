@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from .pread import Preader
 from .root import Root
 
 
@@ -44,10 +45,12 @@ def parse_psi_some_total(text: str) -> int | None:
 
 
 class StarvationReader:
-    def __init__(self, root: Root):
+    def __init__(self, root: Root, reader: Preader | None = None):
         self.root = root
         self.proc = root.join("/proc")
         self.ksoftirqd: dict[int, int] = {}  # cpu -> pid
+        self.reader = reader or Preader(root.live)  # schedstat files stay open: 96 CPUs, 96 preads a tick
+        self.psi_path = root.join("/proc/pressure/cpu")
         self._find()
 
     def _comm(self, pid: str) -> str:
@@ -80,19 +83,22 @@ class StarvationReader:
         """Cumulative counters: {"ksoftirqd": {cpu: (run_ns, wait_ns)}, "psi_some_us": int|None}."""
         ks: dict[int, tuple[int, int]] = {}
         missing = False
+        read, proc = self.reader.read, self.proc
         for cpu, pid in self.ksoftirqd.items():
             try:
-                with open(f"{self.proc}/{pid}/schedstat") as f:
-                    v = parse_schedstat(f.read())
-            except OSError:
+                v = parse_schedstat(read(f"{proc}/{pid}/schedstat", True).decode())
+            except (OSError, UnicodeDecodeError):
                 v = None
                 missing = True
             if v is not None:
                 ks[cpu] = v
         if missing:  # a CPU went offline or the thread was replaced: look again next time
             self._find()
-        psi = self.root.read_opt("/proc/pressure/cpu") if self.root.exists("/proc/pressure/cpu") else None
-        return {"ksoftirqd": ks, "psi_some_us": parse_psi_some_total(psi) if psi else None}
+        try:
+            psi = self.reader.read_opt(self.psi_path, True)
+        except OSError:  # PSI compiled in but disabled (psi=0) reads as EOPNOTSUPP
+            psi = None
+        return {"ksoftirqd": ks, "psi_some_us": parse_psi_some_total(psi.decode(errors="replace")) if psi else None}
 
 
 def deltas(prev: dict, cur: dict, interval: float) -> dict | None:

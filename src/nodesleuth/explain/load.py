@@ -8,11 +8,22 @@ from dataclasses import dataclass, field
 import orjson
 
 from ..collect.churn import CgEvent
-from ..detect.incidents import GAP, Incident, find_incidents, select
+from ..detect.incidents import GAP, HOT_BUSY, Incident, find_incidents, select
 from ..store import query
-from ..store.store import CHURN, PROFILE, StoreReader
+from ..store.rollup import PERIOD
+from ..store.store import CHURN, PROFILE, ROLLUP, StoreReader
 
 MARGIN = 300.0  # s read either side of the asked range; widened while an episode touches its edge
+# A range longer than SPARSE_OVER (15 min) is read where the per-minute rollups (store/rollup.py) say something
+# may have happened: a minute whose busiest second on some CPU came near HOT_BUSY, a minute with NIC
+# events, a minute without a rollup (not written yet, or lost), and the range's first and last NEAR
+# seconds; each with NEAR seconds either side (a NIC event looks back NIC_LOOKBACK (60 s) at the cores, the
+# victim 60 s before an episode). Every second of every hot-core episode lies in such a minute, so
+# the incidents found are those of reading every tick: a day of 96 CPUs decodes the busy hours, not
+# 86,400 ticks.
+SPARSE_OVER = 900.0
+NEAR = 65.0
+HOT_FLOOR = HOT_BUSY - 5.0  # the rollup's busy max is rounded to a whole percent: stay generous
 CHURN_FIELDS = ("time", "event", "comm", "pid", "hierarchy", "cg_id", "path")
 
 
@@ -52,8 +63,52 @@ def churn_rows(payload: bytes) -> list[CgEvent]:
     return [CgEvent(*row) for row in doc]  # schema 1: positional rows
 
 
+def windows(reader: StoreReader, t0: float | None, t1: float | None) -> list[tuple[float, float]] | None:
+    """The parts of [t0, t1] worth decoding tick by tick, from the rollups; None: read it all."""
+    span = reader.span()
+    if span is None:
+        return None
+    a = span[0] if t0 is None else max(t0, span[0])
+    b = span[1] if t1 is None else min(t1, span[1])
+    if b - a <= SPARSE_OVER:
+        return None
+    minutes = {}
+    for _, payload in reader.read(ROLLUP, a - PERIOD, b):
+        try:
+            r = orjson.loads(payload)
+            minutes[float(r["t"])] = r
+        except (ValueError, TypeError, KeyError):
+            continue  # an unreadable minute counts as one without a rollup: read its ticks
+    if not minutes:
+        return None
+    wins = [(a, a + NEAR), (b - NEAR, b)]
+    slot = a - a % PERIOD
+    while slot <= b:
+        r = minutes.get(slot)
+        if r is None or r.get("ev") or max(r.get("bmax") or [100], default=100) >= HOT_FLOOR:
+            wins.append((slot - NEAR, slot + PERIOD + NEAR))
+        slot += PERIOD
+    wins.sort()
+    out: list[list[float]] = []
+    for w0, w1 in wins:
+        w0, w1 = max(a, w0), min(b, w1)
+        if out and w0 <= out[-1][1] + GAP:
+            out[-1][1] = max(out[-1][1], w1)
+        else:
+            out.append([w0, w1])
+    return [(w0, w1) for w0, w1 in out]
+
+
 def _ticks(reader: StoreReader, t0: float | None, t1: float | None) -> list:
-    return list(query.ticks(reader, t0, t1))
+    wins = windows(reader, t0, t1)
+    if wins is None:
+        return list(query.ticks(reader, t0, t1))
+    out: list = []
+    for w0, w1 in wins:
+        for tk in query.ticks(reader, w0, w1):
+            if not out or tk.time > out[-1].time:  # windows are apart, but never twice the same tick
+                out.append(tk)
+    return out
 
 
 def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording, list]:

@@ -16,6 +16,7 @@ that look-back.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import orjson
 
@@ -138,8 +139,7 @@ def decode(payload: bytes, where: str = "tick") -> Tick:
     if v not in READS:
         raise InputError(where, f"record schema {v} is newer than this nodesleuth reads ({max(READS)}); upgrade")
     cpu, raw = _cpus(r)
-    procs = [ProcUse(row["pid"], row["comm"], row["cpu"], row["pct"] / 10, bool(row.get("estimate", 0)))
-             for row in _rows(r.get("p"))]
+    procs = _procs(r.get("p"))
     v1 = tuple(ControllerCount(x.get("name"), x.get("hierarchy", 0), x.get("tracked", 0), x.get("live"), None)
                for x in _rows(r.get("cg")))
     v2 = None
@@ -167,6 +167,33 @@ def decode(payload: bytes, where: str = "tick") -> Tick:
                 r.get("si"), _nic_irqs(r, raw), starve)
 
 
+def _procs(d: dict | None) -> list[ProcUse]:
+    """The process table by column name, without a dict per row (a tick has ~100 rows)."""
+    if not d:
+        return []
+    names = d.get("f", [])
+    try:
+        ic, ip, iq, im = (names.index(n) for n in ("cpu", "pid", "pct", "comm"))
+    except ValueError:
+        return [ProcUse(row["pid"], row["comm"], row["cpu"], row["pct"] / 10, bool(row.get("estimate", 0)))
+                for row in _rows(d)]
+    ie = names.index("estimate") if "estimate" in names else None
+    if ie is None:
+        return [ProcUse(row[ip], row[im], row[ic], row[iq] / 10, False) for row in d.get("r", [])]
+    return [ProcUse(row[ip], row[im], row[ic], row[iq] / 10, bool(row[ie])) for row in d.get("r", [])]
+
+
+_PADS = [(0,) * (len(FIELDS) - k) for k in range(len(FIELDS) + 1)]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _column(cpu: int, stored: tuple[int, ...]):
+    """(all columns, from_deltas) of one CPU's stored jiffies, remembered: a second's jiffies on a CPU
+    repeat (they sum to ~USER_HZ and are mostly idle), and a day of 96 CPUs is 8.3 M of them."""
+    full = stored + _PADS[len(stored)] if len(stored) <= len(FIELDS) else stored
+    return full, from_deltas(cpu, full)
+
+
 def _rows(d: dict | None) -> list[dict]:
     if not d:
         return []
@@ -178,21 +205,28 @@ def _cpus(r: dict):
     """Per-CPU jiffy deltas, mapped by column name when the record names its columns."""
     cpu, raw = {}, None
     if "c" in r:
+        raw = {}
         ci = r["ci"] if isinstance(r["ci"], list) else list(range(r["ci"]))
         order = r.get("cf")
 
-        def full(v) -> tuple[int, ...]:
-            if order and list(order) != list(FIELDS):
+        if order and list(order) != list(FIELDS):
+            def col(c, v):
                 named = dict(zip(order, v))
-                return tuple(named.get(f, 0) for f in FIELDS)
-            return tuple(v) + (0,) * (len(FIELDS) - len(v))
-
-        raw = {c: full(v) for c, v in zip(ci, r["c"])}
-        raw[-1] = full(r["ca"])
-        for c, v in raw.items():
-            # "ca" is what the recorder kept for "all": since the mpstat arithmetic, the sum of the shown
-            # CPUs' deltas (older stores: the aggregate line's delta, read back as it was)
-            cpu[c] = from_deltas(c, v)
+                full = tuple(named.get(f, 0) for f in FIELDS)
+                return full, from_deltas(c, full)
+        else:
+            col = _column
+        # "ca" is what the recorder kept for "all": since the mpstat arithmetic, the sum of the shown
+        # CPUs' deltas (older stores: the aggregate line's delta, read back as it was)
+        for c, v in zip(ci, r["c"]):
+            full, u = col(c, tuple(v))
+            raw[c] = full
+            if u is not None:
+                cpu[c] = u
+        full, u = col(-1, tuple(r["ca"]))
+        raw[-1] = full
+        if u is not None:
+            cpu[-1] = u
     return cpu, raw
 
 

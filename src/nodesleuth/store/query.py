@@ -23,6 +23,8 @@ def ticks(reader: StoreReader, t0: float | None, t1: float | None, on_segment=No
     start = None if t0 is None else t0 - KEYFRAME if carry else t0
     nics = units = None
     for t, payload in reader.read(TICKS, start, t1, on_segment):
+        if t0 is not None and t < t0 and b'"nic"' not in payload and b'"u"' not in payload:
+            continue  # before the range and carrying nothing forward: not worth decoding
         tk = decode(payload)
         if tk.nics is not None:
             nics = tk.nics

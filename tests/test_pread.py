@@ -1,0 +1,61 @@
+"""Kernel files kept open and re-read with pread (collect/pread.py) read what open+read reads: on
+this machine's /proc (multi-page seq_files included) and on a fixture tree whose files are replaced."""
+
+from __future__ import annotations
+
+import os
+
+from nodesleuth.collect.pread import Preader
+
+
+def _lines_and_keys(b: bytes) -> list[bytes]:
+    return [ln.split(b":")[0] for ln in b.splitlines()]
+
+
+def test_proc_files_read_the_same_as_open_read():
+    r = Preader(live=True)
+    try:
+        for path, one in (("/proc/interrupts", False), ("/proc/meminfo", True), ("/proc/softirqs", True),
+                          ("/proc/self/mountinfo", False), ("/proc/1/schedstat", True)):
+            for _ in range(2):  # the second read is the pread of an open file
+                got = r.read(path, one)
+                with open(path, "rb") as f:
+                    want = f.read()
+                assert _lines_and_keys(got) == _lines_and_keys(want), path
+        assert set(r.fds) >= {"/proc/interrupts", "/proc/meminfo"}
+    finally:
+        r.close()
+    assert not r.fds
+
+
+def test_a_large_seq_file_is_read_to_the_end(tmp_path):
+    """/proc/self/maps hands out records a page at a time; a read must not stop at the first page."""
+    import mmap
+
+    maps = [mmap.mmap(-1, 4096 * (i % 3 + 1)) for i in range(400)]
+    r = Preader(live=True)
+    try:
+        got = r.read("/proc/self/maps")
+        with open("/proc/self/maps", "rb") as f:
+            want = f.read()
+        assert len(want) > 8192
+        assert got.count(b"\n") == want.count(b"\n")
+    finally:
+        r.close()
+        for m in maps:
+            m.close()
+
+
+def test_fixture_file_replaced_by_rename_is_reopened(tmp_path):
+    p = str(tmp_path / "stat")
+    with open(p, "w") as f:
+        f.write("cpu  1 2 3 4\n")
+    r = Preader(live=False)
+    assert r.read(p) == b"cpu  1 2 3 4\n"
+    with open(p + ".tmp", "w") as f:
+        f.write("cpu  5 6 7 8\n")
+    os.replace(p + ".tmp", p)
+    assert r.read(p, True) == b"cpu  5 6 7 8\n"
+    os.unlink(p)
+    assert r.read_opt(p) is None
+    r.close()
