@@ -52,6 +52,28 @@ METRICS = {m.name: m for m in (
 )}
 
 
+# Where each field of a second (model.Tick) shows in the exporter, or why it does not: a new field
+# must be added here (tests/test_model.py fails otherwise), so no collector's data is silently dropped.
+FROM_TICK = {
+    "cpu": ("nodesleuth_cpu_busy_ratio", "nodesleuth_cpu_sys_ratio", "nodesleuth_cpu_softirq_ratio",
+            "nodesleuth_node_busy_ratio", "nodesleuth_hot_core_seconds"),
+    "census": ("nodesleuth_cgroups_tracked", "nodesleuth_cgroups_live", "nodesleuth_cgroups_dying"),
+    "meminfo": ("nodesleuth_memory_percpu_bytes", "nodesleuth_memory_slab_bytes"),
+    "events": ("nodesleuth_nic_kernel_events", "nodesleuth_incidents"),
+    "nics": ("nodesleuth_nic_driver_resets",),
+    "units": ("nodesleuth_unit_restarts", "nodesleuth_unit_crash_looping"),
+    "starve": ("nodesleuth_ksoftirqd_wait_ratio", "nodesleuth_cpu_pressure_some_ratio"),
+}
+NOT_FROM_TICK = {
+    "time": "the scrape's own timestamp",
+    "interval": "rates are over the scrape interval",
+    "cpu_raw": "jiffies: exported as the ratios of `cpu`",
+    "procs": "per-process labels are unbounded cardinality: /snapshot carries the top processes",
+    "softirqs": "per-CPU per-softirq series are 10 x CPUs: the ksoftirqd wait and PSI say what matters",
+    "nic_irqs": "per-CPU per-IRQ line: in /snapshot and the recording",
+}
+
+
 def tick_gauges(t, hot_seconds: dict[int, float] | None = None):
     """(metric name, label values, value) for every gauge one tick gives."""
     cpus = [u for c, u in sorted(t.cpu.items()) if c >= 0]

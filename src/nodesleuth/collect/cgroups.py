@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ..model import ControllerCount, V2Stat, DyingSubtree, Census  # noqa: F401  (record types live in model.py)
 from ..errors import InputError
 from .root import Root, parse_int
 
@@ -24,61 +25,6 @@ class Mount:
     fstype: str  # "cgroup" (v1) or "cgroup2"
     path: str  # host-absolute mount point
     controllers: tuple[str, ...]  # v1 controllers (super options); empty for cgroup2
-
-
-@dataclass(frozen=True)
-class ControllerCount:
-    """One v1 controller: /proc/cgroups num_cgroups vs directories under its mount."""
-
-    name: str
-    hierarchy: int
-    tracked: int  # num_cgroups: includes dying cgroups until they are freed
-    live: int | None  # directories including the root; None if unknown: not mounted here, or its directory is absent
-    mount: str | None
-
-    @property
-    def dying(self) -> int | None:
-        return None if self.live is None else max(0, self.tracked - self.live)
-
-
-@dataclass(frozen=True)
-class V2Stat:
-    mount: str
-    nr_descendants: int
-    nr_dying_descendants: int
-    subsys: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (live, dying), 6.12+
-
-
-@dataclass(frozen=True)
-class DyingSubtree:
-    """A live v2 cgroup whose removed children are still dying (where the zombies were made)."""
-
-    path: str
-    dying: int
-
-
-@dataclass(frozen=True)
-class Census:
-    time: float
-    v1: tuple[ControllerCount, ...]
-    v2: V2Stat | None
-    dying_subtrees: tuple[DyingSubtree, ...]
-    live_walked_at: float | None
-    problems: tuple[tuple[str, str], ...] = ()  # (section, "path: reason") that could not be read
-
-    def controller(self, name: str) -> ControllerCount | None:
-        return next((c for c in self.v1 if c.name == name), None)
-
-    def memory_dying(self) -> int | None:
-        """Best count of dying memory cgroups on either hierarchy."""
-        mem = self.controller("memory")
-        if mem is not None and mem.dying is not None:
-            return mem.dying
-        if self.v2 is not None:
-            if "memory" in self.v2.subsys:
-                return self.v2.subsys["memory"][1]
-            return self.v2.nr_dying_descendants
-        return None
 
 
 def parse_mountinfo(text: str, path: str) -> list[Mount]:

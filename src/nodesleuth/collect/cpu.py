@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model import COLUMNS, CpuUtil  # noqa: F401  (record types live in model.py)
 from ..errors import InputError
 from .root import Root
 
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
-COLUMNS = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")
 U, N, S, I, W, HI, SI, ST, G, GN = range(10)  # /proc/stat column order
 WRAP = 1 << 64  # sysstat's counters are unsigned long long
 LIM = WRAP - 1 - 0x7ffff  # get_per_cpu_interval: above this a counter is taken to have overflowed
@@ -36,39 +36,6 @@ class CpuTimes:
 
     cpus: dict[int, tuple[int, ...]]
     btime: int
-
-
-@dataclass(frozen=True)
-class CpuUtil:
-    """One CPU's mpstat columns over an interval, in percent (0..100)."""
-
-    cpu: int  # -1 means all CPUs
-    usr: float
-    nice: float
-    sys: float
-    iowait: float
-    irq: float
-    soft: float
-    steal: float
-    guest: float
-    gnice: float
-    idle: float
-
-    @property
-    def busy(self) -> float:
-        """Time the CPU was running something: the sum of mpstat's non-idle, non-iowait columns.
-
-        Summed rather than 100 - idle - iowait: when counters went backwards mpstat prints those
-        columns as 0.00 (idle too), and 100 - 0 would be a false 100% busy, a false hot core.
-        """
-        return self.usr + self.nice + self.sys + self.irq + self.soft + self.steal + self.guest + self.gnice
-
-    def row(self) -> tuple[float, ...]:
-        return tuple(getattr(self, c) for c in COLUMNS)
-
-    def mpstat(self) -> str:
-        """The row's ten columns as mpstat prints them (`%7.2f` each)."""
-        return "".join(" %7.2f" % v for v in self.row())
 
 
 def parse_stat(text: str, path: str = "/proc/stat") -> CpuTimes:

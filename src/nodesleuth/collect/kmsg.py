@@ -15,9 +15,10 @@ import os
 import re
 import stat
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 
+from ..model import KernelEvent  # noqa: F401  (record types live in model.py)
 from ..errors import InputError
 from ..timeparse import iso
 from .kernlog import LABEL, WALL, LineParser, Record, detect, parse_kmsg
@@ -39,24 +40,6 @@ class Rule:
     family: str = ""  # driver family (ena, mlx5, ...) or lockup kind; empty = the driver the line names
     follow: tuple = ()  # patterns for the report's next lines (an RCU stall names its CPUs there)
     follow_lines: int = 0
-
-
-@dataclass(frozen=True)
-class KernelEvent:
-    seq: int
-    time: float | None  # wall clock, seconds; None when it cannot be derived (see `clock`)
-    usec: int | None  # since boot, when the log form carries it
-    reason: str
-    kind: str
-    severity: str
-    driver: str
-    ifname: str
-    message: str
-    reset_reason: str | None = None
-    fields: dict = field(default_factory=dict)
-    category: str = ""  # the rule's class (nic, lockup); empty in recordings made before it existed
-    family: str = ""
-    clock: str = "boot"  # wall: the line's own time | boot: boot time + uptime | read: when read | none: unknown
 
 
 def when(e: KernelEvent) -> str:

@@ -9,33 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from ..model import RESET_COUNTERS, NicCounters  # noqa: F401  (record types live in model.py)
 from ..errors import InputError
 from .pread import Preader
 from .root import Root
 
 # driver counters that mean "the NIC reset itself or its queues timed out" (ENA names first)
-RESET_COUNTERS = ("total_resets", "reset_fail", "tx_timeout", "wd_expired", "suspected_poll_starvation",
-                  "missing_tx_cmpl", "missing_intr", "os_netdev_wd", "admin_to", "missing_first_intr",
-                  "tx_timeout_count", "tx_restart_queue", "reset_count")
-
-
-@dataclass(frozen=True)
-class NicCounters:
-    ifname: str
-    driver: str
-    stats: dict[str, int]  # /sys/class/net/IF/statistics/*
-    queue_tx_timeouts: int  # sum over queues/tx-*/tx_timeout
-    ethtool: dict[str, int] = field(default_factory=dict)
-    bus: str = ""  # PCI address the kernel log's dev_* lines use
-
-    def trouble(self) -> dict[str, int]:
-        """Reset/timeout counters that are non-zero."""
-        out = {k: v for k, v in self.ethtool.items() if k in RESET_COUNTERS and v}
-        if self.queue_tx_timeouts:
-            out["queue_tx_timeout"] = self.queue_tx_timeouts
-        return out
 
 
 def parse_ethtool_s(text: str, path: str) -> dict[str, int]:

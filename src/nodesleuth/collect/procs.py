@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 import resource
-from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..model import ProcUse  # noqa: F401  (record types live in model.py)
 from ..errors import InputError
 from .root import Root
 
@@ -50,17 +50,6 @@ def parse_task_stat(data: bytes, pid: int, path: str) -> Task:
         return Task(tid, pid, comm, int(rest[11]) + int(rest[12]), int(rest[36]), int(rest[19]), int(rest[17]))
     except (ValueError, IndexError):
         raise InputError(path, f"malformed stat line {data[:80]!r}") from None
-
-
-@dataclass(frozen=True)
-class ProcUse:
-    """CPU a process used on one CPU over an interval."""
-
-    pid: int
-    comm: str
-    cpu: int
-    pct: float  # percent of that one CPU
-    estimate: bool = False  # moved or scaled by fit_to_cpus: its threads ran on more than one CPU
 
 
 def _raise_nofile() -> None:

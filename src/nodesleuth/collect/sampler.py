@@ -4,40 +4,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
 from operator import sub
 
-from .cgroups import Census, CgroupCensus
+from .cgroups import CgroupCensus
+from ..model import KernelEvent, NicCounters, ProcUse, Tick  # noqa: F401  (Tick is imported from here too)
 from ..errors import InputError
-from .cpu import CpuTimes, CpuUtil, interval as cpu_interval, read_stat
+from .cpu import CpuTimes, interval as cpu_interval, read_stat
 from .irqs import IrqReader
-from .kmsg import KernelEvent, KmsgReader
+from .kmsg import KmsgReader
 from .meminfo import read_meminfo
-from .nic import NicCounters, NicReader
+from .nic import NicReader
 from .pread import Preader
-from .procs import ProcUse, TaskSampler, clock_ticks, fit_to_cpus
+from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from .root import Root
 from .starvation import StarvationReader, deltas as starvation_deltas
-from .units import Unit, read_units
+from .units import read_units
 
 TOP_PER_CPU = 5
-
-
-@dataclass
-class Tick:
-    time: float
-    interval: float  # seconds covered by cpu/procs
-    cpu: dict[int, CpuUtil]
-    procs: list[ProcUse]
-    census: Census
-    meminfo: dict[str, int]
-    events: list[KernelEvent] = field(default_factory=list)
-    nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
-    units: list[Unit] | None = None
-    cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
-    softirqs: dict[str, list[int]] | None = None  # per-CPU deltas this interval
-    nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
-    starve: dict | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
 
 
 def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5) -> list[ProcUse]:

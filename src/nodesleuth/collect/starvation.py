@@ -122,8 +122,3 @@ def deltas(prev: dict, cur: dict, interval: float) -> dict | None:
     return {"ksoftirqd_wait_ms": wait, "ksoftirqd_run_ms": run, "psi_cpu_some_ms": psi,
             "interval": round(interval, 3)}
 
-
-def keyed_by_name(starve: dict) -> dict:
-    """The same figures with CPU numbers as strings (JSON object keys), for the store and dumps."""
-    return {**starve, **{k: {str(c): v for c, v in starve.get(k, {}).items()}
-                         for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms")}}

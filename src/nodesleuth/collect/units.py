@@ -10,34 +10,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
 
+from ..model import Unit  # noqa: F401  (record types live in model.py)
 from ..errors import InputError
 from .root import Root
 
 PROPS = ("Id", "NRestarts", "ActiveState", "SubState", "UnitFileState", "Result", "ExecMainStatus",
          "ExecMainCode", "MainPID", "Restart", "RestartUSec", "FragmentPath", "ControlGroup",
          "ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic")
-
-
-@dataclass(frozen=True)
-class Unit:
-    id: str
-    n_restarts: int
-    active: str
-    sub: str
-    enabled: str  # UnitFileState: enabled, disabled, masked, static...
-    result: str
-    exit_status: int
-    main_pid: int
-    restart: str  # Restart= policy
-    restart_usec: int
-    fragment: str
-    cgroup: str
-
-    @property
-    def crash_looping(self) -> bool:
-        return self.sub == "auto-restart" or (self.n_restarts >= 3 and self.result != "success")
 
 
 def parse_show(text: str, path: str) -> list[Unit]:

@@ -181,12 +181,9 @@ def run_check(opt: CheckOptions) -> CheckResult:
             avg = utilisation(None, stat1)
         else:
             avg = utilisation(stat0, stat1)
-    cpus = {("all" if c < 0 else str(c)): {**{k: round(v, 2) for k, v in zip(
-        ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle"), u.row())},
-        "busy": round(u.busy, 2)} for c, u in sorted(avg.items())}
+    cpus = {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(avg.items())}
     c = last.census
-    census = {"v1": [{"controller": x.name, "hierarchy": x.hierarchy, "tracked": x.tracked, "live": x.live,
-                      "dying": x.dying, "mount": x.mount} for x in c.v1],
+    census = {"v1": [x.to_dict() for x in c.v1],
               "unknown": [k for k, _ in c.problems],  # sections that could not be counted (see notes)
               "v2": None if c.v2 is None else {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
                                                "nr_dying_descendants": c.v2.nr_dying_descendants,

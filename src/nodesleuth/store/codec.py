@@ -26,7 +26,7 @@ from ..collect.kmsg import KernelEvent
 from ..collect.nic import NicCounters
 from ..collect.procs import ProcUse
 from ..collect.sampler import Tick
-from ..collect.starvation import keyed_by_name
+from ..model import keyed_by_name
 from ..collect.units import Unit
 from ..errors import InputError
 

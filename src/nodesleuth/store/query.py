@@ -10,7 +10,6 @@ import orjson
 
 from ..collect.cpu import COLUMNS
 from ..collect.sampler import Tick
-from ..collect.starvation import keyed_by_name
 from ..timeparse import iso
 from .codec import KEYFRAME, decode
 from .store import TICKS, StoreReader
@@ -40,25 +39,7 @@ def ticks(reader: StoreReader, t0: float | None, t1: float | None, on_segment=No
 
 
 def tick_dict(t: Tick) -> dict:
-    return {"time": t.time, "iso": iso(t.time), "interval": t.interval,
-            "cpus": {("all" if c < 0 else str(c)): {**{k: round(v, 2) for k, v in zip(COLUMNS, u.row())},
-                                                    "busy": round(u.busy, 2)} for c, u in sorted(t.cpu.items())},
-            "procs": [{"cpu": p.cpu, "pid": p.pid, "comm": p.comm, "pct": p.pct, "estimate": p.estimate}
-                      for p in t.procs],
-            "cgroups": {"v1": [{"controller": c.name, "tracked": c.tracked, "live": c.live, "dying": c.dying}
-                               for c in t.census.v1],
-                        "v2": None if t.census.v2 is None else {
-                            "nr_descendants": t.census.v2.nr_descendants,
-                            "nr_dying_descendants": t.census.v2.nr_dying_descendants,
-                            "subsys": {k: list(v) for k, v in t.census.v2.subsys.items()}}},
-            "meminfo": t.meminfo,
-            "events": [{"seq": e.seq, "time": e.time, "reason": e.reason, "kind": e.kind, "ifname": e.ifname,
-                        "reset_reason": e.reset_reason, "message": e.message} for e in t.events],
-            "nics": None if t.nics is None else {n.ifname: n.trouble() for n in t.nics},
-            "units": None if t.units is None else [{"unit": u.id, "n_restarts": u.n_restarts, "active": u.active,
-                                                   "sub": u.sub} for u in t.units],
-            "softirqs": t.softirqs, "nic_irqs": t.nic_irqs,
-            "starvation": keyed_by_name(t.starve) if t.starve else None}
+    return t.to_dict()
 
 
 def to_json_lines(ts: Iterator[Tick], out) -> int:

@@ -35,6 +35,19 @@ def summary(reader: StoreReader) -> dict:
             "profile_end": pspan[1] if pspan else None}
 
 
+# Where each field of a second (model.Tick) shows in the timeline's data (or why not): a new field
+# must be added here (tests/test_model.py fails otherwise).
+FROM_TICK = {"cpu": "values", "census": "census", "meminfo": "memory", "events": "events",
+             "starve": "starvation", "softirqs": "starvation", "time": "from", "interval": "step"}
+NOT_FROM_TICK = {
+    "cpu_raw": "jiffies: drawn as the busy/sys values of `cpu`",
+    "procs": "per cell on hover (/api/cell)",
+    "nics": "their trouble shows as kernel events and incidents; counters are in dump and /metrics",
+    "units": "shown by explain's chain (creator -> unit), not as a series",
+    "nic_irqs": "in dump and the recording; the starvation chart shows NET_RX/NET_TX per second",
+}
+
+
 def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric: str = "busy") -> dict:
     span = max(1.0, t1 - t0)
     use_rollup = span > TICKS_MAX_SPAN and reader.segments(ROLLUP)

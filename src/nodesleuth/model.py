@@ -1,0 +1,235 @@
+"""The record types: what the collectors produce and the store, dump, exporter and web carry.
+
+One home for each (below's model/sample.rs is the shape we follow): a collector fills these, the
+store encodes them by field name (store/codec.py), and every export is `to_dict()` of them, so a
+new field is written in one place. tests/test_model.py fails when a Tick field reaches neither the
+dump, the exporter's metric vocabulary nor the web data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .timeparse import iso
+
+COLUMNS = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")
+RESET_COUNTERS = ("total_resets", "reset_fail", "tx_timeout", "wd_expired", "suspected_poll_starvation",
+                  "missing_tx_cmpl", "missing_intr", "os_netdev_wd", "admin_to", "missing_first_intr",
+                  "tx_timeout_count", "tx_restart_queue", "reset_count")
+
+
+def keyed_by_name(starve: dict) -> dict:
+    """Starvation figures with CPU numbers as strings (JSON object keys), for the store and dumps."""
+    return {**starve, **{k: {str(c): v for c, v in starve.get(k, {}).items()}
+                         for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms")}}
+
+
+@dataclass(frozen=True)
+class CpuUtil:
+    """One CPU's mpstat columns over an interval, in percent (0..100)."""
+
+    cpu: int  # -1 means all CPUs
+    usr: float
+    nice: float
+    sys: float
+    iowait: float
+    irq: float
+    soft: float
+    steal: float
+    guest: float
+    gnice: float
+    idle: float
+
+    @property
+    def busy(self) -> float:
+        """Time the CPU was running something: the sum of mpstat's non-idle, non-iowait columns.
+
+        Summed rather than 100 - idle - iowait: when counters went backwards mpstat prints those
+        columns as 0.00 (idle too), and 100 - 0 would be a false 100% busy, a false hot core.
+        """
+        return self.usr + self.nice + self.sys + self.irq + self.soft + self.steal + self.guest + self.gnice
+
+    def row(self) -> tuple[float, ...]:
+        return tuple(getattr(self, c) for c in COLUMNS)
+
+    def mpstat(self) -> str:
+        """The row's ten columns as mpstat prints them (`%7.2f` each)."""
+        return "".join(" %7.2f" % v for v in self.row())
+
+    def to_dict(self) -> dict:
+        """mpstat's columns, 2 decimals, and busy: a CPU's row in dump, check and the web."""
+        return {**{k: round(v, 2) for k, v in zip(COLUMNS, self.row())}, "busy": round(self.busy, 2)}
+
+
+@dataclass(frozen=True)
+class ProcUse:
+    """CPU a process used on one CPU over an interval."""
+
+    pid: int
+    comm: str
+    cpu: int
+    pct: float  # percent of that one CPU
+    estimate: bool = False  # moved or scaled by fit_to_cpus: its threads ran on more than one CPU
+
+    def to_dict(self) -> dict:
+        return {"cpu": self.cpu, "pid": self.pid, "comm": self.comm, "pct": self.pct, "estimate": self.estimate}
+
+
+@dataclass(frozen=True)
+class ControllerCount:
+    """One v1 controller: /proc/cgroups num_cgroups vs directories under its mount."""
+
+    name: str
+    hierarchy: int
+    tracked: int  # num_cgroups: includes dying cgroups until they are freed
+    live: int | None  # directories including the root; None if unknown: not mounted here, or its directory is absent
+    mount: str | None
+
+    @property
+    def dying(self) -> int | None:
+        return None if self.live is None else max(0, self.tracked - self.live)
+
+    def to_dict(self) -> dict:
+        return {"controller": self.name, "hierarchy": self.hierarchy, "tracked": self.tracked, "live": self.live,
+                "dying": self.dying, "mount": self.mount}
+
+
+@dataclass(frozen=True)
+class V2Stat:
+    mount: str
+    nr_descendants: int
+    nr_dying_descendants: int
+    subsys: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (live, dying), 6.12+
+
+    def to_dict(self) -> dict:
+        return {"mount": self.mount, "nr_descendants": self.nr_descendants,
+                "nr_dying_descendants": self.nr_dying_descendants,
+                "subsys": {k: list(v) for k, v in self.subsys.items()}}
+
+
+@dataclass(frozen=True)
+class DyingSubtree:
+    """A live v2 cgroup whose removed children are still dying (where the zombies were made)."""
+
+    path: str
+    dying: int
+
+
+@dataclass(frozen=True)
+class Census:
+    time: float
+    v1: tuple[ControllerCount, ...]
+    v2: V2Stat | None
+    dying_subtrees: tuple[DyingSubtree, ...]
+    live_walked_at: float | None
+    problems: tuple[tuple[str, str], ...] = ()  # (section, "path: reason") that could not be read
+
+    def controller(self, name: str) -> ControllerCount | None:
+        return next((c for c in self.v1 if c.name == name), None)
+
+    def memory_dying(self) -> int | None:
+        """Best count of dying memory cgroups on either hierarchy."""
+        mem = self.controller("memory")
+        if mem is not None and mem.dying is not None:
+            return mem.dying
+        if self.v2 is not None:
+            if "memory" in self.v2.subsys:
+                return self.v2.subsys["memory"][1]
+            return self.v2.nr_dying_descendants
+        return None
+
+
+@dataclass(frozen=True)
+class KernelEvent:
+    seq: int
+    time: float | None  # wall clock, seconds; None when it cannot be derived (see `clock`)
+    usec: int | None  # since boot, when the log form carries it
+    reason: str
+    kind: str
+    severity: str
+    driver: str
+    ifname: str
+    message: str
+    reset_reason: str | None = None
+    fields: dict = field(default_factory=dict)
+    category: str = ""  # the rule's class (nic, lockup); empty in recordings made before it existed
+    family: str = ""
+    clock: str = "boot"  # wall: the line's own time | boot: boot time + uptime | read: when read | none: unknown
+
+    def to_dict(self) -> dict:
+        return {"seq": self.seq, "time": self.time, "reason": self.reason, "kind": self.kind, "ifname": self.ifname,
+                "reset_reason": self.reset_reason, "message": self.message, "category": self.category,
+                "family": self.family, "clock": self.clock}
+
+
+@dataclass(frozen=True)
+class NicCounters:
+    ifname: str
+    driver: str
+    stats: dict[str, int]  # /sys/class/net/IF/statistics/*
+    queue_tx_timeouts: int  # sum over queues/tx-*/tx_timeout
+    ethtool: dict[str, int] = field(default_factory=dict)
+    bus: str = ""  # PCI address the kernel log's dev_* lines use
+
+    def trouble(self) -> dict[str, int]:
+        """Reset/timeout counters that are non-zero."""
+        out = {k: v for k, v in self.ethtool.items() if k in RESET_COUNTERS and v}
+        if self.queue_tx_timeouts:
+            out["queue_tx_timeout"] = self.queue_tx_timeouts
+        return out
+
+
+@dataclass(frozen=True)
+class Unit:
+    id: str
+    n_restarts: int
+    active: str
+    sub: str
+    enabled: str  # UnitFileState: enabled, disabled, masked, static...
+    result: str
+    exit_status: int
+    main_pid: int
+    restart: str  # Restart= policy
+    restart_usec: int
+    fragment: str
+    cgroup: str
+
+    @property
+    def crash_looping(self) -> bool:
+        return self.sub == "auto-restart" or (self.n_restarts >= 3 and self.result != "success")
+
+    def to_dict(self) -> dict:
+        return {"unit": self.id, "n_restarts": self.n_restarts, "active": self.active, "sub": self.sub,
+                "enabled": self.enabled, "result": self.result, "exit_status": self.exit_status,
+                "crash_looping": self.crash_looping}
+
+
+@dataclass
+class Tick:
+    time: float
+    interval: float  # seconds covered by cpu/procs
+    cpu: dict[int, CpuUtil]
+    procs: list[ProcUse]
+    census: Census
+    meminfo: dict[str, int]
+    events: list[KernelEvent] = field(default_factory=list)
+    nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
+    units: list[Unit] | None = None
+    cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
+    softirqs: dict[str, list[int]] | None = None  # per-CPU deltas this interval
+    nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
+    starve: dict | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
+
+    def to_dict(self) -> dict:
+        """The one dict form of a second: `dump --format json`, and what the web and tests read."""
+        return {"time": self.time, "iso": iso(self.time), "interval": self.interval,
+                "cpus": {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(self.cpu.items())},
+                "procs": [p.to_dict() for p in self.procs],
+                "cgroups": {"v1": [c.to_dict() for c in self.census.v1],
+                            "v2": None if self.census.v2 is None else self.census.v2.to_dict()},
+                "meminfo": self.meminfo,
+                "events": [e.to_dict() for e in self.events],
+                "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
+                "units": None if self.units is None else [u.to_dict() for u in self.units],
+                "softirqs": self.softirqs, "nic_irqs": self.nic_irqs,
+                "starvation": keyed_by_name(self.starve) if self.starve else None}
