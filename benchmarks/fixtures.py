@@ -1,5 +1,5 @@
 """Fixture nodes of any size for the benchmarks: the lab's 96-CPU node generator
-(nodesleuth.lab.fixture.make_v1_node) plus the per-CPU kernel threads a real node has and the
+(fixtures.trees.make_v1_node) plus the per-CPU kernel threads a real node has and the
 recorder reads every second: one ksoftirqd/N per CPU with its /proc/PID/stat and schedstat, listed
 as kthreadd's children. Line shapes copied from this machine (kernel 6.18, 2026-12-03):
     /proc/14/stat      14 (ksoftirqd/0) S 2 0 0 0 -1 69238848 0 0 0 0 16 1904 0 0 20 0 1 0 14 0 0 ...
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from nodesleuth.lab.fixture import make_v1_node
+from fixtures.trees import make_v1_node
 
 KSOFTIRQD_STAT = ("{pid} (ksoftirqd/{cpu}) S 2 0 0 0 -1 69238848 0 0 0 0 16 1904 0 0 20 0 1 0 14 0 0 "
                   "18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 17 {cpu} 0 0 0 0 0 0 0 0 0 0 0 0 0\n")

@@ -14,7 +14,7 @@ import time
 
 from benchmarks.common import emit
 from benchmarks.reference import flamescope, stackcollapse
-from nodesleuth.lab.perfscript import make_capture
+from fixtures.perfscript import make_capture
 from nodesleuth.profile.parse import parse_file
 from nodesleuth.profile.query import Filter, Samples, folded, heatmap
 

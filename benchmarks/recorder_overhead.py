@@ -24,7 +24,7 @@ import time
 
 from benchmarks.common import Measured, emit
 from benchmarks.fixtures import make_node
-from nodesleuth.lab.fixture import Animator
+from fixtures.trees import Animator
 
 SADC = "/usr/lib/sysstat/sadc"
 HZ = os.sysconf("SC_CLK_TCK")

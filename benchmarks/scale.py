@@ -32,7 +32,7 @@ import time
 
 from benchmarks.common import emit, run_measured
 from benchmarks.fixtures import make_node
-from nodesleuth.lab.fixture import Animator
+from fixtures.trees import Animator
 
 SIZES = {
     "cpus": [2, 16, 96, 256],

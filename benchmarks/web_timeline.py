@@ -14,7 +14,7 @@ import time
 import urllib.request
 
 from benchmarks.common import emit
-from nodesleuth.lab.webfixture import build_day
+from fixtures.webstore import build_day
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",

@@ -11,6 +11,8 @@ import time
 import pytest
 
 ART = os.path.join(os.path.dirname(__file__), "artifacts")
+# fixtures/ (fixture trees, a web store, perf captures) sits beside tests/ and benchmarks/, not in the wheel
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def nodesleuth(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

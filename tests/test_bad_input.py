@@ -12,7 +12,7 @@ import os
 import pytest
 
 from conftest import nodesleuth
-from nodesleuth.lab.fixture import make_v2_node
+from fixtures.trees import make_v2_node
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import os
 
 from nodesleuth.detect.incidents import find_incidents
 from nodesleuth.explain import load
-from nodesleuth.lab.fixture import Animator, make_v1_node
+from fixtures.trees import Animator, make_v1_node
 from nodesleuth.record.recorder import Recorder, RecordOptions
 from nodesleuth.store import query
 from nodesleuth.store.rollup import STREAM as ROLLUP, Rollup

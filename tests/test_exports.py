@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import nodesleuth
-from nodesleuth.lab.perfscript import make_capture
+from fixtures.perfscript import make_capture
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from conftest import check_json, finding, nodesleuth
 from nodesleuth.collect.cgroups import CgroupCensus
 from nodesleuth.collect.cpu import read_stat
 from nodesleuth.collect.root import Root
-from nodesleuth.lab.fixture import make_v1_node, make_v2_node
+from fixtures.trees import make_v1_node, make_v2_node
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_census_walks_live_dirs_at_a_lower_rate(v1node):
 
 
 def test_healthy_node_exits_0_and_says_ok(tmp_path):
-    from nodesleuth.lab.fixture import make_v1_node
+    from fixtures.trees import make_v1_node
 
     root = make_v1_node(str(tmp_path / "ok"), tracked=250, live=240, nic_resets=0, busy_cpu=None, nprocs=30)
     p = nodesleuth("check", "--root", root, "--no-trace", "--seconds", "1", "--json")
@@ -94,7 +94,7 @@ def test_hot_core_with_a_nic_reset_is_critical_and_npd_fits_80_bytes(tmp_path):
     import threading
     import time
 
-    from nodesleuth.lab.fixture import Animator, make_v1_node
+    from fixtures.trees import Animator, make_v1_node
 
     root = make_v1_node(str(tmp_path / "n"), nprocs=60, nic_resets=0)
     btime = next(int(ln.split()[1]) for ln in open(os.path.join(root, "proc/stat")) if ln.startswith("btime"))

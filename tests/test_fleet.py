@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import free_port, nodesleuth
-from nodesleuth.lab.fixture import Animator, make_v1_node, make_v2_node
+from fixtures.trees import Animator, make_v1_node, make_v2_node
 from nodesleuth.lab.fleetgen import write_fleet
 
 HERE = os.path.dirname(__file__)

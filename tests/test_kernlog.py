@@ -137,7 +137,7 @@ def _public(section: str) -> list[str]:
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
     """A small healthy fixture node (btime 1764600000): only the kernel log can make `check` unhappy."""
-    from nodesleuth.lab.fixture import make_v2_node
+    from fixtures.trees import make_v2_node
 
     return make_v2_node(str(tmp_path_factory.mktemp("kl") / "n"), dying=0)
 

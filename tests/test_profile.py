@@ -14,7 +14,7 @@ import pytest
 
 from conftest import needs_root, nodesleuth
 from nodesleuth.errors import InputError
-from nodesleuth.lab.perfscript import make_capture
+from fixtures.perfscript import make_capture
 from nodesleuth.profile.parse import parse_file, parse_text
 
 SPIN = r"""

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from conftest import nodesleuth
-from nodesleuth.lab.webfixture import build
+from fixtures.webstore import build
 from nodesleuth.report.replay import hottest
 from nodesleuth.store import query as sq
 from nodesleuth.store.store import StoreReader

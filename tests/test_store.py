@@ -204,7 +204,7 @@ def test_kill_9_mid_recording_keeps_all_but_the_last_second(tmp_path):
 def test_dump_reports_damage_in_one_line_per_problem(tmp_path):
     d = str(tmp_path / "st")
     w = StoreWriter(d)
-    from nodesleuth.lab.fixture import Animator, make_v2_node
+    from fixtures.trees import Animator, make_v2_node
     from nodesleuth.collect.root import Root
     from nodesleuth.collect.sampler import Sampler
     from nodesleuth.store.codec import Encoder

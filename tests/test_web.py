@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from conftest import ART, free_port, needs_root
-from nodesleuth.lab.webfixture import build, build_day
+from fixtures.webstore import build, build_day
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
