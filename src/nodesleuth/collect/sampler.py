@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
 from operator import sub
 
 from .cgroups import CgroupCensus
@@ -47,7 +48,32 @@ def _deltas(prev: dict[str, list[int]], cur: dict[str, list[int]]) -> dict[str, 
 MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
 
 
+@dataclass(frozen=True)
+class Preset:
+    """What a Sampler reads and how often. check, record and the exporter differ only in this."""
+
+    threads: bool = True  # attribute CPU per thread (field 39 of each task)
+    live_every: float = 60.0  # s between cgroup directory walks (the counts themselves every tick)
+    units_every: int = 5  # ticks between systemd reads; 0: never
+    ethtool_every: int = 10  # ticks between `ethtool -S`
+    irqs: bool = False  # the NIC's IRQ lines per CPU
+    util: bool = True  # percentages per tick (the recorder keeps jiffies and computes on read)
+    procs_full_every: int = 1  # ticks between full process rescans (busy ones every tick)
+    starvation: bool = True  # ksoftirqd schedstat, PSI
+
+
+# a check is short: NIC counters every tick so the window's delta is exact; check reads units itself
+CHECK = Preset(units_every=0, ethtool_every=1, irqs=True)
+RECORD = Preset(irqs=True, util=False)
+EXPORTER = Preset(units_every=5)
+
+
 class Sampler:
+    @classmethod
+    def preset(cls, root: Root, preset: Preset, **source) -> "Sampler":
+        """A sampler for one use (CHECK, RECORD, EXPORTER); `source`: kmsg, ns_pid, rules_path, kmsg_boot."""
+        return cls(root, **dataclasses.asdict(preset), **source)
+
     def __init__(self, root: Root, *, threads: bool = True, live_every: float = 60.0,
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
@@ -12,7 +13,7 @@ from ..collect import memcg_cost
 from ..collect.kmsg import boot_wall_time
 from ..collect.cpu import unchanged, utilisation
 from ..collect.root import Root
-from ..collect.sampler import Sampler, Tick
+from ..collect.sampler import CHECK, Sampler, Tick
 from ..collect.units import read_units
 from . import registry, zombies
 from .incidents import NIC_LOOKBACK, may_have_starved
@@ -113,8 +114,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
         kmsg_src = False
         unread["kernel log"] = f"{root.join('/dev/kmsg')}: cannot read (run as root, or pass --kmsg FILE)"
     # a check is short: NIC driver counters (ethtool) are read every tick so the window's delta is exact
-    sampler = Sampler(root, threads=opt.threads, kmsg=kmsg_src, ns_pid=opt.ns_pid, rules_path=opt.rules,
-                      units_every=0, ethtool_every=1, irqs=True, kmsg_boot=_kmsg_boot(root, opt))
+    sampler = Sampler.preset(root, dataclasses.replace(CHECK, threads=opt.threads), kmsg=kmsg_src,
+                             ns_pid=opt.ns_pid, rules_path=opt.rules, kmsg_boot=_kmsg_boot(root, opt))
 
     tracer = None
     if opt.trace and root.live and ChurnTracer.available():

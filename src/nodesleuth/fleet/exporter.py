@@ -15,7 +15,7 @@ from prometheus_client.registry import Collector
 
 from ..collect.kmsg import is_nic
 from ..collect.root import Root
-from ..collect.sampler import Sampler, Tick
+from ..collect.sampler import EXPORTER, Sampler, Tick
 from ..detect.incidents import HotCoreTracker, NicGrouper
 from ..metrics import METRICS, tick_gauges
 
@@ -92,7 +92,7 @@ class SamplerThread(threading.Thread):
         super().__init__(daemon=True, name="nodesleuth-exporter")
         self.state = state
         self.interval = interval
-        self.sampler = Sampler(root, kmsg=kmsg, ns_pid=ns_pid, units_every=5, irqs=False)
+        self.sampler = Sampler.preset(root, EXPORTER, kmsg=kmsg, ns_pid=ns_pid)
         self.stop_ev = threading.Event()
         self.tracker = HotCoreTracker()  # the incident rule of detect/incidents.py, fed live
         self.grouper = NicGrouper(keep=False)

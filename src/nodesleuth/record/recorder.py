@@ -7,11 +7,12 @@ import resource
 import signal
 import sys
 import time
+import dataclasses
 from dataclasses import dataclass
 
 from ..collect.root import Root
 from ..errors import InputError
-from ..collect.sampler import Sampler
+from ..collect.sampler import RECORD, Sampler
 from ..store.codec import Encoder
 from ..store.rollup import STREAM as ROLLUP, Rollup
 from ..store.store import TICKS, StoreWriter
@@ -50,9 +51,9 @@ class Recorder:
         self.opt = opt
         self.root = Root(opt.root)
         kmsg: bool | str = opt.kmsg or self.root.exists("/dev/kmsg")
-        self.sampler = Sampler(self.root, threads=opt.threads, live_every=opt.live_every,
-                               units_every=opt.units_every, kmsg=kmsg, ns_pid=opt.ns_pid, irqs=True,
-                               util=False, procs_full_every=opt.procs_full_every)
+        preset = dataclasses.replace(RECORD, threads=opt.threads, live_every=opt.live_every,
+                                     units_every=opt.units_every, procs_full_every=opt.procs_full_every)
+        self.sampler = Sampler.preset(self.root, preset, kmsg=kmsg, ns_pid=opt.ns_pid)
         self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every)
         self.enc = Encoder()
         self.rollup = Rollup()
