@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from conftest import free_port, nodesleuth
+from fleetgen import CAUSE, DECOYS, build_tsdb, make_fleet, serve_tsdb, write_fleet, write_openmetrics
 from nodesleuth.lab.fixture import Animator, make_v1_node, make_v2_node
-from nodesleuth.lab.fleetgen import write_fleet
 
 HERE = os.path.dirname(__file__)
 PROM = f"http://127.0.0.1:{os.environ.get('NODESLEUTH_PROM_PORT', '19090')}"
@@ -164,49 +164,137 @@ def test_kubernetes_manifests_are_well_formed():
 
 def test_fleet_finds_the_unit_enabled_in_one_zone(tmp_path):
     d = str(tmp_path / "fleet")
-    write_fleet(d, 300)
-    p = nodesleuth("fleet", d, "--group-by", "zone", "--json")
+    write_fleet(d, 400)
+    truth = make_fleet(400)
+    p = nodesleuth("fleet", d, "--group-by", "zone", "--json", "--top", "30")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
-    assert doc["groups"] == {"us-east-1a": {"affected": 100, "total": 100},
-                             "us-east-1b": {"affected": 0, "total": 100},
-                             "us-east-1c": {"affected": 0, "total": 100}}
+    na = sum(s["health"]["problem"] for s in truth)
+    assert (doc["hosts"], doc["affected"], doc["healthy"]) == (400, na, 400 - na)
+    assert doc["groups"]["us-east-1a"]["affected"] > 0.7 * doc["groups"]["us-east-1a"]["total"]
     top = doc["ranked"][0]
-    assert top["feature"] == "unit ecs.service enabled+crash-looping"
-    assert (top["affected_share"], top["healthy_share"]) == (1.0, 0.0)
-    scores = {r["feature"]: r["score"] for r in doc["ranked"]}
-    # noise: a kernel and a package skewed toward the zone, sysctls at random: all rank lower
-    assert scores["kernel 5.15.0-1051-aws"] < 0.9
-    assert scores["package cloud-utils installed"] < 0.9
-    assert all(abs(v) < 0.3 for k, v in scores.items() if k.startswith("sysctl"))
+    assert top["feature"] == CAUSE and top["significant"] and top["p_value"] < 1e-30
+    assert top["affected_hosts"] == sum(s["health"]["problem"] and CAUSE.split()[1] in s["health"]["crash_looping_units"]
+                                        for s in truth)
+    ranked = {r["feature"]: r for r in doc["ranked"]}
+    # decoys that follow the zone are significant too, but separate less: they rank below
+    for f in DECOYS:
+        assert ranked[f]["significant"] and abs(ranked[f]["score"]) < top["score"], f
+    # facts that follow nothing: tested, not significant once corrected for the number of features tested
+    noise = [r for f, r in ranked.items() if f.startswith(("sysctl", "package nvidia", "cloud instance_type"))]
+    assert noise and not any(r["significant"] for r in noise)
     text = nodesleuth("fleet", d).stdout
-    assert "unit ecs.service enabled+crash-looping: on 100% of affected hosts, 0% of healthy ones" in text
+    assert f"{CAUSE}: on {top['affected_share']:.0%} of affected hosts ({top['affected_hosts']}/{na})" in text
+    assert "not significant" in text
 
 
-def test_snapshot_of_this_host_and_fleet_over_urls(tmp_path):
-    p = nodesleuth("snapshot", "--seconds", "1", "--zone", "lab-zone")
+def test_fleet_refuses_without_both_groups(tmp_path):
+    truth = make_fleet(200)
+    for which, keep in (("healthy", True), ("affected", False)):
+        d = tmp_path / which
+        d.mkdir()
+        for s in truth:
+            if s["health"]["problem"] == keep:
+                (d / f"{s['host']}.json").write_text(json.dumps(s))
+        p = nodesleuth("fleet", str(d))
+        assert p.returncode == 2 and f"no {which} host among" in p.stderr and "+1.00" not in p.stdout, p.stderr
+
+
+def test_exporter_info_metrics(exporters):
+    """Configuration facts as info metrics, scraped by the real Prometheus, joinable on instance."""
+    node = promql('nodesleuth_node_info{zone="us-east-1a"}')
+    assert len(node) == 1 and node[0]["metric"]["cgroup"] in ("v1", "v1+v2")
+    units = promql("nodesleuth_unit_info")
+    assert [(u["metric"]["zone"], u["metric"]["unit"], u["metric"]["unit_file_state"], u["metric"]["state"])
+            for u in units] == [("us-east-1a", "ecs.service", "enabled", "crash-looping")]
+    joined = promql('count by (zone) (nodesleuth_unit_info{state="crash-looping"} '
+                    '* on (instance) group_left nodesleuth_node_info)')
+    assert [r["metric"]["zone"] for r in joined] == ["us-east-1a"]
+
+
+def test_fleet_over_the_scraping_prometheus(exporters):
+    """The default affected-hosts expression over the exporters' own incident counters: the node with
+    ENA resets in its kernel log; one affected host of three is no significant evidence, and says so."""
+    p = nodesleuth("fleet", "--prometheus", PROM, "--json")
     assert p.returncode == 0, p.stderr
-    s = json.loads(p.stdout)
-    assert s["schema"] == "nodesleuth.snapshot/v1" and s["cloud"]["zone"] == "lab-zone"
-    assert s["kernel"] == os.uname().release and "v1" in s["cgroup_versions"]
-    assert "vm.swappiness" in s["sysctls"] and isinstance(s["health"]["problem"], bool)
-    exp = subprocess.Popen([sys.executable, "-m", "nodesleuth", "exporter", "--listen", "127.0.0.1:19210",
-                            "--zone", "z1"], stderr=subprocess.DEVNULL)
-    try:
-        url = "http://127.0.0.1:19210/snapshot"
-        for _ in range(60):
-            try:
-                urllib.request.urlopen(url, timeout=10).read()
-                break
-            except OSError:
-                time.sleep(0.5)
-        f = nodesleuth("fleet", url, str(tmp_path / "nothing.json"))
-        assert f.returncode == 2 and "nothing.json" in f.stderr  # a bad source is named in one line
-        f = nodesleuth("fleet", url, "--json")
-        assert f.returncode == 0 and json.loads(f.stdout)["hosts"] == 1
-    finally:
-        exp.terminate()
-        exp.wait()
+    doc = json.loads(p.stdout)
+    port = exporters["ports"]["us-east-1a"]
+    assert (doc["hosts"], doc["affected"], doc["healthy"]) == (3, 1, 2)
+    assert doc["affected_hosts"] == [f"127.0.0.1:{port}"]
+    assert doc["groups"] == {"us-east-1a": {"affected": 1, "total": 1}, "us-east-1b": {"affected": 0, "total": 1},
+                             "us-east-1c": {"affected": 0, "total": 1}}
+    ones = {r["feature"] for r in doc["ranked"] if r["score"] == 1.0}
+    assert "unit ecs.service enabled+crash-looping" in ones  # the crash loop is only on the affected host...
+    assert all(round(r["p_value"], 4) == round(1 / 3, 4) and not r["significant"]  # ...which proves nothing
+               for r in doc["ranked"] if r["feature"] in ones)
+    none = nodesleuth("fleet", "--prometheus", PROM, "--affected", 'nodesleuth_node_info{zone="nowhere"}')
+    assert none.returncode == 2 and "no affected host among 3" in none.stderr, none.stderr
+    every = nodesleuth("fleet", "--prometheus", PROM, "--affected", "max by (instance) (nodesleuth_node_info)")
+    assert every.returncode == 2 and "no healthy host among 3" in every.stderr, every.stderr
+    bad = nodesleuth("fleet", "--prometheus", PROM, "--affected", "sum(")
+    assert bad.returncode == 2 and "refused the query" in bad.stderr and len(bad.stderr.splitlines()) == 1
+    down = nodesleuth("fleet", "--prometheus", f"http://127.0.0.1:{free_port()}")
+    assert down.returncode == 2 and "cannot query Prometheus" in down.stderr
+
+
+def test_direct_collection_concurrent_with_unreachable_hosts(exporters):
+    """Snapshots fetched from the exporters at once; a host that does not answer is listed (exit 3),
+    the others analysed; the exporter serves /snapshot from its cache after the first."""
+    urls = [f"http://127.0.0.1:{p}/snapshot" for p in exporters["ports"].values()]
+    first = [urllib.request.urlopen(u, timeout=60) for u in urls]
+    docs = [json.loads(r.read()) for r in first]
+    again = urllib.request.urlopen(urls[0], timeout=10)
+    assert json.loads(again.read())["time"] == docs[0]["time"] and again.headers["Age"] is not None
+    dead = f"http://127.0.0.1:{free_port()}/snapshot"
+    p = nodesleuth("fleet", *urls, dead, "--json", "--timeout", "2", "--retries", "1")
+    assert p.returncode == 3, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["hosts"] == 3 and [u["url"] for u in doc["unreachable"]] == [dead]
+    assert doc["notes"] == [f"1 hosts unreachable: {dead}"]
+    assert doc["affected"] == sum(d["health"]["problem"] for d in docs) >= 1
+    text = nodesleuth("fleet", *urls, dead, "--timeout", "2", "--retries", "0")
+    assert text.returncode == 3 and f"unreachable: {dead}" in text.stderr
+
+
+@pytest.fixture(scope="module")
+def synthetic_prometheus(tmp_path_factory):
+    """10,000 hosts' info metrics and incident counters written into a real TSDB by promtool, served
+    by a real Prometheus of its own (temp dir, free port), stopped at the end."""
+    d = tmp_path_factory.mktemp("tsdb")
+    at = float(int(time.time()) - 7200)  # two hours back: blocks only, nothing near the head
+    snaps = make_fleet(10000)
+    write_openmetrics(str(d / "fleet.om"), snaps, at)
+    build_tsdb(str(d / "fleet.om"), str(d / "data"))
+    port = free_port()
+    proc = serve_tsdb(str(d / "data"), port)
+    yield {"url": f"http://127.0.0.1:{port}", "at": at, "snaps": snaps}
+    proc.terminate()
+    proc.wait()
+
+
+def test_fleet_of_10000_hosts_from_a_real_tsdb(synthetic_prometheus):
+    sp = synthetic_prometheus
+    p = nodesleuth("fleet", "--prometheus", sp["url"], "--time", str(sp["at"]), "--json", "--top", "40")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    snaps = sp["snaps"]
+    na = sum(s["health"]["problem"] for s in snaps)
+    assert (doc["hosts"], doc["affected"], doc["healthy"]) == (10000, na, 10000 - na)
+    assert doc["queries"] <= 5 and not doc["notes"]
+    assert doc["groups"]["us-east-1a"]["affected"] > 10 * doc["groups"]["us-east-1b"]["affected"] > 0
+    top = doc["ranked"][0]
+    assert top["feature"] == CAUSE and top["significant"] and top["p_value"] < 1e-100
+    ranked = {r["feature"]: (i, r) for i, r in enumerate(doc["ranked"])}
+    for f in DECOYS:
+        assert ranked[f][0] > 0 and ranked[f][1]["significant"] and ranked[f][1]["score"] < top["score"] - 0.1
+    assert not any(r["significant"] for f, (i, r) in ranked.items() if f.startswith("sysctl"))
+    # the same counts as the snapshot path over the same hosts
+    from nodesleuth.fleet import drift
+
+    direct, dna, dnh = drift.rank(snaps, 40)
+    assert (dna, dnh) == (doc["affected"], doc["healthy"])
+    assert [(r.feature, r.affected_hosts, r.healthy_hosts) for r in direct] == \
+        [(r["feature"], r["affected_hosts"], r["healthy_hosts"]) for r in doc["ranked"]]
 
 
 def test_one_metric_vocabulary_promtool_clean_and_backfillable(exporters, tmp_path):
