@@ -9,6 +9,7 @@ waits for a snapshot to be taken.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -16,14 +17,12 @@ from collections import Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
-import subprocess
-
 from ..collect.kmsg import is_nic
-from ..collect.units import enabled_services
-from ..errors import InputError
 from ..collect.root import Root
 from ..collect.sampler import Sampler, Tick
+from ..collect.units import enabled_services
 from ..detect.incidents import HotCoreTracker, NicGrouper
+from ..errors import InputError
 from ..metrics import METRICS, tick_gauges
 from .facts import info_series, labels_of
 from .snapshot import host_facts, unit_dicts
