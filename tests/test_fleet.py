@@ -283,10 +283,11 @@ def test_fleet_of_10000_hosts_from_a_real_tsdb(synthetic_prometheus):
     assert doc["queries"] <= 5 and not doc["notes"]
     assert doc["groups"]["us-east-1a"]["affected"] > 10 * doc["groups"]["us-east-1b"]["affected"] > 0
     top = doc["ranked"][0]
-    assert top["feature"] == CAUSE and top["significant"] and top["p_value"] < 1e-100
+    assert top["feature"] == CAUSE and top["significant"] and top["p_value"] < 1e-100 and top["log10_p"] < -1000
     ranked = {r["feature"]: (i, r) for i, r in enumerate(doc["ranked"])}
-    for f in DECOYS:
-        assert ranked[f][0] > 0 and ranked[f][1]["significant"] and ranked[f][1]["score"] < top["score"] - 0.1
+    for f in DECOYS:  # significant (they do follow the zone) but less separating and less surely so
+        i, r = ranked[f]
+        assert i > 0 and r["significant"] and r["score"] < top["score"] - 0.1 and r["log10_p"] > top["log10_p"] + 100
     assert not any(r["significant"] for f, (i, r) in ranked.items() if f.startswith("sysctl"))
     # the same counts as the snapshot path over the same hosts
     from nodesleuth.fleet import drift

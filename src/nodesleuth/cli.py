@@ -664,6 +664,7 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
 
     from .fleet import drift
 
+    drift.preload()
     unreachable: list[tuple[str, str]] = []
     notes: list[str] = []
     if prom_url:
@@ -700,7 +701,7 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
         click.echo(f"differences that separate affected from healthy hosts (Fisher's exact test; q = "
                    f"Benjamini-Hochberg false discovery rate, significant when q < {drift.ALPHA}):")
         for r in ranked:
-            p = f"p={r.p_value:.2g}" if r.p_value > 0 else "p<1e-300"
+            p = f"p={r.p_value:.2g}" if r.p_value > 0 else f"p<1e-300 (one-sided 1e{r.log10_p:.0f})"
             q = f"q={r.q_value:.2g}" if r.q_value > 0 else "q<1e-300"
             click.echo(f"  {r.score:+.2f}  {r.feature}: on {r.affected_share:.0%} of affected hosts "
                        f"({r.affected_hosts}/{na}), {r.healthy_share:.0%} of healthy ones ({r.healthy_hosts}/{nh}); "
