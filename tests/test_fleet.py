@@ -127,8 +127,10 @@ def test_prometheus_scrapes_exporters_per_zone(exporters):
 def test_grafana_dashboard_queries_run_against_prometheus(exporters):
     with open(os.path.join(HERE, "..", "deploy", "grafana", "nodesleuth-dashboard.json")) as f:
         dash = json.load(f)
-    exprs = [t["expr"].replace("$instance", ".*") for p in dash["panels"] for t in p["targets"]]
+    exprs = [t["expr"].replace("$instance", ".*") for p in dash["panels"] for t in p.get("targets", [])]
     assert len(exprs) >= 8
+    fleet = [p for p in dash["panels"] if "zone" in p["title"] and "Affected hosts" in p["title"]]
+    assert fleet and any("separating features" in p["title"] for p in dash["panels"])
     empty = [e for e in exprs if not promql(e)]  # every query parses, runs and returns data
     deadline = time.time() + 40
     while empty and time.time() < deadline:  # rates need a few scrapes
