@@ -202,6 +202,23 @@ def test_fleet_refuses_without_both_groups(tmp_path):
         assert p.returncode == 2 and f"no {which} host among" in p.stderr and "+1.00" not in p.stdout, p.stderr
 
 
+def test_info_metric_bounds():
+    """Label values and series per host stay bounded whatever a host has (fleet/facts.py)."""
+    from nodesleuth.fleet.facts import MAX_UNITS, MAX_VALUE, info_series
+
+    s = make_fleet(4)[0]
+    s["units"] += [{"unit": f"svc{i:03d}.service", "enabled": "enabled", "active": "active", "sub": "running",
+                    "n_restarts": 0, "crash_looping": False} for i in range(200)]
+    s["units"].append({"unit": "zz-loop.service", "enabled": "disabled", "active": "activating",
+                       "sub": "auto-restart", "n_restarts": 40, "crash_looping": True})
+    s["sysctls"]["net.core.rps_sock_flow_entries"] = "9" * 300
+    series = list(info_series(s))
+    units = [v for n, v in series if n == "nodesleuth_unit"]
+    assert len(units) == MAX_UNITS and ("zz-loop.service", "disabled", "crash-looping") in units
+    assert max(len(x) for _, v in series for x in v) == MAX_VALUE
+    assert [v[0] for n, v in series if n == "nodesleuth_node"] == ["us-east-1a"]
+
+
 def test_exporter_info_metrics(exporters):
     """Configuration facts as info metrics, scraped by the real Prometheus, joinable on instance."""
     node = promql('nodesleuth_node_info{zone="us-east-1a"}')

@@ -6,7 +6,8 @@ info series becomes the features the drift ranking counts. The exporter, the sna
 Prometheus path all go through `info_series` and `features_of`, so `fleet DIR` and
 `fleet --prometheus URL` rank the very same features.
 
-Bounds (what keeps the label sets low-cardinality; a value past a bound is cut, never dropped):
+Bounds (what keeps the label sets low-cardinality; a longer value is cut, entries past a count are
+left out, crash-looping units never before the others):
 - every label value at most MAX_VALUE (128) characters;
 - sysctls: only snapshot.SYSCTLS (14 names);
 - packages: only names matching snapshot.PACKAGES, at most MAX_PACKAGES (32);
