@@ -95,20 +95,22 @@ def _labels(d: dict) -> str:
                     for k, v in d.items())
 
 
-def write_openmetrics(path: str, snaps: list[dict], at: float, seed: int = 2) -> None:
+def write_openmetrics(path: str, snaps: list[dict], at: float, seed: int = 2, twice_every: int = 200) -> None:
     """The fleet as its exporters would have been scraped, ending 60 s before `at`: info metrics at
     the last scrape, incident counters at at-24h-2m, at-12h, at-60s. An affected host's counter moved
     in the last 24 h (80%) or is a series younger than 24 h that is above zero (20%: host added
-    today); 10% of healthy hosts carry old incidents that did not move."""
+    today); 10% of healthy hosts carry old incidents that did not move; one host in `twice_every` is
+scraped by a second job too (its info series twice, with another job label)."""
     rng = random.Random(seed)
     t0, t1, t2 = at - 24 * 3600 - 120, at - 12 * 3600, at - 60  # t0: the scrape `offset 24h` finds
     fams: dict[str, list[str]] = {}
     counters = []
-    for s in snaps:
+    for i, s in enumerate(snaps):
         base = {"instance": f"{s['host']}:9846", "job": "nodesleuth"}
-        for name, vals in info_series(s):
-            fams.setdefault(name, []).append(
-                f"{name}_info{{{_labels({**base, **labels_of(name, vals)})}}} 1 {t2:.3f}")
+        for job in ("nodesleuth", "kubernetes-pods")[:1 + (twice_every > 0 and i % twice_every == 0)]:
+            for name, vals in info_series(s):
+                fams.setdefault(name, []).append(
+                    f"{name}_info{{{_labels({**base, 'job': job, **labels_of(name, vals)})}}} 1 {t2:.3f}")
         h = s["health"]
         for kind, now in (("nic_reset", h["nic_resets"]), ("hot_core", h["hot_cores"])):
             lab = _labels({**base, "kind": kind})

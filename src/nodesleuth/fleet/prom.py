@@ -3,9 +3,9 @@
 Affected hosts are whatever a PromQL expression selects (default: nodesleuth's own incident counters
 moved in the last 24 h). The counting is done by the server: per info metric, one instant query
 counts hosts per label set over all hosts and one over the affected hosts only, so the answer that
-comes back is per-feature counts (hundreds of rows), not 10,000 hosts' series. Every per-host
-aggregation first collapses duplicates (`count by (HOST, labels)`), so a host scraped twice counts
-once. Works against any server with the Prometheus HTTP API (Thanos, Mimir, VictoriaMetrics).
+comes back is per-feature counts (hundreds of rows), not 10,000 hosts' series. When a host is
+exported twice (node_info series outnumber hosts), the counts first collapse duplicates
+(`count by (HOST, labels)`), so a host scraped by two jobs counts once. Works against any server with the Prometheus HTTP API (Thanos, Mimir, VictoriaMetrics).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class PromResult:
 
 
 class Prometheus:
-    def __init__(self, url: str, timeout: float = 60.0, at: float | None = None):
+    def __init__(self, url: str, timeout: float = 130.0, at: float | None = None):  # server default: 2 min
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.at = at
@@ -78,6 +78,20 @@ class Prometheus:
         return doc["data"]["result"]
 
 
+def plan(aff_expr: str, host: str = "instance", dedup: bool = False) -> dict[str, str]:
+    """The instant queries: one count over every info metric (grouped by __name__ too) for all hosts
+    and one for the affected, so the affected-hosts expression is evaluated twice in all."""
+    labels = ", ".join(dict.fromkeys(lab for m in INFO for lab in METRICS[m].labels))
+    every = f'{{__name__=~"{"|".join(m + "_info" for m in INFO)}"}}'
+    if dedup:
+        every = f"count by ({host}, __name__, {labels}) ({every})"
+    by = f"count by (__name__, {labels})"
+    aff_join = f"and on ({host}) ({aff_expr})"
+    return {"affected": aff_expr, "hosts": f"count(count by ({host}) (nodesleuth_node_info))",
+            "node_series": "count(nodesleuth_node_info)",
+            "all": f"{by} ({every})", "affected_counts": f"{by} ({every} {aff_join})"}
+
+
 def analyse(url: str, affected_expr: str | None = None, host: str = "instance", group_by: str = "zone",
             top: int = 15, at: float | None = None, workers: int = 8) -> PromResult:
     prom = Prometheus(url, at=at)
@@ -85,18 +99,13 @@ def analyse(url: str, affected_expr: str | None = None, host: str = "instance", 
     node_labels = METRICS["nodesleuth_node"].labels
     if group_by not in node_labels:
         raise InputError(group_by, f"cannot group by it: use one of {', '.join(node_labels)}")
-    aff_join = f"and on ({host}) ({aff_expr})"
-    labels = tuple(dict.fromkeys(lab for m in INFO for lab in METRICS[m].labels))
-    every = f'{{__name__=~"{"|".join(m + "_info" for m in INFO)}"}}'
-    # one count over every info metric (grouped by __name__ too), so the affected-hosts expression is
-    # evaluated twice in all (the list of affected hosts, the affected counts), not once per metric
-    per_label_set = f"count by (__name__, {', '.join(labels)}) (count by ({host}, __name__, {', '.join(labels)}) ({every}"
-    queries = {"affected": aff_expr,
-               "hosts": f"count(count by ({host}) (nodesleuth_node_info))",
-               "all": per_label_set + "))",
-               "affected_counts": per_label_set + f") {aff_join})"}
+    queries = plan(aff_expr, host)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         res = dict(zip(queries, pool.map(prom.query, queries.values())))
+        if res["hosts"] and res["node_series"][0]["value"][1] != res["hosts"][0]["value"][1]:
+            # some host is exported twice (two jobs, two relabelings): count each host once per label set
+            counts = {k: v for k, v in plan(aff_expr, host, dedup=True).items() if k in ("all", "affected_counts")}
+            res.update(zip(counts, pool.map(prom.query, counts.values())))
     sel = res["affected"]
     missing_host = [r["metric"] for r in sel if host not in r["metric"]]
     if missing_host:
@@ -124,8 +133,8 @@ def analyse(url: str, affected_expr: str | None = None, host: str = "instance", 
     nh = n_hosts - na
     notes = []
     if nodes_all > n_hosts:
-        notes.append(f"{nodes_all - n_hosts} hosts export more than one nodesleuth_node_info (two jobs with "
-                     "different labels?): counted once per label set")
+        notes.append(f"{nodes_all - n_hosts} hosts export nodesleuth_node_info with two label sets (changed "
+                     "facts, or two jobs relabelling differently): counted under each")
     if len(affected_hosts) > na:
         notes.append(f"{len(affected_hosts) - na} affected hosts export no nodesleuth_node_info "
                      "(exporter too old or facts unreadable): left out of the comparison")
