@@ -73,8 +73,7 @@ def prometheus_path(n: int) -> dict:
             doc = json.loads(p.stdout)
         from nodesleuth.fleet import prom
 
-        dup = doc["queries"] > 5  # the run counted hosts scraped twice once: the same queries for curl
-        plan = prom.plan(prom.DEFAULT_AFFECTED.replace("{host}", "instance"), "instance", dedup=dup)
+        plan = prom.plan(prom.DEFAULT_AFFECTED.replace("{host}", "instance"), "instance", doc["deduplicated"])
         qs = list(plan.values())
         curl = []
         for _ in range(3):

@@ -676,7 +676,7 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
         r = prom.analyse(prom_url, affected_expr, host_label, group_by, top, parse_time(at) if at else None)
         n, na, nh, ranked, grp, notes = r.hosts, r.affected, r.healthy, r.ranked, r.groups, r.notes
         extra = {"source": prom_url, "expression": r.expression, "queries": r.queries,
-                 "affected_hosts": r.affected_hosts}
+                 "deduplicated": r.deduplicated, "affected_hosts": r.affected_hosts}
     else:
         if not sources:
             raise InputError("fleet", "give snapshot sources (directories, files, URLs) or --prometheus URL")

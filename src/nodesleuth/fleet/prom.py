@@ -1,15 +1,16 @@
 """`fleet --prometheus URL`: the fleet question asked of the Prometheus that already scrapes the exporters.
 
 Affected hosts are whatever a PromQL expression selects (default: nodesleuth's own incident counters
-moved in the last 24 h). The counting is done by the server: per info metric, one instant query
-counts hosts per label set over all hosts and one over the affected hosts only, so the answer that
-comes back is per-feature counts (hundreds of rows), not 10,000 hosts' series. When a host is
-exported twice (node_info series outnumber hosts), the counts first collapse duplicates
-(`count by (HOST, labels)`), so a host scraped by two jobs counts once. Works against any server with the Prometheus HTTP API (Thanos, Mimir, VictoriaMetrics).
+moved in the last 24 h). The counting is done by the server, in five instant queries (`plan`): the
+hosts, their node_info series (to see whether some host is exported twice), then at once the
+affected hosts and two counts of hosts per info label set, over all hosts and over the affected. What comes back is per-feature
+counts (hundreds of rows), not the fleet's series. Works against any server with the Prometheus
+HTTP API (Thanos, Mimir, VictoriaMetrics).
 """
 
 from __future__ import annotations
 
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -42,6 +43,7 @@ class PromResult:
     affected_hosts: list[str]  # host label values the expression selected
     expression: str
     queries: int
+    deduplicated: bool  # some host was exported twice and counted once
     notes: list[str] = field(default_factory=list)
 
 
@@ -78,22 +80,38 @@ class Prometheus:
         return doc["data"]["result"]
 
 
-def plan(aff_expr: str, host: str = "instance", dedup: bool = False) -> dict[str, str]:
-    """The instant queries: one count over every info metric (grouped by __name__ too) for all hosts
-    and one for the affected, so the affected-hosts expression is evaluated twice in all."""
+MAX_LISTED = 5000  # affected hosts named in a label matcher; more are joined with `and on` instead
+
+
+def plan(aff_expr: str, host: str = "instance", dedup: bool = False, listed: list[str] | None = None) -> dict[str, str]:
+    """The instant queries. Two do the heavy work, each one count over every info metric (grouped by
+    __name__ too): for all hosts, and for the affected ones. With `dedup`, each host counts once per
+    label set first. (One query joining an affected/healthy label onto every series instead measured
+    twice as slow: the join costs more than expanding the series twice.) With `listed`, the affected
+    hosts (from the affected query) are named in a matcher, which Prometheus answers from its index
+    with their series only, instead of evaluating the expression again and joining every series."""
     labels = ", ".join(dict.fromkeys(lab for m in INFO for lab in METRICS[m].labels))
-    every = f'{{__name__=~"{"|".join(m + "_info" for m in INFO)}"}}'
-    if dedup:
-        every = f"count by ({host}, __name__, {labels}) ({every})"
+    names = "|".join(m + "_info" for m in INFO)
+
+    def every(extra: str = "") -> str:
+        sel = f'{{__name__=~"{names}"{extra}}}'
+        return f"count by ({host}, __name__, {labels}) ({sel})" if dedup else sel
+
     by = f"count by (__name__, {labels})"
-    aff_join = f"and on ({host}) ({aff_expr})"
-    return {"affected": aff_expr, "hosts": f"count(count by ({host}) (nodesleuth_node_info))",
+    if listed:
+        alt = "|".join(re.escape(h) for h in listed).replace("\\", "\\\\").replace('"', '\\"')
+        aff_counts = f'{by} ({every(f", {host}=~" + chr(34) + alt + chr(34))})'
+    else:
+        aff_counts = f"{by} ({every()} and on ({host}) ({aff_expr}))"
+    return {"hosts": f"count(count by ({host}) (nodesleuth_node_info))",
             "node_series": "count(nodesleuth_node_info)",
-            "all": f"{by} ({every})", "affected_counts": f"{by} ({every} {aff_join})"}
+            "affected": aff_expr,
+            "all": f"{by} ({every()})",
+            "affected_counts": aff_counts}
 
 
 def analyse(url: str, affected_expr: str | None = None, host: str = "instance", group_by: str = "zone",
-            top: int = 15, at: float | None = None, workers: int = 8) -> PromResult:
+            top: int = 15, at: float | None = None, workers: int = 4) -> PromResult:
     prom = Prometheus(url, at=at)
     aff_expr = (affected_expr or DEFAULT_AFFECTED).replace("{host}", host)
     node_labels = METRICS["nodesleuth_node"].labels
@@ -101,17 +119,23 @@ def analyse(url: str, affected_expr: str | None = None, host: str = "instance", 
         raise InputError(group_by, f"cannot group by it: use one of {', '.join(node_labels)}")
     queries = plan(aff_expr, host)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        res = dict(zip(queries, pool.map(prom.query, queries.values())))
-        if res["hosts"] and res["node_series"][0]["value"][1] != res["hosts"][0]["value"][1]:
-            # some host is exported twice (two jobs, two relabelings): count each host once per label set
-            counts = {k: v for k, v in plan(aff_expr, host, dedup=True).items() if k in ("all", "affected_counts")}
-            res.update(zip(counts, pool.map(prom.query, counts.values())))
-    sel = res["affected"]
-    missing_host = [r["metric"] for r in sel if host not in r["metric"]]
-    if missing_host:
-        raise InputError(aff_expr, f"the affected-hosts expression must keep the {host!r} label "
-                                   f"(e.g. max by ({host}) (...)); a series came back as {missing_host[0]}")
-    affected_hosts = sorted({r["metric"][host] for r in sel})
+        res = dict(zip(("hosts", "node_series"), pool.map(prom.query, (queries["hosts"], queries["node_series"]))))
+        # a host exported twice (two jobs, two relabelings) has two node_info series: count it once
+        dedup = bool(res["hosts"]) and res["node_series"][0]["value"][1] != res["hosts"][0]["value"][1]
+        q = plan(aff_expr, host, dedup)
+        all_counts = pool.submit(prom.query, q["all"])
+        res["affected"] = prom.query(q["affected"])
+        missing_host = [r["metric"] for r in res["affected"] if host not in r["metric"]]
+        if missing_host:
+            all_counts.cancel()
+            raise InputError(aff_expr, f"the affected-hosts expression must keep the {host!r} label "
+                                       f"(e.g. max by ({host}) (...)); a series came back as {missing_host[0]}")
+        listed = sorted({r["metric"][host] for r in res["affected"]})
+        if len(listed) <= MAX_LISTED:
+            q = plan(aff_expr, host, dedup, listed) if listed else {"affected_counts": None}
+        res["affected_counts"] = prom.query(q["affected_counts"]) if q["affected_counts"] else []
+        res["all"] = all_counts.result()
+    affected_hosts = listed
     n_hosts = int(float(res["hosts"][0]["value"][1])) if res["hosts"] else 0
     if not n_hosts:
         raise InputError(url, "no host exports nodesleuth_node_info: is the nodesleuth exporter scraped?")
@@ -128,8 +152,8 @@ def analyse(url: str, affected_expr: str | None = None, host: str = "instance", 
                 nodes += n
         return feats, grp, nodes
 
-    total, g_all, nodes_all = tally(res["all"])
     aff, g_aff, na = tally(res["affected_counts"])
+    total, g_all, nodes_all = tally(res["all"])
     nh = n_hosts - na
     notes = []
     if nodes_all > n_hosts:
@@ -144,4 +168,4 @@ def analyse(url: str, affected_expr: str | None = None, host: str = "instance", 
     hea = Counter({f: n - aff[f] for f, n in total.items()})
     groups = {k: (g_aff.get(k, 0), t) for k, t in sorted(g_all.items())}
     return PromResult(n_hosts, na, nh, rank_counts(aff, hea, na, nh, top), groups, affected_hosts, aff_expr,
-                      prom.n, notes)
+                      prom.n, dedup, notes)
