@@ -64,16 +64,18 @@ def prometheus_path(n: int) -> dict:
         proc = serve_tsdb(os.path.join(d, "data"), port)
         start_s = time.perf_counter() - t
         cmd = [sys.executable, "-m", "nodesleuth", "fleet", "--prometheus", url, "--time", str(at), "--json"]
-        runs, doc = [], None
+        runs, doc, load = [], None, [os.getloadavg()[0]]
         for _ in range(3):
             s, p = timed(cmd)
             runs.append(s)
             if p.returncode != 0:
                 return {"hosts": n, "error": p.stderr[-400:]}
             doc = json.loads(p.stdout)
+            load.append(os.getloadavg()[0])
         from nodesleuth.fleet import prom
 
-        plan = prom.plan(prom.DEFAULT_AFFECTED.replace("{host}", "instance"), "instance", doc["deduplicated"])
+        listed = doc["affected_hosts"] if len(doc["affected_hosts"]) <= prom.MAX_LISTED else None
+        plan = prom.plan(prom.DEFAULT_AFFECTED.replace("{host}", "instance"), "instance", doc["deduplicated"], listed)
         qs = list(plan.values())
         curl = []
         for _ in range(3):
@@ -92,7 +94,8 @@ def prometheus_path(n: int) -> dict:
                 "queries": doc["queries"], "affected": doc["affected"], "healthy": doc["healthy"],
                 "top_feature": top["feature"], "top_score": round(top["score"], 3), "top_p": top["p_value"],
                 "top_q": top["q_value"], "found_cause": top["feature"] == CAUSE and top["significant"],
-                "ranking": decoys, "under_10s": statistics.median(runs) < 10}
+                "ranking": decoys, "under_10s": statistics.median(runs) < 10,
+                "loadavg_1m_during": [round(x, 1) for x in load]}
     finally:
         if proc:
             proc.terminate()
