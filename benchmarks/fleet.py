@@ -180,13 +180,43 @@ def direct_path(n: int) -> dict:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def stalled_path(n: int) -> dict:
+    """n hosts that accept a connection and never answer (a hung node): fetched at once vs one by one."""
+    import socket
+
+    from nodesleuth.fleet import drift
+
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            s.listen(4)
+            socks.append(s)
+        urls = [f"http://127.0.0.1:{s.getsockname()[1]}/snapshot" for s in socks]
+        t = time.perf_counter()
+        conc = drift.fetch(urls, workers=32, timeout=2.0, retries=0)
+        conc_s = time.perf_counter() - t
+        t = time.perf_counter()
+        seq = drift.fetch(urls, workers=1, timeout=2.0, retries=0)
+        seq_s = time.perf_counter() - t
+        return {"stalled_hosts": n, "timeout_s": 2.0, "concurrent_s": round(conc_s, 2), "sequential_s": round(seq_s, 2),
+                "ratio_sequential_vs_concurrent": round(seq_s / conc_s, 1),
+                "listed_unreachable": [len(conc.unreachable), len(seq.unreachable)]}
+    finally:
+        for s in socks:
+            s.close()
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, nargs="+", default=[10000, 100000])
     ap.add_argument("--snapshots", type=int, default=10000)
     ap.add_argument("--exporters", type=int, default=200)
+    ap.add_argument("--stalled", type=int, default=20)
     a = ap.parse_args(argv)
-    out = {"benchmark": "fleet", "prometheus": [prometheus_path(n) for n in a.hosts],
+    out = {"benchmark": "fleet", "prometheus": [prometheus_path(n) for n in a.hosts if n],
+           "stalled": stalled_path(a.stalled) if a.stalled else None,
            "snapshots": snapshot_path(a.snapshots) if a.snapshots else None,
            "direct": direct_path(a.exporters) if a.exporters else None}
     return emit(out)

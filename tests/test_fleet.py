@@ -265,11 +265,18 @@ def test_direct_collection_concurrent_with_unreachable_hosts(exporters):
     again = urllib.request.urlopen(urls[0], timeout=10)
     assert json.loads(again.read())["time"] == docs[0]["time"] and again.headers["Age"] is not None
     dead = f"http://127.0.0.1:{free_port()}/snapshot"
-    p = nodesleuth("fleet", *urls, dead, "--json", "--timeout", "2", "--retries", "1")
+    import socket
+
+    with socket.socket() as stalled:  # accepts connections (the kernel does), never answers
+        stalled.bind(("127.0.0.1", 0))
+        stalled.listen(16)
+        hung = f"http://127.0.0.1:{stalled.getsockname()[1]}/snapshot"
+        p = nodesleuth("fleet", *urls, dead, hung, "--json", "--timeout", "2", "--retries", "1")
     assert p.returncode == 3, p.stderr
     doc = json.loads(p.stdout)
-    assert doc["hosts"] == 3 and [u["url"] for u in doc["unreachable"]] == [dead]
-    assert doc["notes"] == [f"1 hosts unreachable: {dead}"]
+    assert doc["hosts"] == 3 and sorted(u["url"] for u in doc["unreachable"]) == sorted([dead, hung])
+    assert "timed out" in {u["url"]: u["error"] for u in doc["unreachable"]}[hung]
+    assert doc["notes"] == [f"2 hosts unreachable: {dead}, {hung}"]
     assert doc["affected"] == sum(d["health"]["problem"] for d in docs) >= 1
     text = nodesleuth("fleet", *urls, dead, "--timeout", "2", "--retries", "0")
     assert text.returncode == 3 and f"unreachable: {dead}" in text.stderr
@@ -315,6 +322,42 @@ def test_fleet_of_10000_hosts_from_a_real_tsdb(synthetic_prometheus):
     assert (dna, dnh) == (doc["affected"], doc["healthy"])
     assert [(r.feature, r.affected_hosts, r.healthy_hosts) for r in direct] == \
         [(r["feature"], r["affected_hosts"], r["healthy_hosts"]) for r in doc["ranked"]]
+
+
+def test_snapshot_of_this_host_and_fleet_over_urls(tmp_path):
+    p = nodesleuth("snapshot", "--seconds", "1", "--zone", "lab-zone")
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert s["schema"] == "nodesleuth.snapshot/v1" and s["cloud"]["zone"] == "lab-zone"
+    assert s["kernel"] == os.uname().release and "v1" in s["cgroup_versions"]
+    assert "vm.swappiness" in s["sysctls"] and isinstance(s["health"]["problem"], bool)
+    port = free_port()
+    exp = subprocess.Popen([sys.executable, "-m", "nodesleuth", "exporter", "--listen", f"127.0.0.1:{port}",
+                            "--zone", "z1"], stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/snapshot"
+        for _ in range(60):
+            try:
+                urllib.request.urlopen(url, timeout=10).read()
+                break
+            except OSError:
+                time.sleep(0.5)
+        # this host's facts as info metrics, with the values the kernel shows
+        from prometheus_client.parser import text_string_to_metric_families
+
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        fams = {f.name: f for f in text_string_to_metric_families(body)}
+        sysctl = {s.labels["sysctl"]: s.labels["value"] for s in fams["nodesleuth_sysctl_info"].samples}
+        assert sysctl["vm.swappiness"] == open("/proc/sys/vm/swappiness").read().strip()
+        node = fams["nodesleuth_node_info"].samples[0].labels
+        assert node["kernel"] == os.uname().release and node["zone"] == "z1" and "v1" in node["cgroup"].split("+")
+        f = nodesleuth("fleet", url, str(tmp_path / "nothing.json"))
+        assert f.returncode == 2 and "nothing.json" in f.stderr  # a bad source is named in one line
+        f = nodesleuth("fleet", url, "--json")  # one host: nothing to compare it with
+        assert f.returncode == 2 and "host among 1: fleet analysis compares affected with healthy" in f.stderr, f.stderr
+    finally:
+        exp.terminate()
+        exp.wait()
 
 
 def test_one_metric_vocabulary_promtool_clean_and_backfillable(exporters, tmp_path):
