@@ -246,6 +246,9 @@ def test_fleet_over_the_scraping_prometheus(exporters):
     assert "unit ecs.service enabled+crash-looping" in ones  # the crash loop is only on the affected host...
     assert all(round(r["p_value"], 4) == round(1 / 3, 4) and not r["significant"]  # ...which proves nothing
                for r in doc["ranked"] if r["feature"] in ones)
+    text = nodesleuth("fleet", "--prometheus", PROM)
+    assert text.returncode == 0 and f"affected by max by (instance) ((increase(nodesleuth_incidents_total" in text.stdout
+    assert f": 127.0.0.1:{port}\n" in text.stdout and "not significant" in text.stdout
     none = nodesleuth("fleet", "--prometheus", PROM, "--affected", 'nodesleuth_node_info{zone="nowhere"}')
     assert none.returncode == 2 and "no affected host among 3" in none.stderr, none.stderr
     every = nodesleuth("fleet", "--prometheus", PROM, "--affected", "max by (instance) (nodesleuth_node_info)")

@@ -697,6 +697,10 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
                                "notes": notes}, indent=2))
     else:
         click.echo(f"{n} hosts: {na} affected, {nh} healthy")
+        if extra:
+            shown = extra["affected_hosts"][:10]
+            more = len(extra["affected_hosts"]) - len(shown)
+            click.echo(f"affected by {extra['expression']}: {', '.join(shown)}" + (f" (+{more} more)" if more else ""))
         click.echo(f"by {group_by}: " + ", ".join(f"{k} {a}/{t}" for k, (a, t) in grp.items()))
         click.echo(f"differences that separate affected from healthy hosts (Fisher's exact test; q = "
                    f"Benjamini-Hochberg false discovery rate, significant when q < {drift.ALPHA}):")
