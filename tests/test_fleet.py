@@ -202,6 +202,24 @@ def test_fleet_refuses_without_both_groups(tmp_path):
         assert p.returncode == 2 and f"no {which} host among" in p.stderr and "+1.00" not in p.stdout, p.stderr
 
 
+def test_three_affected_hosts_of_10000_prove_nothing():
+    """Three hosts with unrelated incidents in a zone without the cause: whatever facts they happen to
+    share (on 100% of the affected) is no evidence once the 10,000 hosts and the features tested are
+    counted: nothing is significant."""
+    from nodesleuth.fleet import drift
+
+    snaps = make_fleet(10000)
+    for s in snaps:
+        s["health"]["problem"] = False
+    for s in [s for s in snaps if s["cloud"]["zone"] == "us-east-1c"][100:103]:
+        s["health"]["problem"] = True
+    ranked, na, nh = drift.rank(snaps, 50)
+    assert (na, nh) == (3, 9997)
+    shared = [r for r in ranked if r.affected_share == 1.0 and r.score > 0.3]
+    assert shared  # chance does give the three some common facts...
+    assert not any(r.significant for r in ranked), [(r.feature, r.q_value) for r in ranked if r.significant]
+
+
 def test_info_metric_bounds():
     """Label values and series per host stay bounded whatever a host has (fleet/facts.py)."""
     from nodesleuth.fleet.facts import MAX_UNITS, MAX_VALUE, info_series
