@@ -47,7 +47,17 @@ def rows(r: dict) -> list[tuple[str, str]]:
                  f"Slab each; root memory.stat {c0['memory_stat_ms']} -> {c1['memory_stat_ms']} ms at "
                  f"{c0['zombies']} -> {c1['zombies']} zombies; reclaim {r['reclaim']['seconds']} s")]
     if b == "fleet":
-        return [(f"fleet drift, {r['hosts']} snapshots", f"{r['cli_seconds']} s end to end (found cause: {r['found_cause']})")]
+        rows = [(f"fleet --prometheus, {x['hosts']} hosts", f"{x.get('fleet_s_median')} s end to end, "
+                 f"{x.get('ratio_fleet_vs_curl')}x curl of its queries (found cause: {x.get('found_cause')})")
+                for x in r["prometheus"]]
+        if r.get("snapshots"):
+            rows.append((f"fleet DIR, {r['snapshots']['hosts']} snapshots", f"{r['snapshots']['cli_s']} s end to end"))
+        if r.get("direct"):
+            x = r["direct"]
+            rows.append((f"fleet URLs, {x['exporters']} exporters", f"{x['fleet_concurrent_s']} s concurrent, "
+                         f"{x['fleet_sequential_s']} s one by one, curl --parallel {x['curl_parallel_s']} s; "
+                         f"/snapshot cached {x['snapshot_cached_ms_median']} ms"))
+        return rows
     if b == "web_timeline":
         return [(f"web day timeline, {r['cpus']} CPUs x 24 h", f"{r['render_seconds']} s server+browser "
                  f"({r['api_seconds']} s API, {r['bytes']} bytes)")]

@@ -603,8 +603,6 @@ def exporter(root, listen, interval, zone, systemd_pid, kmsg):
     """Prometheus/OpenMetrics endpoint (/metrics) and a host snapshot (/snapshot) for fleet analysis."""
     import json
     import os
-    import threading
-    import time
     from socketserver import ThreadingMixIn
     from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -617,22 +615,23 @@ def exporter(root, listen, interval, zone, systemd_pid, kmsg):
     r = Root(root)
     state = ex.State()
     kmsg_src = kmsg or (r.exists("/dev/kmsg") and os.access(r.join("/dev/kmsg"), os.R_OK))
-    th = ex.SamplerThread(r, state, interval, systemd_pid, kmsg_src)
+    th = ex.SamplerThread(r, state, interval, systemd_pid, kmsg_src, zone)
+    th.refresh_facts()  # the info metrics are there from the first scrape
     th.start()
     reg = CollectorRegistry()
-    reg.register(ex.NodesleuthCollector(state, ex.node_info(r, zone)))
+    reg.register(ex.NodesleuthCollector(state))
     metrics = make_wsgi_app(reg)
-    cache = {"t": 0.0, "doc": b""}
-    lock = threading.Lock()
+    snaps = ex.SnapshotCache(lambda: json.dumps(snap.take(r, 1.0, systemd_pid, zone)).encode())
+    snaps.warm()
 
     def app(environ, start_response):
         if environ.get("PATH_INFO") == "/snapshot":
-            with lock:
-                if time.time() - cache["t"] > 60:
-                    cache["doc"] = json.dumps(snap.take(r, 1.0, systemd_pid, zone)).encode()
-                    cache["t"] = time.time()
-                body = cache["doc"]
-            start_response("200 OK", [("Content-Type", "application/json")])
+            try:
+                body, age = snaps.get()
+            except InputError as e:
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [f"cannot take a snapshot: {e}\n".encode()]
+            start_response("200 OK", [("Content-Type", "application/json"), ("Age", str(int(age)))])
             return [body]
         if environ.get("PATH_INFO") in ("/metrics", "/"):
             return metrics(environ, start_response)
@@ -680,31 +679,80 @@ def snapshot(root, seconds, systemd_pid, zone, output):
 
 
 @main.command()
-@click.argument("sources", nargs=-1, required=True)
+@click.argument("sources", nargs=-1)
+@click.option("--prometheus", "prom_url", metavar="URL", help="Ask this Prometheus (or Thanos, Mimir, "
+              "VictoriaMetrics) instead of fetching snapshots: affected hosts by --affected, facts from the info metrics.")
+@click.option("--affected", "affected_expr", metavar="PROMQL", help="Affected hosts (with --prometheus); must keep "
+              "the host label. Default: NIC-reset or hot-core incidents in the last 24 h.")
+@click.option("--host-label", default="instance", show_default=True, help="Label that names a host (with --prometheus).")
+@click.option("--time", "at", metavar="TIME", help="Evaluate at this time (with --prometheus): ISO-8601, epoch, '2h ago'.")
 @click.option("--group-by", default="zone", show_default=True, help="zone, instance_type, kernel or os_image.")
 @click.option("--top", default=10, show_default=True)
+@click.option("--concurrency", default=32, show_default=True, help="Snapshot URLs fetched at once.")
+@click.option("--timeout", default=5.0, show_default=True, help="Seconds to wait for one snapshot URL.")
+@click.option("--retries", default=2, show_default=True, help="Retries of a snapshot URL that does not answer.")
 @click.option("--json", "as_json", is_flag=True)
 @one_line_errors
-def fleet(sources, group_by, top, as_json):
-    """Compare snapshots (directories, files or URLs): who is affected, and which config difference explains it."""
+def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concurrency, timeout, retries, as_json):
+    """What do the affected hosts have that the healthy ones do not? From snapshots (directories, files,
+    exporters' /snapshot URLs) or from Prometheus (--prometheus URL). Exit 0 analysed, 2 refused or bad
+    input, 3 analysed but some hosts did not answer (listed)."""
     import json
 
     from .fleet import drift
 
-    snaps = drift.load(list(sources))
-    ranked, na, nh = drift.rank(snaps, top)
-    grp = drift.groups(snaps, group_by)
+    drift.preload()
+    unreachable: list[tuple[str, str]] = []
+    notes: list[str] = []
+    if prom_url:
+        from .fleet import prom
+        from .timeparse import parse_time
+
+        if sources:
+            raise InputError(sources[0], "give either snapshot sources or --prometheus, not both")
+        r = prom.analyse(prom_url, affected_expr, host_label, group_by, top, parse_time(at) if at else None)
+        n, na, nh, ranked, grp, notes = r.hosts, r.affected, r.healthy, r.ranked, r.groups, r.notes
+        extra = {"source": prom_url, "expression": r.expression, "queries": r.queries,
+                 "deduplicated": r.deduplicated, "affected_hosts": r.affected_hosts}
+    else:
+        if not sources:
+            raise InputError("fleet", "give snapshot sources (directories, files, URLs) or --prometheus URL")
+        if affected_expr or at:
+            raise InputError("--affected" if affected_expr else "--time", "only with --prometheus")
+        got = drift.load(list(sources), concurrency, timeout, retries)
+        unreachable = got.unreachable
+        ranked, na, nh = drift.rank(got.snapshots, top)
+        n, grp = len(got.snapshots), drift.groups(got.snapshots, group_by)
+        extra = {}
+    if unreachable:
+        notes.append(f"{len(unreachable)} hosts unreachable: " + ", ".join(u for u, _ in unreachable))
     if as_json:
-        click.echo(json.dumps({"hosts": len(snaps), "affected": na, "healthy": nh,
+        click.echo(json.dumps({"hosts": n, "affected": na, "healthy": nh, **extra,
                                "groups": {k: {"affected": a, "total": t} for k, (a, t) in grp.items()},
-                               "ranked": [r.__dict__ for r in ranked]}, indent=2))
-        return
-    click.echo(f"{len(snaps)} hosts: {na} affected, {nh} healthy")
-    click.echo(f"by {group_by}: " + ", ".join(f"{k} {a}/{t}" for k, (a, t) in grp.items()))
-    click.echo("differences that separate affected from healthy hosts:")
-    for r in ranked:
-        click.echo(f"  {r.score:+.2f}  {r.feature}: on {r.affected_share:.0%} of affected hosts, "
-                   f"{r.healthy_share:.0%} of healthy ones")
+                               "ranked": [r.__dict__ for r in ranked], "alpha": drift.ALPHA,
+                               "unreachable": [{"url": u, "error": e} for u, e in unreachable],
+                               "notes": notes}, indent=2))
+    else:
+        click.echo(f"{n} hosts: {na} affected, {nh} healthy")
+        if extra:
+            shown = extra["affected_hosts"][:10]
+            more = len(extra["affected_hosts"]) - len(shown)
+            click.echo(f"affected by {extra['expression']}: {', '.join(shown)}" + (f" (+{more} more)" if more else ""))
+        click.echo(f"by {group_by}: " + ", ".join(f"{k} {a}/{t}" for k, (a, t) in grp.items()))
+        click.echo(f"differences that separate affected from healthy hosts (Fisher's exact test; q = "
+                   f"Benjamini-Hochberg false discovery rate, significant when q < {drift.ALPHA}):")
+        for r in ranked:
+            p = f"p={r.p_value:.2g}" if r.p_value > 0 else f"p<1e-300 (one-sided 1e{r.log10_p:.0f})"
+            q = f"q={r.q_value:.2g}" if r.q_value > 0 else "q<1e-300"
+            click.echo(f"  {r.score:+.2f}  {r.feature}: on {r.affected_share:.0%} of affected hosts "
+                       f"({r.affected_hosts}/{na}), {r.healthy_share:.0%} of healthy ones ({r.healthy_hosts}/{nh}); "
+                       f"{p}, {q}{'' if r.significant else ', not significant'}")
+        for note in notes:
+            click.echo(f"note: {note}")
+        for u, e in unreachable:
+            click.echo(f"unreachable: {u}: {e}", err=True)
+    if unreachable:
+        sys.exit(3)
 
 
 @main.command()

@@ -6,7 +6,8 @@ counters end in `_total` (prometheus-client adds the suffix to counter families)
 
 Labels: `cpu` is the CPU number; `device` is the interface name (a kernel-log line that names only
 its PCI address is mapped to the interface that has that address); `controller`, `hierarchy`
-(v1 | v2); `unit` a systemd unit; `kind` an incident kind.
+(v1 | v2); `unit` a systemd unit; `kind` an incident kind. Info metrics (`*_info`, value 1) carry
+configuration facts in low-cardinality labels, bounded as fleet/facts.py documents.
 """
 
 from __future__ import annotations
@@ -48,7 +49,11 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_incidents", "counter", "Incidents seen since start (detect/incidents.py rule)", ("kind",)),
     Metric("nodesleuth_samples", "counter", "Samples taken by the exporter"),
     Metric("nodesleuth_sample_errors", "counter", "Samples that failed"),
-    Metric("nodesleuth_node", "info", "Facts about this node"),
+    # info metrics: value 1, the fact in the labels; bounds on label values in fleet/facts.py
+    Metric("nodesleuth_node", "info", "Facts about this node", ("zone", "instance_type", "kernel", "os_image", "cgroup")),
+    Metric("nodesleuth_unit", "info", "A service unit that is enabled or crash-looping", ("unit", "unit_file_state", "state")),
+    Metric("nodesleuth_sysctl", "info", "A selected sysctl and its value", ("sysctl", "value")),
+    Metric("nodesleuth_package", "info", "A selected installed package and its version", ("package", "version")),
 )}
 
 

@@ -2,12 +2,16 @@
 
 A background thread samples every `interval` seconds; a custom collector turns the latest state
 into metric families at scrape time. Labels follow node_exporter's conventions (`cpu`, `device`,
-no instance/job: Prometheus adds those); per-node facts (zone, kernel) are on an info metric.
+no instance/job: Prometheus adds those); configuration facts are info metrics (fleet/facts.py).
+`/snapshot` is served from a cache refreshed in the background, so only the very first request
+waits for a snapshot to be taken.
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
+import time
 from collections import Counter
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -16,8 +20,12 @@ from prometheus_client.registry import Collector
 from ..collect.kmsg import is_nic
 from ..collect.root import Root
 from ..collect.sampler import EXPORTER, Sampler, Tick
+from ..collect.units import enabled_services
 from ..detect.incidents import HotCoreTracker, NicGrouper
+from ..errors import InputError
 from ..metrics import METRICS, tick_gauges
+from .facts import info_series, labels_of
+from .snapshot import host_facts, unit_dicts
 
 
 class State:
@@ -33,12 +41,14 @@ class State:
         self.nics = []
         self.samples = 0
         self.errors = 0
+        self.facts: dict = {}  # snapshot.host_facts without units, refreshed every FACTS_EVERY s
+        self.unit_objs = []  # collect.units.Unit, from the sampler
+        self.enabled: list[str] = []  # enabled services (list-unit-files costs PID 1: every ENABLED_EVERY s)
 
 
 class NodesleuthCollector(Collector):
-    def __init__(self, state: State, info: dict[str, str]):
+    def __init__(self, state: State):
         self.state = state
-        self.info = info
 
     def collect(self):
         st = self.state
@@ -47,7 +57,14 @@ class NodesleuthCollector(Collector):
             events, incidents = Counter(st.kernel_events), Counter(st.incidents)
             units, nics = dict(st.units), list(st.nics)
             samples, errors = st.samples, st.errors
-        yield InfoMetricFamily("nodesleuth_node", METRICS["nodesleuth_node"].help, value=self.info)
+            fdoc = {**st.facts, "units": unit_dicts(st.unit_objs, st.enabled)} if st.facts else None
+        if fdoc:
+            info: dict[str, InfoMetricFamily] = {}
+            for name, vals in info_series(fdoc):
+                if name not in info:
+                    info[name] = InfoMetricFamily(name, METRICS[name].help, labels=[])
+                info[name].add_metric([], labels_of(name, vals))
+            yield from info.values()
         yield CounterMetricFamily("nodesleuth_samples", METRICS["nodesleuth_samples"].help, value=samples)
         yield CounterMetricFamily("nodesleuth_sample_errors", METRICS["nodesleuth_sample_errors"].help, value=errors)
         if tk is None:
@@ -86,19 +103,45 @@ class NodesleuthCollector(Collector):
         yield inc
 
 
+FACTS_EVERY = 60.0
+ENABLED_EVERY = 600.0
+
+
 class SamplerThread(threading.Thread):
     def __init__(self, root: Root, state: State, interval: float = 1.0, ns_pid: int | None = None,
-                 kmsg: bool | str = True):
+                 kmsg: bool | str = True, zone: str | None = None):
         super().__init__(daemon=True, name="nodesleuth-exporter")
         self.state = state
+        self.root, self.ns_pid, self.zone = root, ns_pid, zone
+        self.facts_t = self.enabled_t = -1e18
         self.interval = interval
         self.sampler = Sampler.preset(root, EXPORTER, kmsg=kmsg, ns_pid=ns_pid)
         self.stop_ev = threading.Event()
         self.tracker = HotCoreTracker()  # the incident rule of detect/incidents.py, fed live
         self.grouper = NicGrouper(keep=False)
 
+    def refresh_facts(self) -> None:
+        """Configuration facts for the info metrics; a failed read keeps the last good facts and counts."""
+        now = time.monotonic()
+        try:
+            if now - self.enabled_t >= ENABLED_EVERY:
+                self.enabled_t = now
+                enabled = enabled_services(self.root, self.ns_pid)
+                with self.state.lock:
+                    self.state.enabled = enabled
+            if now - self.facts_t >= FACTS_EVERY:
+                self.facts_t = now
+                doc = host_facts(self.root, self.zone, [])
+                doc.pop("units")
+                with self.state.lock:
+                    self.state.facts = doc
+        except (InputError, OSError, ValueError, subprocess.SubprocessError):
+            with self.state.lock:
+                self.state.errors += 1
+
     def step(self) -> None:
         tk = self.sampler.tick()
+        self.refresh_facts()
         st = self.state
         closed = self.tracker.feed(tk)
         with st.lock:
@@ -112,6 +155,7 @@ class SamplerThread(threading.Thread):
             self._count(tk.events)
             if tk.units is not None:
                 st.units = {u.id: (u.n_restarts, u.crash_looping) for u in tk.units}
+                st.unit_objs = list(tk.units)
             st.tick = tk
             st.samples += 1
 
@@ -139,9 +183,37 @@ class SamplerThread(threading.Thread):
                     self.state.errors += 1
 
 
-def node_info(root: Root, zone: str | None) -> dict[str, str]:
-    from .snapshot import cloud_facts, kernel_release
+class SnapshotCache:
+    """The last snapshot, served at once; a stale one is served while a fresh one is taken in the
+    background (taking one samples for seconds). Only a request before the first snapshot waits."""
 
-    facts = cloud_facts(root)
-    return {"zone": zone or facts.get("zone", ""), "instance_type": facts.get("instance_type", ""),
-            "kernel": kernel_release(root), "root": root.path}
+    def __init__(self, take, max_age: float = 60.0):
+        self.take, self.max_age = take, max_age
+        self.doc: bytes | None = None
+        self.t = 0.0
+        self.lock = threading.Lock()  # held while taking one
+        self.refreshing = False
+
+    def _refresh(self) -> None:
+        try:
+            doc = self.take()
+            self.doc, self.t = doc, time.monotonic()
+        finally:
+            self.refreshing = False
+            self.lock.release()
+
+    def warm(self) -> None:
+        """Take the first snapshot in the background (the exporter does this at start)."""
+        if self.lock.acquire(blocking=False):
+            self.refreshing = True
+            threading.Thread(target=self._refresh, daemon=True, name="nodesleuth-snapshot").start()
+
+    def get(self) -> tuple[bytes, float]:
+        """(document, age in seconds)."""
+        if self.doc is None:
+            with self.lock:  # wait for the one being taken, or take it
+                if self.doc is None:
+                    self.doc, self.t = self.take(), time.monotonic()
+        elif time.monotonic() - self.t > self.max_age and not self.refreshing:
+            self.warm()
+        return self.doc, time.monotonic() - self.t

@@ -85,33 +85,42 @@ def cgroup_versions(root: Root) -> list[str]:
     return sorted({"v1" if m.fstype == "cgroup" else "v2" for m in ms})
 
 
-def take(root: Root, seconds: float = 2.0, ns_pid: int | None = None, zone: str | None = None) -> dict:
-    from ..detect.check import CheckOptions, run_check
-
-    res = run_check(CheckOptions(root=root.path, seconds=seconds, ns_pid=ns_pid, trace=False))
-    from ..collect.units import enabled_services
-
-    units = []
-    for u in res.units or []:
-        units.append({"unit": u.id, "enabled": u.enabled, "active": u.active, "sub": u.sub,
-                      "n_restarts": u.n_restarts, "crash_looping": u.crash_looping})
+def unit_dicts(read, enabled: list[str]) -> list[dict]:
+    """Units systemd reported (read_units) plus enabled services that are not running."""
+    units = [{"unit": u.id, "enabled": u.enabled, "active": u.active, "sub": u.sub,
+              "n_restarts": u.n_restarts, "crash_looping": u.crash_looping} for u in read or []]
     seen = {u["unit"] for u in units}
     units += [{"unit": n, "enabled": "enabled", "active": "inactive", "sub": "dead", "n_restarts": 0,
-               "crash_looping": False} for n in enabled_services(root, ns_pid) if n not in seen]
+               "crash_looping": False} for n in enabled if n not in seen]
+    return units
+
+
+def host_facts(root: Root, zone: str | None, units: list[dict]) -> dict:
+    """The configuration part of a snapshot (what fleet/facts.py turns into info metrics)."""
     facts = cloud_facts(root)
     if zone:
         facts["zone"] = zone
-    mem = next((c for c in res.census["v1"] if c["controller"] == "memory"), None)
-    v2 = res.census.get("v2")
-    dying = mem["dying"] if mem and mem["dying"] is not None else (
-        (v2["subsys"].get("memory", {}).get("dying", v2["nr_dying_descendants"])) if v2 else None)
     return {"schema": SCHEMA, "time": time.time(),
             "host": socket.gethostname() if root.live else os.path.basename(os.path.abspath(root.path)),
             "kernel": kernel_release(root), "os_image": os_image(root), "cloud": facts,
             "cgroup_versions": cgroup_versions(root), "sysctls": sysctls(root), "packages": packages(root),
-            "units": units,
-            "health": {"problem": res.exit_code == 1, "dying_memcgs": dying,
-                       "findings": [{"kind": f.kind, "severity": f.severity, "title": f.title} for f in res.findings],
-                       "crash_looping_units": [u["unit"] for u in units if u["crash_looping"]],
-                       "nic_resets": sum(1 for f in res.findings if f.kind == "nic_reset"),
-                       "hot_cores": sum(1 for f in res.findings if f.kind == "hot_core")}}
+            "units": units}
+
+
+def take(root: Root, seconds: float = 2.0, ns_pid: int | None = None, zone: str | None = None) -> dict:
+    from ..collect.units import enabled_services
+    from ..detect.check import CheckOptions, run_check
+
+    res = run_check(CheckOptions(root=root.path, seconds=seconds, ns_pid=ns_pid, trace=False))
+    doc = host_facts(root, zone, unit_dicts(res.units, enabled_services(root, ns_pid)))
+    units = doc["units"]
+    mem = next((c for c in res.census["v1"] if c["controller"] == "memory"), None)
+    v2 = res.census.get("v2")
+    dying = mem["dying"] if mem and mem["dying"] is not None else (
+        (v2["subsys"].get("memory", {}).get("dying", v2["nr_dying_descendants"])) if v2 else None)
+    doc["health"] = {"problem": res.exit_code == 1, "dying_memcgs": dying,
+                     "findings": [{"kind": f.kind, "severity": f.severity, "title": f.title} for f in res.findings],
+                     "crash_looping_units": [u["unit"] for u in units if u["crash_looping"]],
+                     "nic_resets": sum(1 for f in res.findings if f.kind == "nic_reset"),
+                     "hot_cores": sum(1 for f in res.findings if f.kind == "hot_core")}
+    return doc
