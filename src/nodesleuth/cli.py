@@ -601,59 +601,9 @@ def remedy(store, frm, to, systemd_pid, units, do_apply, seconds):
 @one_line_errors
 def exporter(root, listen, interval, zone, systemd_pid, kmsg):
     """Prometheus/OpenMetrics endpoint (/metrics) and a host snapshot (/snapshot) for fleet analysis."""
-    import json
-    import os
-    from socketserver import ThreadingMixIn
-    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+    from .fleet.exporter import serve
 
-    from prometheus_client import CollectorRegistry, make_wsgi_app
-
-    from .collect.root import Root
-    from .fleet import exporter as ex
-    from .fleet import snapshot as snap
-
-    r = Root(root)
-    state = ex.State()
-    kmsg_src = kmsg or (r.exists("/dev/kmsg") and os.access(r.join("/dev/kmsg"), os.R_OK))
-    th = ex.SamplerThread(r, state, interval, systemd_pid, kmsg_src, zone)
-    th.refresh_facts()  # the info metrics are there from the first scrape
-    th.start()
-    reg = CollectorRegistry()
-    reg.register(ex.NodesleuthCollector(state))
-    metrics = make_wsgi_app(reg)
-    snaps = ex.SnapshotCache(lambda: json.dumps(snap.take(r, 1.0, systemd_pid, zone)).encode())
-    snaps.warm()
-
-    def app(environ, start_response):
-        if environ.get("PATH_INFO") == "/snapshot":
-            try:
-                body, age = snaps.get()
-            except InputError as e:
-                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
-                return [f"cannot take a snapshot: {e}\n".encode()]
-            start_response("200 OK", [("Content-Type", "application/json"), ("Age", str(int(age)))])
-            return [body]
-        if environ.get("PATH_INFO") in ("/metrics", "/"):
-            return metrics(environ, start_response)
-        start_response("404 Not Found", [("Content-Type", "text/plain")])
-        return [b"not found: try /metrics or /snapshot\n"]
-
-    class Server(ThreadingMixIn, WSGIServer):
-        daemon_threads = True
-
-    class Quiet(WSGIRequestHandler):
-        def log_message(self, *a):
-            pass
-
-    host, _, port = listen.rpartition(":")
-    if host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
-        click.echo(f"nodesleuth: serving metrics on {listen}, reachable from the network", err=True)
-    try:
-        httpd = make_server(host.strip("[]") or "127.0.0.1", int(port), app, server_class=Server, handler_class=Quiet)
-    except OSError as e:
-        raise InputError(listen, f"cannot listen: {e.strerror or e}") from None
-    click.echo(f"nodesleuth exporter on http://{listen}/metrics", err=True)
-    httpd.serve_forever()
+    serve(root, listen, interval, zone, systemd_pid, kmsg, log=lambda m: click.echo(m, err=True))
 
 
 @main.command()
