@@ -276,14 +276,20 @@ def profile_run(store, freq, rotate, duration, retention, max_size):
 @click.option("--store", required=True, type=click.Path())
 @click.option("--offset", default=0.0, show_default=True,
               help="Seconds added to perf timestamps (wall-clock minus the perf clock at capture).")
+@click.option("--event", help="Store this event's samples (default: the clock event if present, else the first).")
 @one_line_errors
-def profile_ingest(script, store, offset):
-    """Store a `perf script` text file (comm,pid,tid,cpu,time,... fields) for range queries."""
+def profile_ingest(script, store, offset, event):
+    """Store a `perf script` text file (any -F field set; one event) for range queries."""
     from .profile.codec import encode
-    from .profile.parse import parse_file
+    from .profile.parse import is_clock, parse_file, pick_event
     from .store.store import StoreWriter
 
-    b = parse_file(script)
+    b, note = pick_event(parse_file(script), event)
+    if note:
+        click.echo(f"note: {note}", err=True)
+    if b.event and not is_clock(b.event):
+        click.echo(f"note: {b.event} is not a clock event: sample counts are not time, so hot-CPU marks "
+                   "will be unavailable", err=True)
     w = StoreWriter(store)
     t0, payload = encode(b, offset)
     w.append("profile", t0, payload)
@@ -341,9 +347,18 @@ def _span(text: str) -> tuple[str, str]:
 @click.option("--format", "fmt", type=click.Choice(["svg", "folded", "speedscope"]),
               help="Default: from -o's extension (.svg, .json = speedscope), else folded.")
 @click.option("--idle", is_flag=True, help="Keep idle samples.")
+@click.option("--name", "root", type=click.Choice(["comm", "pid", "tid"]), default="comm", show_default=True,
+              help="Process frame: comm, comm-PID (stackcollapse-perf.pl --pid), comm-PID/TID (--tid).")
+@click.option("--annotate", type=click.Choice(["kernel", "jit", "all", "none"]), default="kernel",
+              show_default=True, help="Frame suffixes _[k]/_[j] (stackcollapse-perf.pl --kernel/--jit/--all/none).")
+@click.option("--raw-names", is_flag=True, help="Keep symbol names as perf printed them (no tidying of C++ "
+              "argument lists, Java L prefixes, quotes).")
+@click.option("--weight", type=click.Choice(["samples", "period"]), default="samples", show_default=True,
+              help="Count samples, or sum perf's period column as stackcollapse-perf.pl does.")
 @click.option("-o", "--output", type=click.Path())
 @one_line_errors
-def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, output):
+def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, root, annotate, raw_names, weight,
+          output):
     """Flame graph of any time range, filtered by CPU, pid or comm; optionally against a baseline."""
     import json
 
@@ -353,7 +368,8 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, outp
 
     s, t0, t1 = _load_profile(store, frm, to)
     f = _pfilter(cpu, pid, comm, idle, cgroup)
-    fc = folded(s, f)
+    how = dict(name=root, annotate=annotate, tidy_names=not raw_names, weight=weight)
+    fc = folded(s, f, **how)
     if not fmt:
         fmt = "svg" if output and output.endswith(".svg") else "speedscope" if output and output.endswith(
             ".json") else "folded"
@@ -361,7 +377,7 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, outp
     if diff_baseline:
         b0, b1 = _span(diff_baseline)
         bs, _, _ = _load_profile(store, b0, b1)
-        base = folded(bs, f)
+        base = folded(bs, f, **how)
     if fmt == "svg":
         what = f"CPU {','.join(map(str, cpu))} " if cpu else ""
         rng = f"{iso(t0) if t0 else 'start'} .. {iso(t1) if t1 else 'end'}"
@@ -400,12 +416,15 @@ def heatmap(store, frm, to, cpu, rows, as_json):
     h = hm(s, _pfilter(cpu, None, None), rows=rows, start=t0, end=t1)
     if as_json:
         click.echo(json.dumps({"start": h.start, "rows": list(range(h.rows)), "columns": h.columns,
-                               "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus}))
+                               "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus,
+                               "notes": [h.hot_note] if h.hot_note else []}))
         return
     shades = " .:-=+*#%@"
     for r in range(h.rows):
         line = "".join(shades[min(9, int(9 * col[r] / h.maxvalue))] if h.maxvalue else " " for col in h.values)
         click.echo(f"{1000 - (r + 1) * 1000 // h.rows:>4}ms |{line}|")
+    if h.hot_note:
+        click.echo(h.hot_note)
     click.echo("hot CPUs per second: " + " ".join(
         f"{c}:{','.join(map(str, hc))}" for c, hc in zip(h.columns, h.hot_cpus) if hc) or "none")
     sys.exit(2 if s.problems else 0)
