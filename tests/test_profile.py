@@ -38,14 +38,20 @@ def spin(tmp_path):
 
 
 def _perf_children(pid: int, store: str) -> list[int]:
-    """perf processes recording into this store (they run under nodesleuth's reaper)."""
+    """perf record processes recording into this store (under nodesleuth's reaper, whose command
+    line names the store's work directory)."""
     out = subprocess.run(["pgrep", "-x", "perf"], capture_output=True, text=True).stdout
     pids = []
     for x in out.split():
         try:
             with open(f"/proc/{x}/cmdline") as f:
-                if store in f.read():
-                    pids.append(int(x))
+                cmd = f.read()
+            with open(f"/proc/{x}/stat") as f:
+                ppid = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{ppid}/cmdline") as f:
+                parent = f.read()
+            if "record" in cmd and (store in cmd or store in parent):
+                pids.append(int(x))
         except OSError:
             pass
     return pids

@@ -173,13 +173,32 @@ def split_header(header: str):
     return None
 
 
-def parse_text(text: str, batch: Batch | None = None, path: str = "perf script") -> Batch:
+class FrameCache:
+    """Frame-line and caller-text caches that outlive one batch: a long-lived reader sees the same
+    frame lines chunk after chunk, so naming them once saves most of the parse. Bounded."""
+
+    LIMIT = 500_000
+
+    def __init__(self):
+        self.lines: dict[str, tuple[str, ...] | None] = {}
+        self.bodies: dict[str, int] = {}
+        self.callers: list[tuple[str, ...]] = []
+
+    def trim(self) -> None:
+        if len(self.lines) + len(self.bodies) > self.LIMIT:
+            self.__init__()
+
+
+def parse_text(text: str, batch: Batch | None = None, path: str = "perf script",
+               cache: FrameCache | None = None) -> Batch:
     """Parse with the cyclic GC paused: the parser allocates millions of small acyclic objects and
     the collector would otherwise rescan them over and over."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Parser(batch or Batch()).run(text)
+        if cache is not None:
+            cache.trim()
+        return _Parser(batch or Batch(), cache or FrameCache()).run(text)
     finally:
         if enabled:
             gc.enable()
@@ -189,15 +208,15 @@ _MISS = object()
 
 
 class _Parser:
-    def __init__(self, b: Batch):
+    def __init__(self, b: Batch, cache: FrameCache):
         self.b = b
         self.stack_ix = {st: i for i, st in enumerate(b.stacks)}
         self.comm_ix = {c: i for i, c in enumerate(b.comms)}
         self.event_ix = {e: i for i, e in enumerate(b.events)}
-        self.line_ix: dict[str, tuple[str, ...] | None] = {}
+        self.line_ix = cache.lines
         self.who_ix: dict[str, tuple] = {}  # `comm pid/tid [cpu]` -> (comm id, pid, tid, cpu)
-        self.body_ix: dict[str, int] = {}  # callers' text -> id in callers_tab
-        self.callers_tab: list[tuple[str, ...]] = []
+        self.body_ix = cache.bodies  # callers' text -> id in callers_tab
+        self.callers_tab = cache.callers
         self.key_ix: dict[tuple, int] = {}
         self.tail_ix: dict[str, tuple] = {}  # `time: period event:` minus the time -> (period, event id)
 
