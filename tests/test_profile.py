@@ -438,3 +438,37 @@ def test_continuous_profiler_records_a_clock_event():
 
     args = ProfileRunner(lambda *a: None, workdir=None).record_args()
     assert args[args.index("-e") + 1] == "cpu-clock"
+
+
+def test_preaggregated_ranges_equal_raw_samples(cap96, tmp_path):
+    """Flame graphs and top functions served from the per-minute/hour aggregates (profile/agg.py) are
+    exactly those of the raw samples, for aligned and unaligned ranges and with filters."""
+    from nodesleuth.profile.agg import Aggregator
+    from nodesleuth.profile.codec import encode
+    from nodesleuth.profile.parse import parse_file
+    from nodesleuth.profile.query import Filter, folded, load, load_fast, top_functions
+    from nodesleuth.store.store import StoreReader, StoreWriter
+
+    facts, _, path = cap96
+    b = parse_file(path)
+    # shift the 20 s capture so that it straddles an hour (and so a minute) boundary
+    offset = (facts["t0"] // 3600 + 1) * 3600 - 10 - facts["t0"] + (facts["t0"] - min(b.times))
+    st = str(tmp_path / "st")
+    w = StoreWriter(st)
+    agg = Aggregator(w.append)
+    for lo in range(0, len(b), 7000):  # batches as the runner stores them
+        part = b.only(b.events[0])
+        for col in ("times", "cpus", "pids", "tids", "comm_ids", "stack_ids", "periods", "event_ids"):
+            setattr(part, col, getattr(part, col)[lo:lo + 7000])
+        w.append("profile", *encode(part, offset))
+        agg.add(part, offset)
+    agg.flush()
+    w.close()
+    r = StoreReader(st)
+    assert r.segments("profile_agg60") and r.segments("profile_agg3600")
+    t = min(b.times) + offset
+    for lo, hi, f in ((None, None, Filter()), (t - 100, t + 100, Filter()), (t + 3.3, t + 17.9, Filter(cpus={39})),
+                      (t + 10, t + 30, Filter(comms={"kworker/39:1"})), (t - 3600, t + 7200, Filter(cpus={5}))):
+        raw, fast = load(r, lo, hi), load_fast(r, lo, hi, f.cpus)
+        assert folded(fast, f) == folded(raw, f) and sum(folded(raw, f).values()) > 0
+        assert top_functions(fast, f, n=5) == top_functions(raw, f, n=5)

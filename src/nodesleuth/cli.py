@@ -244,18 +244,18 @@ def profile() -> None:
 @click.option("--duration", help="Stop after this long; default until SIGTERM.")
 @click.option("--retention", default="1d", show_default=True)
 @click.option("--max-size", default="4G", show_default=True)
-@click.option("--chunked", is_flag=True, hidden=True, help="One perf script per chunk (the old way; for benchmarks).")
+@click.option("--stream", is_flag=True, hidden=True, help="One long-lived perf script (experimental; benchmarks).")
 @one_line_errors
-def profile_run(store, freq, rotate, duration, retention, max_size, chunked):
+def profile_run(store, freq, rotate, duration, retention, max_size, stream):
     """Run perf record -a -g continuously into STORE (without the 1 Hz recorder)."""
     import signal
     import time
 
-    from .profile.runner import ChunkedProfileRunner, ProfileRunner
+    from .profile.runner import ProfileRunner, StreamProfileRunner
     from .store.store import StoreWriter
 
     w = StoreWriter(store, _duration(retention), _size(max_size))
-    r = (ChunkedProfileRunner if chunked else ProfileRunner)(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
+    r = (StreamProfileRunner if stream else ProfileRunner)(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
     if not r.start():
         raise InputError("perf", r.error or "cannot start")
     stop = []
@@ -281,6 +281,7 @@ def profile_run(store, freq, rotate, duration, retention, max_size, chunked):
 @one_line_errors
 def profile_ingest(script, store, offset, event):
     """Store a `perf script` text file (any -F field set; one event) for range queries."""
+    from .profile.agg import Aggregator
     from .profile.codec import encode
     from .profile.parse import is_clock, parse_file, pick_event
     from .store.store import StoreWriter
@@ -294,6 +295,9 @@ def profile_ingest(script, store, offset, event):
     w = StoreWriter(store)
     t0, payload = encode(b, offset)
     w.append("profile", t0, payload)
+    agg = Aggregator(w.append)
+    agg.add(b, offset)
+    agg.flush()
     w.close()
     click.echo(f"{len(b)} samples, {len(b.stacks)} unique stacks, {b.skipped} skipped", err=True)
 
@@ -311,13 +315,15 @@ def _pfilter(cpu, pid, comm, keep_idle=False, cgroup=None):
                   cgroup_pids=pids, keep_idle=keep_idle)
 
 
-def _load_profile(store, frm, to):
-    from .profile.query import load
+def _load_profile(store, frm, to, stacks_only=False, cpus=None):
+    """stacks_only: flame graphs and top functions, served from the pre-aggregated minutes/hours."""
+    from .profile.query import load, load_fast
 
     reader, t0, t1 = _range(store, frm, to)
     prog, cb = _progress(reader, "profile")
     with prog:
-        s = load(reader, t0, t1, on_segment=cb)
+        s = (load_fast(reader, t0, t1, set(cpus) if cpus else None, on_segment=cb) if stacks_only
+             else load(reader, t0, t1, on_segment=cb))
     _warn(reader.problems)
     if not len(s):
         from .timeparse import iso
@@ -367,17 +373,19 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, idle, root
     from .profile.query import diff, folded, folded_text
     from .timeparse import iso
 
-    s, t0, t1 = _load_profile(store, frm, to)
-    f = _pfilter(cpu, pid, comm, idle, cgroup)
-    how = dict(name=root, annotate=annotate, tidy_names=not raw_names, weight=weight)
-    fc = folded(s, f, **how)
     if not fmt:
         fmt = "svg" if output and output.endswith(".svg") else "speedscope" if output and output.endswith(
             ".json") else "folded"
+    # per-sample views (speedscope's sample order, tids, periods) need the raw samples
+    fast = fmt != "speedscope" and root != "tid" and weight == "samples"
+    s, t0, t1 = _load_profile(store, frm, to, fast, cpu)
+    f = _pfilter(cpu, pid, comm, idle, cgroup)
+    how = dict(name=root, annotate=annotate, tidy_names=not raw_names, weight=weight)
+    fc = folded(s, f, **how)
     base = None
     if diff_baseline:
         b0, b1 = _span(diff_baseline)
-        bs, _, _ = _load_profile(store, b0, b1)
+        bs, _, _ = _load_profile(store, b0, b1, fast, cpu)
         base = folded(bs, f, **how)
     if fmt == "svg":
         what = f"CPU {','.join(map(str, cpu))} " if cpu else ""
@@ -450,7 +458,7 @@ def top_functions(store, frm, to, cpu, pid, all_functions, n, as_json):
 
     from .profile.query import top_functions as tf
 
-    s, _, _ = _load_profile(store, frm, to)
+    s, _, _ = _load_profile(store, frm, to, True, cpu)
     rows = tf(s, _pfilter(cpu, pid, None), kernel_only=not all_functions, n=n)
     if as_json:
         click.echo(json.dumps(rows))

@@ -44,6 +44,7 @@ class Samples:
     period: np.ndarray | None = None  # perf's period per sample (0: not printed)
     pid_known: np.ndarray | None = None  # False where perf printed only a tid (pid then holds the tid)
     event: str = ""  # the sampled event(s), `,`-joined
+    count: np.ndarray | None = None  # samples each row stands for (pre-aggregated rows); None: one each
 
     def __len__(self) -> int:
         return len(self.t)
@@ -52,7 +53,11 @@ class Samples:
         """The samples where m is true, sharing the stack and comm tables."""
         return Samples(self.t[m], self.cpu[m], self.pid[m], self.tid[m], self.comm[m], self.stack[m], self.comms,
                        self.stacks, self.idle, self.problems, None if self.period is None else self.period[m],
-                       None if self.pid_known is None else self.pid_known[m], self.event)
+                       None if self.pid_known is None else self.pid_known[m], self.event,
+                       None if self.count is None else self.count[m])
+
+    def total(self, m: np.ndarray) -> int:
+        return int(m.sum()) if self.count is None else int(self.count[m].sum())
 
     @property
     def clock(self) -> bool:
@@ -89,6 +94,86 @@ def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=Non
     s = assemble((Decoded(p) for _, p in payloads), t0, t1)
     s.problems = list(reader.problems)
     return s
+
+
+def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set[int] | None = None,
+              on_segment=None) -> Samples:
+    """Stacks of [t0, t1) for flame graphs and top functions: whole hours and minutes from the
+    pre-aggregated records (profile/agg.py), only the partial minutes at the edges from raw samples.
+    Rows carry counts (Samples.count) and no meaningful time; stores without aggregates read raw."""
+    from .agg import LEVELS, AggRecord, stream
+
+    if not all(reader.segments(stream(lv)) for lv in LEVELS):
+        return load(reader, t0, t1, on_segment)
+    span = reader.span(STREAM)
+    if span is None:
+        return load(reader, t0, t1, on_segment)
+    lo = span[0] if t0 is None else t0
+    hi = span[1] + 60 if t1 is None else t1
+    pieces: list[tuple[int, float, float]] = []  # (level or 0 for raw, from, to)
+
+    def cover(a: float, b: float, levels) -> None:
+        if b <= a:
+            return
+        if not levels:
+            pieces.append((0, a, b))
+            return
+        lv = levels[-1]
+        a2, b2 = math.ceil(a / lv) * lv, math.floor(b / lv) * lv
+        if b2 <= a2:
+            cover(a, b, levels[:-1])
+            return
+        pieces.append((lv, a2, b2))
+        cover(a, a2, levels[:-1])
+        cover(b2, b, levels[:-1])
+
+    cover(lo, hi, LEVELS)
+    raw = [load(reader, a, b, on_segment) for lv, a, b in pieces if lv == 0]
+    stack_ix: dict[tuple[str, ...], int] = {}
+    comm_ix: dict[str, int] = {}
+    stacks: list[tuple[str, ...]] = []
+    comms: list[str] = []
+    cols: list[list[np.ndarray]] = [[] for _ in range(5)]
+    events: list[str] = []
+    problems: list = []
+    for r in raw:
+        m = np.ones(len(r), dtype=bool) if cpus is None else np.isin(r.cpu, list(cpus))
+        cmap = np.array([_intern(comm_ix, comms, c) for c in r.comms] or [0], dtype=np.int64)
+        smap = np.array([_intern(stack_ix, stacks, st) for st in r.stacks] or [0], dtype=np.int64)
+        pid = np.where(r.pid_known, r.pid, -1) if r.pid_known is not None else r.pid
+        for i, c in enumerate((r.cpu[m], pid[m], cmap[r.comm[m]], smap[r.stack[m]], np.ones(int(m.sum()), np.int64))):
+            cols[i].append(c.astype(np.int64))
+        events += [e for e in r.event.split(",") if e and e not in events]
+        problems += r.problems
+    for lv, a, b in pieces:
+        if lv == 0:
+            continue
+        for t, payload in reader.read(stream(lv), a, b, on_segment):
+            if not (a <= t < b):
+                continue
+            rec = AggRecord(payload)
+            cpu, pid, comm, stack, count = rec.rows(cpus)
+            if not len(count):
+                continue
+            cmap = np.array([_intern(comm_ix, comms, c) for c in rec.comms], dtype=np.int64)
+            used = np.unique(stack)
+            smap = np.zeros(len(rec.stack_frames), dtype=np.int64)
+            smap[used] = [_intern(stack_ix, stacks, _frames_of(rec, i)) for i in used.tolist()]
+            for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
+                cols[i].append(c.astype(np.int64))
+            if rec.event and rec.event not in events:
+                events.append(rec.event)
+    problems += reader.problems
+    cpu, pid, comm, stack, count = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in cols)
+    known = pid >= 0
+    idle = np.array([is_idle(0, st) for st in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
+    return Samples(np.zeros(len(cpu)), cpu, pid, pid, comm, stack, comms, stacks, idle, problems, None, known,
+                   ",".join(events), count)
+
+
+def _frames_of(rec, i: int) -> tuple[str, ...]:
+    ids = rec.stack_frames[i]
+    return tuple(rec.frames[j] for j in ids)
 
 
 def assemble(decoded, t0: float | None = None, t1: float | None = None) -> Samples:
@@ -168,7 +253,7 @@ def folded(s: Samples, f: Filter, name: str = "comm", annotate: str = "kernel", 
     (off = raw symbol names); weight: samples, or period (sums perf's period as it does)."""
     m = s.select(f)
     comm, stack = s.comm[m].astype(np.int64), s.stack[m].astype(np.int64)
-    w = None
+    w = None if s.count is None else s.count[m].astype(np.int64)
     if weight == "period" and s.period is not None:
         w = s.period[m].astype(np.int64)
         w[w == 0] = 1
@@ -275,8 +360,13 @@ def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, e
 def top_functions(s: Samples, f: Filter, kernel_only: bool = True, n: int = 20) -> list[dict]:
     """Functions by self (leaf) and total (anywhere in the stack) samples, as % of selected samples."""
     m = s.select(f)
-    ids, counts = np.unique(s.stack[m], return_counts=True)
-    total = int(m.sum())
+    if s.count is None:
+        ids, counts = np.unique(s.stack[m], return_counts=True)
+    else:
+        per = np.bincount(s.stack[m], weights=s.count[m], minlength=len(s.stacks))
+        ids = np.flatnonzero(per)
+        counts = per[ids].astype(np.int64)
+    total = s.total(m)
     self_c: Counter = Counter()
     incl: Counter = Counter()
     for sid, c in zip(ids.tolist(), counts.tolist()):

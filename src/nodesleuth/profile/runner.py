@@ -20,6 +20,7 @@ import threading
 import time
 
 from ..children import spawn, spawn_reaped
+from .agg import Aggregator
 from .codec import encode
 from .parse import FrameCache, parse_text
 
@@ -166,10 +167,10 @@ class PerfRotator:
             self.thread.join(timeout=120)
 
 
-class ChunkedProfileRunner(PerfRotator):
-    """perf record -a -g at `freq` Hz in rotating chunks, one `perf script` per chunk. Kept to measure
-    against (benchmarks/profile_cost.py): each `perf script` start loads the symbols again, which cost
-    more than the samples themselves at 49 Hz."""
+class ProfileRunner(PerfRotator):
+    """perf record -a -g at `freq` Hz in rotating chunks, one `perf script` per chunk; each batch is also
+    pre-aggregated per minute and hour (profile/agg.py). The default: measured cheaper on this host than
+    StreamProfileRunner (benchmarks/profile_cost.py)."""
 
     name = "profile"
 
@@ -183,19 +184,28 @@ class ChunkedProfileRunner(PerfRotator):
         return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
 
     def store_chunk(self, script_text: str, offset: float, path: str) -> int:
-        b = parse_text(script_text, path=path)
+        if not hasattr(self, "agg"):
+            self.agg, self.cache = Aggregator(self.append), FrameCache()
+        b = parse_text(script_text, path=path, cache=self.cache)
         if len(b):
             t0, payload = encode(b, offset)
             self.append("profile", t0, payload)
+            self.agg.add(b, offset)
         return len(b)
+
+    def _finish(self) -> None:
+        super()._finish()
+        if hasattr(self, "agg"):
+            self.agg.flush()
 
 
 STREAM_FIELDS = "comm,pid,tid,cpu,time,ip,sym,dso"  # one known event and period: not printed
 
 
-class ProfileRunner:
+class StreamProfileRunner:
     """perf record -a -g at `freq` Hz piped into one long-lived `perf script` (`-o - | -i -`): symbols
-    are loaded once, not once per chunk, and no perf.data chunk touches the disk. Every `rotate`
+    are loaded once, not once per chunk, and no perf.data chunk touches the disk. Not the default: on
+    this host its `perf script` cost more per sample than the chunked one's (benchmarks/profile_cost.py). Every `rotate`
     seconds the text read so far (cut at a sample boundary) is parsed, with frame caches kept across
     batches, and stored. If perf dies, both are restarted with back-off.
 
@@ -219,6 +229,7 @@ class ProfileRunner:
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
         self.cache = FrameCache()
+        self.agg = Aggregator(append)
         self.restarts = self.dropped_chunks = self.samples = self.chunks = 0
         self.ingest_cpu = 0.0  # CPU seconds of this process spent parsing and storing
         self.error: str | None = None
@@ -238,8 +249,13 @@ class ProfileRunner:
     def _start_perf(self) -> None:
         log = open(os.path.join(self.dir, "perf.log"), "ab")
         try:
-            self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "-o", "-"]
-                                    + self.record_args(), self.dir, stdin=subprocess.DEVNULL,
+            # --no-bpf-event: perf 6.1's script dies on PERF_RECORD_KSYMBOL in pipe mode ("failed to
+            # process type: 17") whenever a BPF program loads on the host
+            # -m: perf writes a CPU's ring out when it is half full; 64 KB per CPU at 49 Hz is about a
+            # second of stacks, so samples reach the store every `rotate` s (default rings hold ~20 s)
+            pages = "16" if self.freq <= 100 else "128"
+            self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m", pages,
+                                     "-o", "-"] + self.record_args(), self.dir, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=log)
             self.script = spawn([self.perf, "script", "-F", STREAM_FIELDS, "-i", "-"], stdin=self.rec.stdout,
                                 stdout=subprocess.PIPE, stderr=log)
@@ -259,6 +275,7 @@ class ProfileRunner:
             b.events = [EVENT] * len(b.events)  # -F without `event`: the one event we asked for
             t0, payload = encode(b, offset)
             self.append("profile", t0, payload)
+            self.agg.add(b, offset)
             self.samples += len(b)
             self.chunks += 1
         self.ingest_cpu += time.process_time() - c0
@@ -324,6 +341,10 @@ class ProfileRunner:
             self.rec.send_signal(signal.SIGINT)
         if self.script is not None and not self.eof:
             self._drain(final=True)
+        try:
+            self.agg.flush()
+        except Exception as e:  # noqa: BLE001 - the raw samples are stored; only the summary is lost
+            self.error = f"aggregates not stored: {e}"
         for p in (self.rec, self.script):
             if p is None:
                 continue
