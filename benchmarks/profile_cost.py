@@ -56,7 +56,9 @@ def tree_cpu(pid: int) -> float:
         try:
             with open(f"/proc/{p}/stat") as f:
                 rest = f.read().rsplit(")", 1)[1].split()
-            total += (int(rest[11]) + int(rest[12])) / TICK
+            # utime, stime, and cutime, cstime: children that ran and were waited for in between
+            # (one `perf script` per chunk) count too
+            total += (int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14])) / TICK
         except OSError:
             continue
         todo += _children(p)

@@ -6,7 +6,8 @@ Each aggregator counts exactly the samples it was given, and each record is self
 comm and stack tables), so restarts mid-window (two partial records for one hour) and retention
 (dropping any record) keep every sum right. Payload: u32 header length | JSON
 {level, t0, t1, n, comms, frames, stacks, event, cpus: [[cpu, start, end]...]} | columns sorted by
-cpu: cpu i16, pid i32 (-1: not printed), comm u32, stack u32, count u32. One stream per level
+cpu: cpu i16, pid i32 (-1: not printed), comm u32, stack u32, count u32; the first rows (cpu
+ALL_CPUS) are the same counts summed over CPUs, for queries without a CPU filter. One stream per level
 (`profile_agg60`, `profile_agg3600`), each record stamped with its window's start.
 """
 
@@ -21,6 +22,7 @@ from ..errors import InputError
 from .parse import Batch
 
 LEVELS = (60, 3600)
+ALL_CPUS = -32768  # rows summed over every CPU
 
 
 def stream(level: int) -> str:
@@ -36,7 +38,8 @@ def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.nda
     order = np.lexsort(cols[::-1])
     cols = [c[order] for c in cols]
     counts = counts[order]
-    new = np.ones(len(counts), dtype=bool)
+    new = np.zeros(len(counts), dtype=bool)
+    new[0] = True
     for c in cols:
         new[1:] |= c[1:] != c[:-1]
     idx = np.flatnonzero(new)
@@ -109,6 +112,11 @@ class Aggregator:
         if cur is None:
             cur = self.open[lvl] = (w, [])
         cur[1].append((cols, counts, tmin, tmax))
+        if len(cur[1]) >= 8:  # fold the parts as they come: an hour is 60 minutes of rows
+            ps = cur[1]
+            merged = reduce_rows([np.concatenate([p[0][i] for p in ps]) for i in range(4)],
+                                 np.concatenate([p[1] for p in ps]))
+            cur[1][:] = [(merged[0], merged[1], min(p[2] for p in ps), max(p[3] for p in ps))]
 
     def _close(self, lvl: int) -> None:
         w, parts = self.open.pop(lvl)
@@ -128,7 +136,10 @@ class Aggregator:
                 self._close(lvl)
 
     def encode(self, lvl: int, t0: float, cols, counts) -> bytes:
-        cpu, pid, comm, stack = cols
+        # the rows again summed over CPUs (cpu = ALL_CPUS): a query without a CPU filter reads far fewer
+        roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
+        cpu, pid, comm, stack = (np.concatenate([a, b]) for a, b in zip(roll, cols))
+        counts = np.concatenate([rcounts, counts])
         ucomm, comm_l = np.unique(comm, return_inverse=True)
         ustack, stack_l = np.unique(stack, return_inverse=True)
         frames: dict[str, int] = {}
@@ -165,8 +176,10 @@ class AggRecord:
         self.cpu_ranges = {c: (s, e) for c, s, e in h["cpus"]}
 
     def rows(self, cpus: set[int] | None):
+        """The rows of these CPUs, or (None) the rows summed over all CPUs."""
         if cpus is None:
-            return self.cols
+            s, e = self.cpu_ranges.get(ALL_CPUS, (0, 0))
+            return [c[s:e] for c in self.cols]
         sel = [self.cpu_ranges[c] for c in sorted(cpus) if c in self.cpu_ranges]
         if not sel:
             return [c[:0] for c in self.cols]
