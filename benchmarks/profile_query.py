@@ -112,7 +112,7 @@ def main(argv=None) -> dict:
         build = time.perf_counter() - t
         reader = StoreReader(d)
         sizes = {s: sum(__import__("os").path.getsize(p) for p in reader.segments(s))
-                 for s in ("profile", stream(60), stream(3600))}
+                 for s in ("profile", stream(60), stream(3600), stream(60, True), stream(3600, True))}
         total = 3600 * a.cpus * a.hz
         mid = t0 + 1800.25
         queries(reader, mid, mid + 1, "1s", res)

@@ -6,9 +6,9 @@ Each aggregator counts exactly the samples it was given, and each record is self
 comm and stack tables), so restarts mid-window (two partial records for one hour) and retention
 (dropping any record) keep every sum right. Payload: u32 header length | JSON
 {level, t0, t1, n, comms, frames, stacks, event, cpus: [[cpu, start, end]...]} | columns sorted by
-cpu: cpu i16, pid i32 (-1: not printed), comm u32, stack u32, count u32; the first rows (cpu
-ALL_CPUS) are the same counts summed over CPUs, for queries without a CPU filter. One stream per level
-(`profile_agg60`, `profile_agg3600`), each record stamped with its window's start.
+cpu: cpu i16, pid i32 (-1: not printed), comm u32, stack u32, count u32. Per level two streams:
+`profile_agg60` (rows per CPU) and `profile_agg60all` (summed over CPUs, cpu = ALL_CPUS), each record
+stamped with its window's start.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ LEVELS = (60, 3600)
 ALL_CPUS = -32768  # rows summed over every CPU
 
 
-def stream(level: int) -> str:
-    return f"profile_agg{level}"
+def stream(level: int, all_cpus: bool = False) -> str:
+    """The stream of one level: rows per CPU, or (all_cpus) the same rows summed over CPUs, kept apart
+    so a query without a CPU filter reads only the small records."""
+    return f"profile_agg{level}" + ("all" if all_cpus else "")
 
 COLS = (("cpu", "<i2"), ("pid", "<i4"), ("comm", "<u4"), ("stack", "<u4"), ("count", "<u4"))
 
@@ -123,6 +125,8 @@ class Aggregator:
         cols = [np.concatenate([p[0][i] for p in parts]) for i in range(4)]
         cols, counts = reduce_rows(cols, np.concatenate([p[1] for p in parts]))
         tmin, tmax = min(p[2] for p in parts), max(p[3] for p in parts)
+        roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
+        self.append(stream(lvl, True), float(w * lvl), self.encode(lvl, w * lvl, roll, rcounts))
         self.append(stream(lvl), float(w * lvl), self.encode(lvl, w * lvl, cols, counts))
         i = self.levels.index(lvl)
         if i + 1 < len(self.levels):
@@ -136,10 +140,7 @@ class Aggregator:
                 self._close(lvl)
 
     def encode(self, lvl: int, t0: float, cols, counts) -> bytes:
-        # the rows again summed over CPUs (cpu = ALL_CPUS): a query without a CPU filter reads far fewer
-        roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
-        cpu, pid, comm, stack = (np.concatenate([a, b]) for a, b in zip(roll, cols))
-        counts = np.concatenate([rcounts, counts])
+        cpu, pid, comm, stack = cols
         ucomm, comm_l = np.unique(comm, return_inverse=True)
         ustack, stack_l = np.unique(stack, return_inverse=True)
         frames: dict[str, int] = {}
@@ -176,10 +177,9 @@ class AggRecord:
         self.cpu_ranges = {c: (s, e) for c, s, e in h["cpus"]}
 
     def rows(self, cpus: set[int] | None):
-        """The rows of these CPUs, or (None) the rows summed over all CPUs."""
+        """The rows of these CPUs (None: all rows)."""
         if cpus is None:
-            s, e = self.cpu_ranges.get(ALL_CPUS, (0, 0))
-            return [c[s:e] for c in self.cols]
+            return self.cols
         sel = [self.cpu_ranges[c] for c in sorted(cpus) if c in self.cpu_ranges]
         if not sel:
             return [c[:0] for c in self.cols]

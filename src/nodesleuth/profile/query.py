@@ -103,11 +103,12 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     Rows carry counts (Samples.count) and no meaningful time; stores without aggregates read raw."""
     from .agg import LEVELS, AggRecord, stream
 
-    if not all(reader.segments(stream(lv)) for lv in LEVELS):
+    if not all(reader.segments(stream(lv, cpus is None)) for lv in LEVELS):
         return load(reader, t0, t1, on_segment)
-    span = reader.span(STREAM)
-    if span is None:
-        return load(reader, t0, t1, on_segment)
+    if t0 is None or t1 is None:
+        span = reader.span(STREAM)
+        if span is None:
+            return load(reader, t0, t1, on_segment)
     lo = span[0] if t0 is None else t0
     hi = span[1] + 60 if t1 is None else t1
     pieces: list[tuple[int, float, float]] = []  # (level or 0 for raw, from, to)
@@ -128,6 +129,8 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
         cover(b2, b, levels[:-1])
 
     cover(lo, hi, LEVELS)
+    if all(lv == 0 for lv, _, _ in pieces):
+        return load(reader, t0, t1, on_segment)  # under a minute: the raw samples are all there is
     raw = [load(reader, a, b, on_segment) for lv, a, b in pieces if lv == 0]
     stack_ix: dict[tuple[str, ...], int] = {}
     comm_ix: dict[str, int] = {}
@@ -148,7 +151,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     for lv, a, b in pieces:
         if lv == 0:
             continue
-        for t, payload in reader.read(stream(lv), a, b, on_segment):
+        for t, payload in reader.read(stream(lv, cpus is None), a, b, on_segment):
             if not (a <= t < b):
                 continue
             rec = AggRecord(payload)
