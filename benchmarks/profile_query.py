@@ -128,10 +128,11 @@ def main(argv=None) -> dict:
                                "disk_mb": {k: round(v / 1e6, 1) for k, v in sizes.items()}}
         res["disk_mb_per_day_synthetic_worst_case"] = {k: round(24 * v / 1e6) for k, v in sizes.items()}
         if not a.no_day:
-            hour_rec = next(p for _, p in reader.read(stream(3600)))
+            recs = {s: next(p for _, p in reader.read(s)) for s in (stream(3600), stream(3600, True))}
             w = StoreWriter(d, segment_seconds=3600 * 2)
             for h in range(1, 23):
-                w.append(stream(3600), t0 + h * 3600, restamp(hour_rec, t0 + h * 3600))
+                for s, rec in recs.items():
+                    w.append(s, t0 + h * 3600, restamp(rec, t0 + h * 3600))
             w.close()
             w = StoreWriter(d, segment_seconds=3600 * 2)
             write_hour(w, t0 + 23 * 3600, a, rng, stacks)
