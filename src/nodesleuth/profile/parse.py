@@ -264,6 +264,9 @@ class _Parser:
             blocks.pop()  # the file was cut inside this sample: its stack may be incomplete
             b.skipped += 1
         who_ix, tail_ix, body_ix, key_ix, line_ix = self.who_ix, self.tail_ix, self.body_ix, self.key_ix, self.line_ix
+        a_t, a_c, a_p, a_tid, a_cpu, a_per, a_ev, a_st = (b.times.append, b.comm_ids.append, b.pids.append,
+                                                          b.tids.append, b.cpus.append, b.periods.append,
+                                                          b.event_ids.append, b.stack_ids.append)
         for block in blocks:
             header, _, body = block.partition("\n")
             # fast path: `comm pid/tid [cpu] time: [period] event:` with cached prefix and tail
@@ -300,7 +303,14 @@ class _Parser:
             if sid is None:
                 stack = self.callers_tab[cid_] + (leaf or ())
                 sid = key_ix[key] = self.intern(self.stack_ix, b.stacks, stack)
-            self.add(who, t, tail[0], tail[1], sid)
+            a_t(t)
+            a_c(who[0])
+            a_p(who[1])
+            a_tid(who[2])
+            a_cpu(who[3])
+            a_per(tail[0])
+            a_ev(tail[1])
+            a_st(sid)
         return b
 
     def slow(self, block: str) -> None:
