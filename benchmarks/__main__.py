@@ -11,7 +11,8 @@ import os
 import sys
 import time
 
-ALL = ["recorder_overhead", "perf_parse", "profile_query", "zombie_cost", "fleet", "web_timeline", "scale"]
+ALL = ["recorder_overhead", "perf_parse", "profile_query", "profile_cost", "zombie_cost", "fleet", "web_timeline",
+       "scale"]
 
 
 def rows(r: dict) -> list[tuple[str, str]]:
@@ -35,12 +36,23 @@ def rows(r: dict) -> list[tuple[str, str]]:
                 ("  vs FlameScope heatmap + flame graph", f"{r['ratios']['vs_flamescope_heatmap_plus_flamegraph']}x"),
                 ("  vs stackcollapse-perf.pl", f"{r['ratios']['vs_stackcollapse_perf']}x")]
     if b == "profile_query":
-        p = r["profile"]
-        return [(f"flame graph from store, {p['seconds']} s x {p['cpus']} CPUs x {p['hz']} Hz: 1 s range",
-                 f"{r['flame_1s']['seconds']} s"),
-                ("  1 s range, one CPU", f"{r['flame_1s_cpu39']['seconds']} s"),
-                ("  whole range", f"{r['flame_1h']['seconds']} s ({r['flame_1h']['samples_per_s']} samples/s)"),
-                ("  60 s heatmap", f"{r['heatmap_60s']['seconds']} s")]
+        p = r["profile_hour"]
+        out = [(f"profile of {p['cpus']} CPUs x {p['hz']} Hz, range query (after; before)", "")]
+        for k in ("flame_1s", "flame_1s_cpu39", "flame_1h", "flame_1h_cpu39", "flame_1h_unaligned", "flame_1day",
+                  "flame_1day_unaligned", "flame_1day_cpu39", "top_functions_1h", "top_functions_1day"):
+            if k in r:
+                out.append((f"  {k}", f"{r[k]['after_s']} s" + (f"; {r[k]['before_s']} s" if "before_s" in r[k] else "")))
+        out += [(f"  {k}", f"{r[k]['seconds']} s") for k in ("heatmap_60s", "heatmap_60s_cpu39", "heatmap_1h_cpu39")]
+        out.append(("  disk MB/day (synthetic worst case)", str(r["disk_mb_per_day_synthetic_worst_case"])))
+        return out
+    if b == "profile_cost":
+        out = []
+        for k in ("49hz", "replay_96cpu_rate"):
+            x = r[k]
+            out += [(f"profiling CPU, {k}, end to end: perf record alone / chunked / stream",
+                     " / ".join(str(x["runs"][n]["end_to_end_cpu_s"]) for n in
+                                ("perf_record_alone", "nodesleuth_chunked_default", "nodesleuth_stream")) + " s")]
+        return out
     if b == "zombie_cost":
         c0, c1 = r["curve"][0], r["curve"][-1]
         return [("zombie cost on this kernel", f"{r['percpu_bytes_per_zombie']} B Percpu + {r['slab_bytes_per_zombie']} B "

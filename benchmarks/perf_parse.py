@@ -1,5 +1,6 @@
 """perf-script ingest speed, side by side in one run on the same text: nodesleuth's parser vs
-FlameScope's algorithm (heatmap pass and flame-graph pass) and stackcollapse-perf.pl's algorithm.
+FlameScope's algorithm (heatmap pass and flame-graph pass, re-implemented: FlameScope is a web app) and
+stackcollapse-perf.pl, both its re-implementation and the real Perl script (tests/vendor/flamegraph).
 
 Prints samples/s for each (best of 3 runs each) and the ratios. Issue 4's bar: nodesleuth's parse
 >= 5x FlameScope's.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import tempfile
 import time
 
@@ -57,6 +59,10 @@ def main(argv=None) -> dict:
         fs_tree, fs_fg_wall, fs_fg_cpu = timed(flamescope.generate_flame_graph, path, None, None)
         sc, sc_wall, sc_cpu = timed(stackcollapse.collapse_file, path)
         b, ns_wall, ns_cpu = timed(parse_file, path)
+        real = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "vendor",
+                            "flamegraph", "stackcollapse-perf.pl")
+        _, pl_wall, _ = timed(lambda: subprocess.run(["perl", real, "--kernel", path], capture_output=True,
+                                                     check=True), repeat=1)
         n = len(b)
         s = as_samples(b)
         _, ns_q_wall, _ = timed(lambda: (heatmap(s, Filter()), folded(s, Filter())))
@@ -66,11 +72,13 @@ def main(argv=None) -> dict:
         "flamescope_flamegraph_pass": {"seconds": round(fs_fg_wall, 3), "samples_per_s": round(n / fs_fg_wall)},
         "stackcollapse_perf": {"seconds": round(sc_wall, 3), "samples_per_s": round(n / sc_wall)},
         "nodesleuth_parse": {"seconds": round(ns_wall, 3), "samples_per_s": round(n / ns_wall)},
+        "stackcollapse_perf_pl_real_perl": {"seconds": round(pl_wall, 3), "samples_per_s": round(n / pl_wall)},
         "nodesleuth_heatmap_and_flame_after_parse": {"seconds": round(ns_q_wall, 3)},
         "ratios": {
             "vs_flamescope_heatmap_pass": round(fs_heat_wall / ns_wall, 2),
             "vs_flamescope_heatmap_plus_flamegraph": round((fs_heat_wall + fs_fg_wall) / (ns_wall + ns_q_wall), 2),
             "vs_stackcollapse_perf": round(sc_wall / ns_wall, 2),
+            "vs_real_stackcollapse_perf_pl": round(pl_wall / ns_wall, 2),
         },
         "checks": {"flamescope_nonidle": len(offs), "flamescope_tree_total": fs_tree["v"],
                    "stackcollapse_total": sum(sc.values())},

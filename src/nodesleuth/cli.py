@@ -253,17 +253,18 @@ def profile() -> None:
 @click.option("--duration", help="Stop after this long; default until SIGTERM.")
 @click.option("--retention", default="1d", show_default=True)
 @click.option("--max-size", default="4G", show_default=True)
+@click.option("--stream", is_flag=True, hidden=True, help="One long-lived perf script (experimental; benchmarks).")
 @one_line_errors
-def profile_run(store, freq, rotate, duration, retention, max_size):
+def profile_run(store, freq, rotate, duration, retention, max_size, stream):
     """Run perf record -a -g continuously into STORE (without the 1 Hz recorder)."""
     import signal
     import time
 
-    from .profile.runner import ProfileRunner
+    from .profile.runner import ProfileRunner, StreamProfileRunner
     from .store.store import StoreWriter
 
     w = StoreWriter(store, _duration(retention), _size(max_size))
-    r = ProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
+    r = (StreamProfileRunner if stream else ProfileRunner)(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
     if not r.start():
         raise InputError("perf", r.error or "cannot start")
     stop = []
@@ -285,17 +286,27 @@ def profile_run(store, freq, rotate, duration, retention, max_size):
 @click.option("--store", required=True, type=click.Path())
 @click.option("--offset", default=0.0, show_default=True,
               help="Seconds added to perf timestamps (wall-clock minus the perf clock at capture).")
+@click.option("--event", help="Store this event's samples (default: the clock event if present, else the first).")
 @one_line_errors
-def profile_ingest(script, store, offset):
-    """Store a `perf script` text file (comm,pid,tid,cpu,time,... fields) for range queries."""
+def profile_ingest(script, store, offset, event):
+    """Store a `perf script` text file (any -F field set; one event) for range queries."""
+    from .profile.agg import Aggregator
     from .profile.codec import encode
-    from .profile.parse import parse_file
+    from .profile.parse import is_clock, parse_file, pick_event
     from .store.store import StoreWriter
 
-    b = parse_file(script)
+    b, note = pick_event(parse_file(script), event)
+    if note:
+        click.echo(f"note: {note}", err=True)
+    if b.event and not is_clock(b.event):
+        click.echo(f"note: {b.event} is not a clock event: sample counts are not time, so hot-CPU marks "
+                   "will be unavailable", err=True)
     w = StoreWriter(store)
     t0, payload = encode(b, offset)
     w.append("profile", t0, payload)
+    agg = Aggregator(w.append)
+    agg.add(b, offset)
+    agg.flush()
     w.close()
     click.echo(f"{len(b)} samples, {len(b.stacks)} unique stacks, {b.skipped} skipped", err=True)
 
@@ -313,13 +324,15 @@ def _pfilter(cpu, pid, comm, keep_idle=False, cgroup=None):
                   cgroup_pids=pids, keep_idle=keep_idle)
 
 
-def _load_profile(store, frm, to):
-    from .profile.query import load
+def _load_profile(store, frm, to, stacks_only=False, cpus=None):
+    """stacks_only: flame graphs and top functions, served from the pre-aggregated minutes/hours."""
+    from .profile.query import load, load_fast
 
     reader, t0, t1 = _range(store, frm, to)
     prog, cb = _progress(reader, "profile")
     with prog:
-        s = load(reader, t0, t1, on_segment=cb)
+        s = (load_fast(reader, t0, t1, set(cpus) if cpus else None, on_segment=cb) if stacks_only
+             else load(reader, t0, t1, on_segment=cb))
     _warn(reader.problems)
     if not len(s):
         from .timeparse import iso
@@ -356,9 +369,18 @@ def _span(text: str) -> tuple[str, str]:
 @click.option("--hz", default=49.0, show_default=True,
               help="pprof: the sampling frequency recorded at, for the cpu nanoseconds sample type beside samples.")
 @click.option("--idle", is_flag=True, help="Keep idle samples.")
+@click.option("--name", "root", type=click.Choice(["comm", "pid", "tid"]), default="comm", show_default=True,
+              help="Process frame: comm, comm-PID (stackcollapse-perf.pl --pid), comm-PID/TID (--tid).")
+@click.option("--annotate", type=click.Choice(["kernel", "jit", "all", "none"]), default="kernel",
+              show_default=True, help="Frame suffixes _[k]/_[j] (stackcollapse-perf.pl --kernel/--jit/--all/none).")
+@click.option("--raw-names", is_flag=True, help="Keep symbol names as perf printed them (no tidying of C++ "
+              "argument lists, Java L prefixes, quotes).")
+@click.option("--weight", type=click.Choice(["samples", "period"]), default="samples", show_default=True,
+              help="Count samples, or sum perf's period column as stackcollapse-perf.pl does.")
 @click.option("-o", "--output", type=click.Path())
 @one_line_errors
-def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth, hz, idle, output):
+def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth, hz, idle, root, annotate,
+          raw_names, weight, output):
     """Flame graph of any time range, filtered by CPU, pid or comm; optionally against a baseline."""
     import json
 
@@ -366,17 +388,20 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth,
     from .profile.query import diff, folded, folded_text
     from .timeparse import iso
 
-    s, t0, t1 = _load_profile(store, frm, to)
-    f = _pfilter(cpu, pid, comm, idle, cgroup)
-    fc = folded(s, f)
     if not fmt:
         fmt = "svg" if output and output.endswith(".svg") else "speedscope" if output and output.endswith(
             ".json") else "pprof" if output and output.endswith((".pb.gz", ".pprof")) else "folded"
+    # per-sample views (sample order, CPUs, tids, periods) need the raw samples; flame graphs do not
+    fast = fmt in ("svg", "folded") and root != "tid" and weight == "samples"
+    s, t0, t1 = _load_profile(store, frm, to, fast, cpu)
+    f = _pfilter(cpu, pid, comm, idle, cgroup)
+    how = dict(name=root, annotate=annotate, tidy_names=not raw_names, weight=weight)
+    fc = folded(s, f, **how)
     base = None
     if diff_baseline:
         b0, b1 = _span(diff_baseline)
-        bs, _, _ = _load_profile(store, b0, b1)
-        base = folded(bs, f)
+        bs, _, _ = _load_profile(store, b0, b1, fast, cpu)
+        base = folded(bs, f, **how)
     if fmt == "svg":
         what = f"CPU {','.join(map(str, cpu))} " if cpu else ""
         rng = f"{iso(t0) if t0 else 'start'} .. {iso(t1) if t1 else 'end'}"
@@ -427,11 +452,14 @@ def heatmap(store, frm, to, cpu, rows, as_json):
     h = hm(s, _pfilter(cpu, None, None), rows=rows, start=t0, end=t1)
     if as_json:
         click.echo(json.dumps({"start": h.start, "rows": list(range(h.rows)), "columns": h.columns,
-                               "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus}))
+                               "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus,
+                               "notes": [h.hot_note] if h.hot_note else []}))
         return
     from .report.heatmap import render_text
 
     click.echo(render_text(h), nl=False)
+    if h.hot_note:
+        click.echo(h.hot_note)
     sys.exit(2 if s.problems else 0)
 
 
@@ -456,7 +484,7 @@ def top_functions(store, frm, to, cpu, pid, kernel_only, all_functions, n, as_js
 
     from .profile.query import top_functions as tf
 
-    s, _, _ = _load_profile(store, frm, to)
+    s, _, _ = _load_profile(store, frm, to, True, cpu)
     import numpy as np
 
     flt = _pfilter(cpu, pid, None)
@@ -471,8 +499,10 @@ def top_functions(store, frm, to, cpu, pid, kernel_only, all_functions, n, as_js
     con = Console()
     con.print(t)
     in_kernel = np.array([bool(st) and st[-1].endswith("_[k]") for st in s.stacks], dtype=bool)
-    sel = s.stack[s.select(flt)]
-    n_all, k = len(sel), int(in_kernel[sel].sum()) if len(sel) else 0
+    m = s.select(flt)
+    sel = s.stack[m]
+    w = s.count[m] if s.count is not None else np.ones(len(sel), dtype=np.int64)  # aggregated rows carry counts
+    n_all, k = int(w.sum()), int(w[in_kernel[sel]].sum()) if len(sel) else 0
     con.print(f"{n_all} samples: {100 * k / max(1, n_all):.1f}% in the kernel, "
               f"{100 * (n_all - k) / max(1, n_all):.1f}% in user space"
               + ("; showing kernel functions only (--kernel-only)" if kernel_only else ""), markup=False)

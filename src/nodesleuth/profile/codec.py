@@ -1,8 +1,10 @@
 """Profile batches in the store: one self-contained frame per batch (its own stack and comm tables),
 so retention can drop any segment and a reader needs no global state.
 
-Payload: u32 header length | JSON header {t0, n, comms, frames, stacks, event} | columns as
-little-endian arrays (time offsets in microseconds u32, cpu u16, pid i32, tid i32, comm u32, stack u32).
+Payload: u32 header length | JSON header {t0, n, comms, frames, stacks, event, period} | columns as
+little-endian arrays (time offsets in microseconds u32, cpu i16 (-1: not printed), pid i32 (-1: not
+printed), tid i32, comm u32, stack u32) | periods u64 only when they vary (else header `period` is the
+one value; 0 = perf printed none).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import orjson
 from ..errors import InputError
 from .parse import Batch
 
-COLS = (("dt_us", "<u4"), ("cpu", "<u2"), ("pid", "<i4"), ("tid", "<i4"), ("comm", "<u4"), ("stack", "<u4"))
+COLS = (("dt_us", "<u4"), ("cpu", "<i2"), ("pid", "<i4"), ("tid", "<i4"), ("comm", "<u4"), ("stack", "<u4"))
 
 
 def encode(b: Batch, offset: float = 0.0) -> tuple[float, bytes]:
@@ -27,10 +29,14 @@ def encode(b: Batch, offset: float = 0.0) -> tuple[float, bytes]:
     stacks = []
     for st in b.stacks:
         stacks.append([frames.setdefault(f, len(frames)) for f in st])
+    periods = np.asarray(b.periods, dtype="<u8")
+    one = int(periods[0]) if len(periods) and (periods == periods[0]).all() else None
     head = orjson.dumps({"t0": t0, "n": len(b), "comms": b.comms, "frames": list(frames), "stacks": stacks,
-                         "event": b.event})
-    cols = [np.round((times - t0) * 1e6).astype("<u4"), np.asarray(b.cpus, "<u2"), np.asarray(b.pids, "<i4"),
+                         "event": b.event, "period": one if one is not None or not len(periods) else "col"})
+    cols = [np.round((times - t0) * 1e6).astype("<u4"), np.asarray(b.cpus, "<i2"), np.asarray(b.pids, "<i4"),
             np.asarray(b.tids, "<i4"), np.asarray(b.comm_ids, "<u4"), np.asarray(b.stack_ids, "<u4")]
+    if one is None and len(periods):
+        cols.append(periods)
     return t0, struct.pack("<I", len(head)) + head + b"".join(c.tobytes() for c in cols)
 
 
@@ -43,7 +49,7 @@ def _names(frames: list[str], ids: list[int]) -> tuple[str, ...]:
 class Decoded:
     """A batch as numpy columns plus its tables (stacks as tuples of frame names)."""
 
-    __slots__ = ("t", "cpu", "pid", "tid", "comm", "stack", "comms", "frames", "stack_frames", "event")
+    __slots__ = ("t", "cpu", "pid", "tid", "comm", "stack", "comms", "frames", "stack_frames", "event", "period")
 
     def __init__(self, payload: bytes, where: str = "profile frame"):
         try:
@@ -56,6 +62,11 @@ class Decoded:
                 a = np.frombuffer(payload, dtype=dt, count=n, offset=off)
                 off += a.nbytes
                 arrs.append(a)
+            per = h.get("period", 0)
+            if per == "col":
+                self.period = np.frombuffer(payload, dtype="<u8", count=n, offset=off)
+            else:
+                self.period = np.full(n, per or 0, dtype=np.uint64)
         except (struct.error, ValueError, KeyError) as e:
             raise InputError(where, f"undecodable profile batch: {e}") from None
         self.t = h["t0"] + arrs[0].astype(np.float64) / 1e6

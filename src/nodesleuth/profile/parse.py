@@ -1,33 +1,51 @@
-"""A fast `perf script` parser into columns and interned stacks.
+"""A fast `perf script` parser into columns and interned stacks, for every shape perf prints.
 
-Unlike FlameScope (regex per line, comm cut at its first digit, CPU/PID/TID dropped) it keeps the
-CPU, pid, tid and the full comm (kworker/3:1 stays itself, comms with spaces survive), and it runs
-one regex per sample (the header), plain string splits per frame, and interns every stack once.
-Frames are stored root-first; kernel frames get FlameGraph's `_[k]` suffix, `[unknown]` symbols
-become `[dso basename]` as stackcollapse-perf.pl does.
+Header fields are each optional (`-F`): `comm pid/tid [cpu] time: period event: [trace args]`.
+The comm may hold spaces and end in a number (`busy worker 1 21273 ...`): the pid is the leftmost
+integer after which the rest parses as perf's fields, so the comm is kept whole (stackcollapse-perf.pl
+cuts it at its first number). Samples of several events are kept apart (`event_ids`), the period is
+kept per sample (0 = not printed), and an absent pid, cpu or time is -1/-1/0.0.
+
+Frames follow stackcollapse-perf.pl's rules (its frame regex, `+0x..` offsets stripped, `->` inline
+pieces marked `_[i]`, `[unknown]` named after its dso, `;` -> `:`), and carry its annotations as
+suffixes: `_[k]` kernel, `_[j]` JIT (perf-PID.map). Kernel frames are recognised as stackcollapse
+does (dso `[...]` or ending in `vmlinux`) and also by address (>= 0xffff800000000000) with a kernel
+image or module path (`vmlinux-5.4...`, `/lib/modules/...`, `*.ko`). Name tidying (C++ argument
+lists, Java `L`) depends on the comm, so it is applied when folding (query.tidy), not here.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import re
 from dataclasses import dataclass, field
 
 from ..errors import InputError
 
-HEADER = re.compile(r"^\s*(?P<comm>.*?)\s+(?P<pid>-?\d+)(?:/(?P<tid>-?\d+))?\s+\[(?P<cpu>\d+)\]\s+"
-                    r"(?P<time>\d+\.\d+):\s*(?:(?P<period>\d+)\s+)?(?P<event>[^\s:]+(?::[^\s:]*)*):")
+# stackcollapse-perf.pl's frame line: `^\s*(\w+)\s*(.+) \((.*)\)`
+FRAME = re.compile(r"^\s*(\w+)\s*(.+) \((.*)\)")
+FRAME_NO_DSO = re.compile(r"^\s+([0-9a-f]+)\s+(\S.*?)\s*$")  # `-F ip,sym`: no dso column
+OFFSET = re.compile(r"\+0x[\da-f]+$")
+KERNEL_BASE = 0xFFFF800000000000
+KERNEL_PATH = re.compile(r"(?:^|/)vmlinux(?:[-.][^/]*)?$|\.ko(?:\.(?:xz|gz|zst))?$|^/lib/modules/|^/usr/lib/debug/")
+JIT_MAP = re.compile(r"/tmp/perf-\d+\.map")
+PIDTID = re.compile(r"^-?\d+(?:/-?\d+)?$")
+TIME = re.compile(r"^\d+\.\d+:$")
+SUFFIXES = ("_[k]", "_[j]", "_[i]")
 # softirq/IRQ work that runs on top of the idle task is work, not idle (FlameScope #83, #143)
 INTERRUPT = re.compile(r"irq|napi|net_rx_action|net_tx_action|tasklet|sysvec_|asm_common_interrupt|"
                        r"__do_softirq|handle_softirqs|apic_timer|hrtimer_interrupt|ena_io_poll|mlx5e_napi")
-IDLE_FUNCS = re.compile(r"cpuidle|cpu_idle|do_idle|default_idle|native_safe_halt|safe_halt|mwait_idle|"
-                        r"intel_idle|acpi_idle|poll_idle|cpu_startup_entry|xen_hypercall_sched_op")
+CLOCK_EVENTS = ("cpu-clock", "task-clock")
+
+
+def is_clock(event: str) -> bool:
+    """A clock event samples time (idle or busy alike); cycles & co. sample what a CPU executes."""
+    return event.split(":", 1)[0] in CLOCK_EVENTS
 
 
 @dataclass
 class Batch:
-    """Samples as columns; stacks and comms interned in tables local to the batch."""
+    """Samples as columns; stacks, comms and events interned in tables local to the batch."""
 
     times: list[float] = field(default_factory=list)
     cpus: list[int] = field(default_factory=list)
@@ -35,169 +53,327 @@ class Batch:
     tids: list[int] = field(default_factory=list)
     comm_ids: list[int] = field(default_factory=list)
     stack_ids: list[int] = field(default_factory=list)
+    periods: list[int] = field(default_factory=list)
+    event_ids: list[int] = field(default_factory=list)
     comms: list[str] = field(default_factory=list)
     stacks: list[tuple[str, ...]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
     skipped: int = 0  # malformed or truncated samples
-    event: str = ""
 
     def __len__(self) -> int:
         return len(self.times)
 
+    @property
+    def event(self) -> str:
+        """The event of the batch's samples (`,`-joined if several were kept together)."""
+        return ",".join(self.events)
 
-def frame_name(line: str) -> str | None:
-    s = line.strip()
-    if not s:
-        return None
-    addr, _, rest = s.partition(" ")
-    if not rest:
-        return f"[{addr}]"
-    sym, sep, dso = rest.rpartition(" (")
-    if not sep:
-        sym, dso = rest, ""
+    def only(self, event: str) -> "Batch":
+        """The samples of one event, sharing the stack and comm tables."""
+        e = self.events.index(event)
+        keep = [i for i, x in enumerate(self.event_ids) if x == e]
+        cols = [[col[i] for i in keep] for col in (self.times, self.cpus, self.pids, self.tids, self.comm_ids,
+                                                   self.stack_ids, self.periods)]
+        return Batch(*cols, [0] * len(keep), self.comms, self.stacks, [event], self.skipped)
+
+
+def pick_event(b: Batch, want: str | None = None) -> tuple[Batch, str | None]:
+    """One event's samples: `want`, else the clock event if present, else the first in the file.
+    Returns (batch, note) where note says what was chosen when there was a choice."""
+    if want is not None:
+        if want not in b.events:
+            raise InputError(want, f"no samples of this event (the file has: {', '.join(b.events) or 'none'})")
+        return b.only(want), None
+    if len(b.events) <= 1:
+        return b, None
+    chosen = next((e for e in b.events if is_clock(e)), b.events[0])
+    why = "the clock event" if is_clock(chosen) else "the first event (no clock event)"
+    return b.only(chosen), (f"{len(b.events)} events in the input ({', '.join(b.events)}): using {chosen}, "
+                            f"{why}; choose with --event")
+
+
+def _is_kernel(pc: str, dso: str) -> bool:
+    if "unknown" in dso:
+        return False
+    if dso[:1] == "[" or dso.endswith("vmlinux"):
+        return True
+    if dso and KERNEL_PATH.search(dso):
+        try:
+            return int(pc, 16) >= KERNEL_BASE
+        except ValueError:
+            return False
+    return False
+
+
+def frame_names(line: str) -> tuple[str, ...] | None:
+    """The frame names of one stack line (several for `a->b` inline chains); None if it is not a
+    frame line (a srcline line, noise)."""
+    m = FRAME.match(line)
+    if m is not None:
+        pc, sym, dso = m.groups()
     else:
-        dso = dso[:-1] if dso.endswith(")") else dso
-    plus = sym.rfind("+0x")
-    if plus > 0:
-        sym = sym[:plus]
-    # kernel text and modules ([ena], [nf_conntrack]) live at kernel addresses
-    kernel = dso.startswith("[kernel") or (dso.startswith("[") and addr.startswith("ffff"))
-    if sym == "[unknown]" or not sym:
-        base = os.path.basename(dso) if dso else "unknown"
-        sym = f"[{base}]" if not base.startswith("[") else base
-    sym = sym.replace(";", ":")
-    if kernel:
-        return sym + "_[k]"
-    return sym
-
-
-_MISS = object()
+        m = FRAME_NO_DSO.match(line)
+        if m is None:
+            return None
+        (pc, sym), dso = m.groups(), ""
+    sym = OFFSET.sub("", sym)
+    if sym[:1] == "(":
+        return ()
+    kernel = _is_kernel(pc, dso)
+    jit = JIT_MAP.search(dso) is not None
+    pieces = sym.split("->")
+    while len(pieces) > 1 and not pieces[-1]:
+        pieces.pop()  # Perl's split drops trailing empty fields
+    out = []
+    for i, p in enumerate(pieces):
+        if p == "[unknown]":
+            p = "[" + (dso.rsplit("/", 1)[-1] if dso and dso != "[unknown]" else "unknown") + "]"
+        p = p.replace(";", ":")
+        if i:
+            p = p if "_[i]" in p else p + "_[i]"
+        elif kernel:
+            p += "_[k]"
+        elif jit and "_[j]" not in p:
+            p += "_[j]"
+        out.append(p)
+    return tuple(out)
 
 
 def split_header(header: str):
-    """(comm, pid, tid, cpu, time, event) without a regex in the common case; None if malformed.
+    """(comm, pid, tid, cpu, time, period, event) or None if the line is not a sample header.
 
-    perf prints `comm pid/tid [cpu] time: [period] event:`; comm may contain spaces, so the
-    `[cpu]` field is found as the first bracketed token followed by a `time:` token."""
+    Tries each integer token, left to right, as `pid[/tid]` and accepts the first after which the
+    rest is `[cpu]? time:? (period? event: args...)?` with nothing else left over."""
     parts = header.split()
-    k = 2 if len(parts) > 3 and parts[2][:1] == "[" else next(
-        (i for i in range(1, len(parts) - 1) if parts[i][:1] == "[" and parts[i][-1:] == "]"
-         and parts[i + 1][-1:] == ":"), -1)
-    if k < 1 or k + 1 >= len(parts):
-        return None
-    try:
-        cpu = int(parts[k][1:-1])
-        t = float(parts[k + 1][:-1])
-        pidtid = parts[k - 1]
-        slash = pidtid.find("/")
+    n = len(parts)
+    for k in range(n):
+        p = parts[k]
+        if not PIDTID.match(p):
+            continue
+        i, cpu, t, period, event = k + 1, -1, 0.0, 0, ""
+        if i < n and parts[i][:1] == "[" and parts[i][-1:] == "]" and parts[i][1:-1].isdigit():
+            cpu = int(parts[i][1:-1])
+            i += 1
+        if i < n and TIME.match(parts[i]):
+            t = float(parts[i][:-1])
+            i += 1
+        j = i + 1 if i < n and parts[i].isdigit() else i
+        if j < n and parts[j][-1:] == ":" and (parts[j][:1].isalpha() or parts[j][:1] == "_") \
+                and not parts[j].startswith("PERF_RECORD"):
+            period = int(parts[i]) if j > i else 0
+            event = parts[j][:-1]
+        elif i != n:
+            continue
+        slash = p.find("/")
         if slash >= 0:
-            pid, tid = int(pidtid[:slash]), int(pidtid[slash + 1:])
+            pid, tid = int(p[:slash]), int(p[slash + 1:])
         else:
-            pid = tid = int(pidtid)
-    except ValueError:
-        m = HEADER.match(header)
-        if m is None:
-            return None
-        pid = int(m["pid"])
-        return (m["comm"].strip(), pid, int(m["tid"]) if m["tid"] else pid, int(m["cpu"]), float(m["time"]),
-                m["event"])
-    rest = parts[k + 2:]
-    event = rest[1] if len(rest) > 1 and rest[0].isdigit() else (rest[0] if rest else "")
-    return " ".join(parts[:k - 1]), pid, tid, cpu, t, event.rstrip(":")
+            pid, tid = -1, int(p)  # perf printed one number: the tid unless only `pid` was asked for
+        return " ".join(parts[:k]), pid, tid, cpu, t, period, event
+    return None
 
 
-def parse_text(text: str, batch: Batch | None = None, path: str = "perf script") -> Batch:
+class FrameCache:
+    """Frame-line and caller-text caches that outlive one batch: a long-lived reader sees the same
+    frame lines chunk after chunk, so naming them once saves most of the parse. Bounded."""
+
+    LIMIT = 500_000
+
+    def __init__(self):
+        self.lines: dict[str, tuple[str, ...] | None] = {}
+        self.bodies: dict[str, int] = {}
+        self.callers: list[tuple[str, ...]] = []
+
+    def trim(self) -> None:
+        if len(self.lines) + len(self.bodies) > self.LIMIT:
+            self.__init__()
+
+
+def parse_text(text: str, batch: Batch | None = None, path: str = "perf script",
+               cache: FrameCache | None = None) -> Batch:
     """Parse with the cyclic GC paused: the parser allocates millions of small acyclic objects and
     the collector would otherwise rescan them over and over."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _parse_text(text, batch)
+        if cache is not None:
+            cache.trim()
+        return _Parser(batch or Batch(), cache or FrameCache()).run(text)
     finally:
         if enabled:
             gc.enable()
 
 
-def _parse_text(text: str, batch: Batch | None) -> Batch:
-    b = batch or Batch()
-    stack_ix: dict[tuple[str, ...], int] = {st: i for i, st in enumerate(b.stacks)}
-    comm_ix: dict[str, int] = {c: i for i, c in enumerate(b.comms)}
-    # the same frame lines recur sample after sample: the text of a stack maps straight to its id,
-    # and `comm pid/tid [cpu]` to its parsed fields
-    body_ix: dict[str, int] = {}
-    who_ix: dict[str, tuple] = {}
-    line_ix: dict[str, str | None] = {}
-    callers_tab: list[tuple[str, ...]] = []
-    key_ix: dict[tuple[int, str | None], int] = {}
-    times, cpus, pids, tids, comm_ids, stack_ids = b.times, b.cpus, b.pids, b.tids, b.comm_ids, b.stack_ids
-    blocks = text.split("\n\n")
-    if text and not text.endswith("\n") and blocks:
-        blocks.pop()  # the file was cut inside this sample: its stack may be incomplete
-        b.skipped += 1
-    for block in blocks:
-        header, _, body = block.partition("\n")
-        j = header.find("] ")
-        who = who_ix.get(header[:j + 1]) if j > 0 else None
-        if who is not None:
-            try:
-                t = float(header[j + 2:header.index(":", j + 2)])
-            except ValueError:
-                who = None
-        if who is None:
-            if not header.strip() or header.lstrip().startswith("#") or header[:1] == "\n":
-                block = "\n".join(ln for ln in block.split("\n") if ln.strip() and not ln.lstrip().startswith("#"))
-                if not block:
-                    continue
-                header, _, body = block.partition("\n")
-            full = split_header(header)
-            if full is None:
-                b.skipped += 1
-                continue
-            comm = full[0] or "[unknown]"
-            cid = comm_ix.get(comm)
-            if cid is None:
-                cid = comm_ix[comm] = len(b.comms)
-                b.comms.append(comm)
-            who = (cid, full[1], full[2], full[3])
+_MISS = object()
+
+
+class _Parser:
+    def __init__(self, b: Batch, cache: FrameCache):
+        self.b = b
+        self.stack_ix = {st: i for i, st in enumerate(b.stacks)}
+        self.comm_ix = {c: i for i, c in enumerate(b.comms)}
+        self.event_ix = {e: i for i, e in enumerate(b.events)}
+        self.line_ix = cache.lines
+        self.who_ix: dict[str, tuple] = {}  # `comm pid/tid [cpu]` -> (comm id, pid, tid, cpu)
+        self.body_ix = cache.bodies  # callers' text -> id in callers_tab
+        self.callers_tab = cache.callers
+        self.key_ix: dict[tuple, int] = {}
+        self.tail_ix: dict[str, tuple] = {}  # `time: period event:` minus the time -> (period, event id)
+
+    def intern(self, ix: dict, table: list, item) -> int:
+        i = ix.get(item)
+        if i is None:
+            i = ix[item] = len(table)
+            table.append(item)
+        return i
+
+    def frames(self, lines) -> tuple[str, ...]:
+        names: list[str] = []
+        line_ix = self.line_ix
+        for ln in reversed(lines):
+            f = line_ix.get(ln, _MISS)
+            if f is _MISS:
+                f = line_ix[ln] = frame_names(ln)
+            if f:
+                names.extend(f)
+        return tuple(names)
+
+    def add(self, who: tuple, t: float, period: int, eid: int, sid: int) -> None:
+        b = self.b
+        b.times.append(t)
+        b.comm_ids.append(who[0])
+        b.pids.append(who[1])
+        b.tids.append(who[2])
+        b.cpus.append(who[3])
+        b.periods.append(period)
+        b.event_ids.append(eid)
+        b.stack_ids.append(sid)
+
+    def full_header(self, header: str):
+        h = split_header(header)
+        if h is None:
+            return None
+        comm, pid, tid, cpu, t, period, event = h
+        who = (self.intern(self.comm_ix, self.b.comms, comm), pid, tid, cpu)
+        return who, t, period, self.intern(self.event_ix, self.b.events, event)
+
+    def run(self, text: str) -> Batch:
+        b = self.b
+        blocks = text.split("\n\n")
+        if text and not text.endswith("\n") and blocks:
+            blocks.pop()  # the file was cut inside this sample: its stack may be incomplete
+            b.skipped += 1
+        who_ix, tail_ix, body_ix, key_ix, line_ix = self.who_ix, self.tail_ix, self.body_ix, self.key_ix, self.line_ix
+        a_t, a_c, a_p, a_tid, a_cpu, a_per, a_ev, a_st = (b.times.append, b.comm_ids.append, b.pids.append,
+                                                          b.tids.append, b.cpus.append, b.periods.append,
+                                                          b.event_ids.append, b.stack_ids.append)
+        for block in blocks:
+            header, _, body = block.partition("\n")
+            # fast path: `comm pid/tid [cpu] time: [period] event:` with cached prefix and tail
             j = header.find("] ")
-            if j > 0:
-                who_ix[header[:j + 1]] = who
-            t = full[4]
-            if not b.event:
-                b.event = full[5]
-        # the leaf's address moves within its function from sample to sample; the callers do not:
-        # cache the callers' text and the leaf line separately
-        leaf_line, _, callers = body.partition("\n")
-        cid_ = body_ix.get(callers)
-        if cid_ is None:
-            names = []
-            for ln in callers.split("\n"):
-                f = line_ix.get(ln, _MISS)
-                if f is _MISS:
-                    f = line_ix[ln] = frame_name(ln)
-                if f is not None:
-                    names.append(f)
-            names.reverse()
-            cid_ = body_ix[callers] = len(callers_tab)
-            callers_tab.append(tuple(names))
-        leaf = line_ix.get(leaf_line, _MISS)
-        if leaf is _MISS:
-            leaf = line_ix[leaf_line] = frame_name(leaf_line)
-        key = (cid_, leaf)
-        sid = key_ix.get(key)
-        if sid is None:
-            stack = callers_tab[cid_] + ((leaf,) if leaf is not None else ())
-            sid = stack_ix.get(stack)
+            who = who_ix.get(header[:j + 1]) if j > 0 else None
+            if who is not None:
+                rest = header[j + 2:]
+                c = rest.find(":")
+                tail = tail_ix.get(rest[c:]) if c > 0 else None
+                if tail is None:
+                    who = None
+                else:
+                    try:
+                        t = float(rest[:c])
+                    except ValueError:
+                        who = None
+            if who is None or not body or body[:1] not in " \t":
+                self.slow(block)
+                continue
+            leaf_line, _, callers = body.partition("\n")
+            cid_ = body_ix.get(callers)
+            if cid_ is None:
+                lines = callers.split("\n") if callers else []
+                if any(ln[:1] not in " \t" for ln in lines if ln):
+                    self.slow(block)
+                    continue
+                cid_ = body_ix[callers] = len(self.callers_tab)
+                self.callers_tab.append(self.frames(lines))
+            leaf = line_ix.get(leaf_line, _MISS)
+            if leaf is _MISS:
+                leaf = line_ix[leaf_line] = frame_names(leaf_line)
+            key = (cid_, leaf)
+            sid = key_ix.get(key)
             if sid is None:
-                sid = stack_ix[stack] = len(b.stacks)
-                b.stacks.append(stack)
-            key_ix[key] = sid
-        times.append(t)
-        comm_ids.append(who[0])
-        pids.append(who[1])
-        tids.append(who[2])
-        cpus.append(who[3])
-        stack_ids.append(sid)
-    return b
+                stack = self.callers_tab[cid_] + (leaf or ())
+                sid = key_ix[key] = self.intern(self.stack_ix, b.stacks, stack)
+            a_t(t)
+            a_c(who[0])
+            a_p(who[1])
+            a_tid(who[2])
+            a_cpu(who[3])
+            a_per(tail[0])
+            a_ev(tail[1])
+            a_st(sid)
+        return b
+
+    def slow(self, block: str) -> None:
+        """Any other shape: `#` lines, side-band records before the header (the last header wins,
+        as in stackcollapse-perf.pl), header-less samples (`-F ip,sym,dso`), `-G` one-line samples."""
+        b = self.b
+        head = None
+        junk = False
+        frames: list[str] = []
+        for ln in block.split("\n"):
+            if not ln or ln[0] == "#":
+                continue
+            if ln[0] not in " \t":
+                h = self.full_header(ln)
+                if h is not None:
+                    head = h
+                    self.remember_prefix(ln, h)
+                elif head is not None and FRAME.match(ln):
+                    frames.append(ln)  # old perf printed frames without indentation
+                else:
+                    junk = True
+                continue
+            if head is None and not frames:
+                h = self.full_header(ln)  # a right-aligned comm; with `perf script -G` the leaf follows
+                if h is not None:
+                    ev = self.b.events[h[3]]
+                    leaf = ln.split(ev + ":", 1)[1].strip() if ev else ""
+                    if leaf and (FRAME.match(leaf) or FRAME_NO_DSO.match("\t" + leaf)):
+                        st = self.frames(["\t" + leaf])
+                        self.add(h[0], h[1], h[2], h[3], self.intern(self.stack_ix, b.stacks, st))
+                    else:
+                        head = h
+                        self.remember_prefix(ln, h)
+                    continue
+            frames.append(ln)
+        if head is None:
+            if junk:
+                b.skipped += 1  # text that is neither a sample header nor a frame: not perf script
+                return
+            if not frames:
+                return
+            # no header at all (`-F ip,sym,dso`): the sample is known only by its stack
+            head = ((self.intern(self.comm_ix, b.comms, ""), -1, -1, -1), 0.0, 0,
+                    self.intern(self.event_ix, b.events, ""))
+        st = self.frames(frames)
+        self.add(head[0], head[1], head[2], head[3], self.intern(self.stack_ix, b.stacks, st))
+
+    def remember_prefix(self, header: str, h) -> None:
+        """Cache `comm pid/tid [cpu]` and the `: period event:` tail so the next sample of the same
+        thread and event takes the fast path."""
+        j = header.find("] ")
+        if j <= 0 or h[0][3] < 0:
+            return
+        rest = header[j + 2:]
+        c = rest.find(":")
+        if c <= 0:
+            return
+        try:
+            float(rest[:c])
+        except ValueError:
+            return
+        self.who_ix[header[:j + 1]] = h[0]
+        self.tail_ix[rest[c:]] = (h[2], h[3])
 
 
 def parse_file(path: str) -> Batch:

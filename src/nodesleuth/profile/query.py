@@ -5,6 +5,7 @@ and the hottest kernel functions of one CPU."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from ..store.store import StoreReader
 from .codec import Decoded
-from .parse import is_idle
+from .parse import SUFFIXES, is_clock, is_idle
 
 STREAM = "profile"
 
@@ -40,6 +41,10 @@ class Samples:
     stacks: list[tuple[str, ...]]
     idle: np.ndarray  # per stack id: bool
     problems: list = field(default_factory=list)
+    period: np.ndarray | None = None  # perf's period per sample (0: not printed)
+    pid_known: np.ndarray | None = None  # False where perf printed only a tid (pid then holds the tid)
+    event: str = ""  # the sampled event(s), `,`-joined
+    count: np.ndarray | None = None  # samples each row stands for (pre-aggregated rows); None: one each
 
     def __len__(self) -> int:
         return len(self.t)
@@ -47,7 +52,17 @@ class Samples:
     def masked(self, m: np.ndarray) -> "Samples":
         """The samples where m is true, sharing the stack and comm tables."""
         return Samples(self.t[m], self.cpu[m], self.pid[m], self.tid[m], self.comm[m], self.stack[m], self.comms,
-                       self.stacks, self.idle, self.problems)
+                       self.stacks, self.idle, self.problems, None if self.period is None else self.period[m],
+                       None if self.pid_known is None else self.pid_known[m], self.event,
+                       None if self.count is None else self.count[m])
+
+    def total(self, m: np.ndarray) -> int:
+        return int(m.sum()) if self.count is None else int(self.count[m].sum())
+
+    @property
+    def clock(self) -> bool:
+        """Samples are slices of time (a clock event), so per-CPU busy shares can be read from them."""
+        return not self.event or all(is_clock(e) for e in self.event.split(",") if e)
 
     def select(self, f: Filter) -> np.ndarray:
         m = np.ones(len(self.t), dtype=bool)
@@ -74,14 +89,105 @@ def _intern(ix: dict, table: list, item) -> int:
 
 def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=None) -> Samples:
     """Read batches overlapping [t0, t1] (a batch covers up to its rotation period)."""
+    slack = 30.0  # a batch is stamped with its first sample and spans one rotation (10 s by default)
+    payloads = reader.read(STREAM, None if t0 is None else t0 - slack, t1, on_segment)
+    s = assemble((Decoded(p) for _, p in payloads), t0, t1)
+    s.problems = list(reader.problems)
+    return s
+
+
+def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set[int] | None = None,
+              on_segment=None) -> Samples:
+    """Stacks of [t0, t1) for flame graphs and top functions: whole hours and minutes from the
+    pre-aggregated records (profile/agg.py), only the partial minutes at the edges from raw samples.
+    Rows carry counts (Samples.count) and no meaningful time; stores without aggregates read raw."""
+    from .agg import LEVELS, AggRecord, stream
+
+    if not all(reader.segments(stream(lv, cpus is None)) for lv in LEVELS):
+        return load(reader, t0, t1, on_segment)
+    if t0 is None or t1 is None:
+        span = reader.span(STREAM)
+        if span is None:
+            return load(reader, t0, t1, on_segment)
+    lo = span[0] if t0 is None else t0
+    hi = span[1] + 60 if t1 is None else t1
+    pieces: list[tuple[int, float, float]] = []  # (level or 0 for raw, from, to)
+
+    def cover(a: float, b: float, levels) -> None:
+        if b <= a:
+            return
+        if not levels:
+            pieces.append((0, a, b))
+            return
+        lv = levels[-1]
+        a2, b2 = math.ceil(a / lv) * lv, math.floor(b / lv) * lv
+        if b2 <= a2:
+            cover(a, b, levels[:-1])
+            return
+        pieces.append((lv, a2, b2))
+        cover(a, a2, levels[:-1])
+        cover(b2, b, levels[:-1])
+
+    cover(lo, hi, LEVELS)
+    if all(lv == 0 for lv, _, _ in pieces):
+        return load(reader, t0, t1, on_segment)  # under a minute: the raw samples are all there is
+    raw = [load(reader, a, b, on_segment) for lv, a, b in pieces if lv == 0]
+    stack_ix: dict[tuple[str, ...], int] = {}
+    comm_ix: dict[str, int] = {}
+    stacks: list[tuple[str, ...]] = []
+    comms: list[str] = []
+    cols: list[list[np.ndarray]] = [[] for _ in range(5)]
+    events: list[str] = []
+    problems: list = []
+    for r in raw:
+        m = np.ones(len(r), dtype=bool) if cpus is None else np.isin(r.cpu, list(cpus))
+        cmap = np.array([_intern(comm_ix, comms, c) for c in r.comms] or [0], dtype=np.int64)
+        smap = np.array([_intern(stack_ix, stacks, st) for st in r.stacks] or [0], dtype=np.int64)
+        pid = np.where(r.pid_known, r.pid, -1) if r.pid_known is not None else r.pid
+        for i, c in enumerate((r.cpu[m], pid[m], cmap[r.comm[m]], smap[r.stack[m]], np.ones(int(m.sum()), np.int64))):
+            cols[i].append(c.astype(np.int64))
+        events += [e for e in r.event.split(",") if e and e not in events]
+        problems += r.problems
+    for lv, a, b in pieces:
+        if lv == 0:
+            continue
+        for t, payload in reader.read(stream(lv, cpus is None), a, b, on_segment):
+            if not (a <= t < b):
+                continue
+            rec = AggRecord(payload)
+            cpu, pid, comm, stack, count = rec.rows(cpus)
+            if not len(count):
+                continue
+            cmap = np.array([_intern(comm_ix, comms, c) for c in rec.comms], dtype=np.int64)
+            used = np.unique(stack)
+            smap = np.zeros(len(rec.stack_frames), dtype=np.int64)
+            smap[used] = [_intern(stack_ix, stacks, _frames_of(rec, i)) for i in used.tolist()]
+            for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
+                cols[i].append(c.astype(np.int64))
+            if rec.event and rec.event not in events:
+                events.append(rec.event)
+    problems += reader.problems
+    cpu, pid, comm, stack, count = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in cols)
+    known = pid >= 0
+    idle = np.array([is_idle(0, st) for st in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
+    return Samples(np.zeros(len(cpu)), cpu, pid, pid, comm, stack, comms, stacks, idle, problems, None, known,
+                   ",".join(events), count)
+
+
+def _frames_of(rec, i: int) -> tuple[str, ...]:
+    ids = rec.stack_frames[i]
+    return tuple(rec.frames[j] for j in ids)
+
+
+def assemble(decoded, t0: float | None = None, t1: float | None = None) -> Samples:
+    """Decoded batches -> one Samples with global stack and comm tables."""
     parts = []
     stack_ix: dict[tuple[str, ...], int] = {}
     comm_ix: dict[str, int] = {}
     stacks: list[tuple[str, ...]] = []
     comms: list[str] = []
-    slack = 30.0  # a batch is stamped with its first sample and spans one rotation (10 s by default)
-    for _, payload in reader.read(STREAM, None if t0 is None else t0 - slack, t1, on_segment):
-        d = Decoded(payload)
+    events: list[str] = []
+    for d in decoded:
         m = np.ones(len(d.t), dtype=bool)
         if t0 is not None:
             m &= d.t >= t0
@@ -89,38 +195,109 @@ def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=Non
             m &= d.t < t1
         if not m.any():
             continue
+        for e in (d.event or "").split(","):
+            if e and e not in events:
+                events.append(e)
         # intern only the stacks the selected samples use (a 1 s query touches few of a batch's)
         used = np.unique(d.stack[m])
         smap = np.zeros(len(d.stack_frames), dtype=np.int64)
         smap[used] = [_intern(stack_ix, stacks, d.stack_names(i)) for i in used.tolist()]
         cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms], dtype=np.int64)
         parts.append((d.t[m], d.cpu[m], d.pid[m], d.tid[m], cmap[d.comm[m]] if len(cmap) else d.comm[m],
-                      smap[d.stack[m]] if len(smap) else d.stack[m]))
+                      smap[d.stack[m]] if len(smap) else d.stack[m], d.period[m]))
     if parts:
-        cols = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+        cols = [np.concatenate([p[i] for p in parts]) for i in range(7)]
         order = np.argsort(cols[0], kind="stable")
         cols = [c[order] for c in cols]
     else:
-        cols = [np.zeros(0, dtype=np.float64)] + [np.zeros(0, dtype=np.int64)] * 5
+        cols = [np.zeros(0, dtype=np.float64)] + [np.zeros(0, dtype=np.int64)] * 5 + [np.zeros(0, np.uint64)]
+    known = cols[2] >= 0
+    pid = np.where(known, cols[2], cols[3])
     idle = np.array([is_idle(0, s) for s in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
-    return Samples(*cols, comms, stacks, idle, list(reader.problems))
+    return Samples(cols[0], cols[1], pid, cols[3], cols[4], cols[5], comms, stacks, idle, [], cols[6], known,
+                   ",".join(events))
 
 
-def folded(s: Samples, f: Filter) -> Counter:
-    """Brendan Gregg folded stacks: `comm;root;...;leaf` -> count. The comm is the first frame."""
+GO_METHOD = re.compile(r"\.\(.*\)\.")
+ARGS = re.compile(r"\((?!anonymous namespace\)).*")
+
+
+def tidy(name: str, java: bool = False) -> str:
+    """stackcollapse-perf.pl's tidy_generic and tidy_java: drop C++/Java argument lists (everything
+    from the first `(` that is not `(anonymous namespace)`, unless it looks like a Go method), quotes,
+    and for java processes the `L` of `Lpkg/Class`. Annotation suffixes are kept."""
+    base, suf = (name[:-4], name[-4:]) if name[-4:] in SUFFIXES else (name, "")
+    if not GO_METHOD.search(base):
+        base = ARGS.sub("", base)
+    base = base.replace('"', "").replace("'", "")
+    if java and base[:1] == "L" and "/" in base:
+        base = base[1:]
+    return base + suf
+
+
+def _root(comm: str, pid: int, tid: int, known: bool, name: str) -> str:
+    """The process frame as stackcollapse-perf.pl names it: comm, comm-PID or comm-PID/TID; `?` where
+    perf printed one number (or a tid of 0, which Perl reads as false)."""
+    if name == "comm":
+        r = comm
+    else:
+        p = str(pid) if known and tid != 0 else "?"
+        t = tid if not known or tid != 0 else pid
+        r = f"{comm}-{p}" if name == "pid" else f"{comm}-{p}/{t}"
+    return r.replace(" ", "_").replace(";", ":")
+
+
+def folded(s: Samples, f: Filter, name: str = "comm", annotate: str = "kernel", tidy_names: bool = True,
+           weight: str = "samples") -> Counter:
+    """Brendan Gregg folded stacks: `root;...;leaf` -> count, as stackcollapse-perf.pl folds them.
+
+    name: the process frame (comm | pid | tid = its --pid/--tid); annotate: which suffixes to show
+    (kernel = --kernel `_[k]`, jit = `_[j]`, all = --all, none = its default); tidy_names: its tidy rules
+    (off = raw symbol names); weight: samples, or period (sums perf's period as it does)."""
     m = s.select(f)
-    keys = s.comm[m].astype(np.int64) * (len(s.stacks) + 1) + s.stack[m]
-    uniq, counts = np.unique(keys, return_counts=True)
+    comm, stack = s.comm[m].astype(np.int64), s.stack[m].astype(np.int64)
+    w = None if s.count is None else s.count[m].astype(np.int64)
+    if weight == "period" and s.period is not None:
+        w = s.period[m].astype(np.int64)
+        w[w == 0] = 1
+    if name == "comm":
+        keys = np.stack([comm, stack])
+    else:
+        known = s.pid_known[m] if s.pid_known is not None else np.ones(len(comm), dtype=bool)
+        keys = np.stack([comm, stack, s.pid[m].astype(np.int64), known.astype(np.int64), s.tid[m].astype(np.int64)])
     out: Counter = Counter()
-    n = len(s.stacks) + 1
-    for k, c in zip(uniq.tolist(), counts.tolist()):
-        comm, st = s.comms[k // n], s.stacks[k % n]
-        out[";".join((comm.replace(";", ":").replace(" ", "_"),) + st)] += c
+    if not keys.shape[1]:
+        return out
+    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    counts = np.bincount(inv.ravel(), weights=w, minlength=uniq.shape[1])
+    shown: dict[tuple[str, bool], str] = {}
+    for col, c in zip(uniq.T.tolist(), counts.tolist()):
+        cm = s.comms[col[0]]
+        java = cm.startswith("java")
+        frames = []
+        for fr in s.stacks[col[1]]:
+            v = shown.get((fr, java))
+            if v is None:
+                v = shown[(fr, java)] = _show(fr, java, annotate, tidy_names)
+            frames.append(v)
+        root = () if not cm else (_root(cm, col[2], col[4], bool(col[3]), name) if name != "comm"
+                                  else cm.replace(" ", "_").replace(";", ":"),)
+        out[";".join(root + tuple(frames))] += int(c)
     return out
 
 
+def _show(fr: str, java: bool, annotate: str, tidy_names: bool) -> str:
+    v = tidy(fr, java) if tidy_names else fr
+    if v.endswith("_[k]") and annotate not in ("kernel", "all"):
+        v = v[:-4]
+    elif v.endswith("_[j]") and annotate not in ("jit", "all"):
+        v = v[:-4]
+    return v
+
+
 def folded_text(fc: Counter) -> str:
-    return "".join(f"{k} {v}\n" for k, v in sorted(fc.items()))
+    """Sorted by byte value, as Perl's `sort { $a cmp $b }`."""
+    return "".join(f"{k} {fc[k]}\n" for k in sorted(fc, key=lambda k: k.encode()))
 
 
 @dataclass
@@ -139,6 +316,7 @@ class Heatmap:
     maxvalue: int
     hot_cpus: list[list[int]]
     cpus: list[int] | None
+    hot_note: str | None = None  # why hot_cpus is empty when it cannot be known
 
 
 def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, end: float | None = None,
@@ -161,7 +339,13 @@ def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, e
     tc = (s.t[m_all] - start).astype(np.int64)
     cc = s.cpu[m_all].astype(np.int64)
     wk = work[m_all]
-    if len(tc):
+    note = None
+    if not s.clock:
+        note = (f"hot-CPU marks unavailable: the profile samples {s.event}, not a clock event (cpu-clock); "
+                "its sample counts do not measure time")
+    elif len(tc) and (cc < 0).any():
+        note = "hot-CPU marks unavailable: the profile has no CPU column"
+    if len(tc) and note is None:
         ncpu = int(cc.max()) + 1
         tot = np.zeros((ncols, ncpu), dtype=np.int64)
         busy = np.zeros((ncols, ncpu), dtype=np.int64)
@@ -173,14 +357,19 @@ def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, e
         for c_, cpu_ in zip(*np.nonzero((frac >= hot) & full)):
             hot_cpus[int(c_)].append(int(cpu_))
     return Heatmap(start, rows, list(range(ncols)), vals.tolist(), int(vals.max()) if vals.size else 0, hot_cpus,
-                   sorted(f.cpus) if f.cpus is not None else None)
+                   sorted(f.cpus) if f.cpus is not None else None, note)
 
 
 def top_functions(s: Samples, f: Filter, kernel_only: bool = True, n: int = 20) -> list[dict]:
     """Functions by self (leaf) and total (anywhere in the stack) samples, as % of selected samples."""
     m = s.select(f)
-    ids, counts = np.unique(s.stack[m], return_counts=True)
-    total = int(m.sum())
+    if s.count is None:
+        ids, counts = np.unique(s.stack[m], return_counts=True)
+    else:
+        per = np.bincount(s.stack[m], weights=s.count[m], minlength=len(s.stacks))
+        ids = np.flatnonzero(per)
+        counts = per[ids].astype(np.int64)
+    total = s.total(m)
     self_c: Counter = Counter()
     incl: Counter = Counter()
     for sid, c in zip(ids.tolist(), counts.tolist()):
@@ -191,7 +380,7 @@ def top_functions(s: Samples, f: Filter, kernel_only: bool = True, n: int = 20) 
             incl[fr] += c
     names = [k for k in incl if (k.endswith("_[k]") or not kernel_only)]
     rows = sorted(names, key=lambda k: (-self_c.get(k, 0), -incl[k]))[:n]
-    return [{"function": k[:-4] if k.endswith("_[k]") else k, "kernel": k.endswith("_[k]"),
+    return [{"function": k[:-4] if k[-4:] in ("_[k]", "_[j]") else k, "kernel": k.endswith("_[k]"),
              "self": self_c.get(k, 0), "total": incl[k],
              "self_pct": round(100 * self_c.get(k, 0) / max(1, total), 2),
              "total_pct": round(100 * incl[k] / max(1, total), 2)} for k in rows]

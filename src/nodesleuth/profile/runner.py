@@ -1,4 +1,5 @@
-"""Continuous `perf record -a -g` in rotating chunks, ingested into the store as they close.
+"""Continuous `perf record -a -g` ingested into the store: the CPU profile through one long-lived
+`perf script` (ProfileRunner), the cgroup-churn trace in rotating chunks (PerfRotator).
 
 perf writes with CLOCK_MONOTONIC timestamps (-k), so samples map to wall-clock time exactly
 (offset = wall - monotonic, taken when each chunk is ingested). Chunks are deleted once stored,
@@ -19,8 +20,9 @@ import threading
 import time
 
 from ..children import spawn, spawn_reaped
+from .agg import Aggregator
 from .codec import encode
-from .parse import parse_text
+from .parse import FrameCache, parse_text
 
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
 EVENT = "cpu-clock"  # a clock event: every sample is 1/F s of a CPU's time, idle or busy (cycles is not)
@@ -166,7 +168,9 @@ class PerfRotator:
 
 
 class ProfileRunner(PerfRotator):
-    """perf record -a -g at `freq` Hz: the continuous CPU profile."""
+    """perf record -a -g at `freq` Hz in rotating chunks, one `perf script` per chunk; each batch is also
+    pre-aggregated per minute and hour (profile/agg.py). The default: measured cheaper on this host than
+    StreamProfileRunner (benchmarks/profile_cost.py)."""
 
     name = "profile"
 
@@ -180,11 +184,181 @@ class ProfileRunner(PerfRotator):
         return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
 
     def store_chunk(self, script_text: str, offset: float, path: str) -> int:
-        b = parse_text(script_text, path=path)
+        if not hasattr(self, "agg"):
+            self.agg, self.cache = Aggregator(self.append), FrameCache()
+        b = parse_text(script_text, path=path, cache=self.cache)
         if len(b):
             t0, payload = encode(b, offset)
             self.append("profile", t0, payload)
+            self.agg.add(b, offset)
         return len(b)
+
+    def _finish(self) -> None:
+        super()._finish()
+        if hasattr(self, "agg"):
+            self.agg.flush()
+
+
+STREAM_FIELDS = "comm,pid,tid,cpu,time,ip,sym,dso"  # one known event and period: not printed
+
+
+class StreamProfileRunner:
+    """perf record -a -g at `freq` Hz piped into one long-lived `perf script` (`-o - | -i -`): symbols
+    are loaded once, not once per chunk, and no perf.data chunk touches the disk. Not the default: on
+    this host its `perf script` cost more per sample than the chunked one's (benchmarks/profile_cost.py). Every `rotate`
+    seconds the text read so far (cut at a sample boundary) is parsed, with frame caches kept across
+    batches, and stored. If perf dies, both are restarted with back-off.
+
+    Both run under nodesleuth.children (perf record under the reaper, perf script with a parent-death
+    signal), started from this runner's thread, so neither outlives nodesleuth."""
+
+    name = "profile"
+
+    def __init__(self, append, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
+                 max_pending: int = 6, cpus: str | None = None):
+        self.append = append
+        self.freq = freq
+        self.rotate = rotate
+        self.cpus = cpus
+        self.dir = workdir or tempfile.mkdtemp(prefix="nodesleuth-profile-")
+        os.makedirs(self.dir, exist_ok=True)
+        self.perf = shutil.which("perf")
+        self.rec: subprocess.Popen | None = None
+        self.script: subprocess.Popen | None = None
+        self.stop_ev = threading.Event()
+        self.started = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.cache = FrameCache()
+        self.agg = Aggregator(append)
+        self.restarts = self.dropped_chunks = self.samples = self.chunks = 0
+        self.ingest_cpu = 0.0  # CPU seconds of this process spent parsing and storing
+        self.error: str | None = None
+
+    def record_args(self) -> list[str]:
+        return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
+
+    def start(self) -> bool:
+        if not self.perf:
+            self.error = "perf is not installed"
+            return False
+        self.thread = threading.Thread(target=self._loop, name="nodesleuth-profile", daemon=True)
+        self.thread.start()
+        self.started.wait(30)
+        return self.rec is not None
+
+    def _start_perf(self) -> None:
+        log = open(os.path.join(self.dir, "perf.log"), "ab")
+        try:
+            # --no-bpf-event: perf 6.1's script dies on PERF_RECORD_KSYMBOL in pipe mode ("failed to
+            # process type: 17") whenever a BPF program loads on the host
+            # -m: perf writes a CPU's ring out when it is half full; 64 KB per CPU at 49 Hz is about a
+            # second of stacks, so samples reach the store every `rotate` s (default rings hold ~20 s)
+            pages = "16" if self.freq <= 100 else "128"
+            self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m", pages,
+                                     "-o", "-"] + self.record_args(), self.dir, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=log)
+            self.script = spawn([self.perf, "script", "-F", STREAM_FIELDS, "-i", "-"], stdin=self.rec.stdout,
+                                stdout=subprocess.PIPE, stderr=log)
+        except OSError as e:
+            self.error = str(e)
+            self.rec = self.script = None
+        finally:
+            log.close()
+            if self.rec is not None and self.rec.stdout is not None:
+                self.rec.stdout.close()  # perf script holds the pipe now
+
+    def _store(self, text: str) -> None:
+        c0 = time.process_time()
+        offset = wall_minus_monotonic()
+        b = parse_text(text, cache=self.cache)
+        if len(b):
+            b.events = [EVENT] * len(b.events)  # -F without `event`: the one event we asked for
+            t0, payload = encode(b, offset)
+            self.append("profile", t0, payload)
+            self.agg.add(b, offset)
+            self.samples += len(b)
+            self.chunks += 1
+        self.ingest_cpu += time.process_time() - c0
+
+    def _drain(self, final: bool = False) -> None:
+        """Read what perf script has written; store whole samples every `rotate` seconds."""
+        import select
+
+        fd = self.script.stdout.fileno()
+        eof = False
+        deadline = time.monotonic() + (self.rotate if not final else 60)
+        while time.monotonic() < deadline and not (self.stop_ev.is_set() and not final):
+            r, _, _ = select.select([fd], [], [], 0.5)
+            if r:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    eof = True
+                    break
+                self.buf.append(chunk)
+        text = b"".join(self.buf).decode(errors="replace")
+        cut = len(text) if eof else text.rfind("\n\n") + 2
+        self.buf = [text[cut:].encode()] if cut < len(text) else []
+        if cut > 0:
+            try:
+                self._store(text[:cut])
+            except Exception as e:  # noqa: BLE001 - one bad batch must not stop the profiler
+                self.error = f"batch not stored: {e}"
+                self.dropped_chunks += 1
+        self.eof = eof
+
+    def _loop(self) -> None:
+        self.buf: list[bytes] = []
+        self.eof = False
+        self._start_perf()
+        self.started.set()
+        backoff = 1.0
+        try:
+            while not self.stop_ev.is_set() and self.script is not None:
+                self._drain()
+                if self.eof and not self.stop_ev.is_set():
+                    self.script.wait()
+                    self.rec.wait()
+                    try:
+                        with open(os.path.join(self.dir, "perf.log"), errors="replace") as f:
+                            err = f.read().strip()
+                    except OSError:
+                        err = ""
+                    self.error = err.splitlines()[-1] if err else f"perf exited with {self.rec.returncode}"
+                    self.stop_ev.wait(backoff)
+                    backoff = min(30.0, backoff * 2)
+                    if not self.stop_ev.is_set():
+                        self.restarts += 1
+                        self.buf, self.eof = [], False
+                        self._start_perf()
+                else:
+                    backoff = 1.0
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        """On this thread: stop perf record (its pipe then ends perf script), store the rest."""
+        if self.rec is not None and self.rec.poll() is None:
+            self.rec.send_signal(signal.SIGINT)
+        if self.script is not None and not self.eof:
+            self._drain(final=True)
+        try:
+            self.agg.flush()
+        except Exception as e:  # noqa: BLE001 - the raw samples are stored; only the summary is lost
+            self.error = f"aggregates not stored: {e}"
+        for p in (self.rec, self.script):
+            if p is None:
+                continue
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def stop(self) -> None:
+        self.stop_ev.set()
+        if self.thread:
+            self.thread.join(timeout=120)
 
 
 class ChurnRunner(PerfRotator):

@@ -1,0 +1,187 @@
+"""Write-time pre-aggregation of the profile: per-minute and per-hour counts of (cpu, pid, comm, stack),
+so a flame graph or top-functions of an hour or a day reads a few records instead of millions of
+samples. Raw batches stay in the `profile` stream for subsecond views and heatmaps.
+
+Each aggregator counts exactly the samples it was given, and each record is self-contained (its own
+comm and stack tables), so restarts mid-window (two partial records for one hour) and retention
+(dropping any record) keep every sum right. Payload: u32 header length | JSON
+{level, t0, t1, n, comms, frames, stacks, event, cpus: [[cpu, start, end]...]} | columns sorted by
+cpu: cpu i16, pid i32 (-1: not printed), comm u32, stack u32, count u32. Per level two streams:
+`profile_agg60` (rows per CPU) and `profile_agg60all` (summed over CPUs, cpu = ALL_CPUS), each record
+stamped with its window's start.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import orjson
+
+from ..errors import InputError
+from .parse import Batch
+
+LEVELS = (60, 3600)
+ALL_CPUS = -32768  # rows summed over every CPU
+
+
+def stream(level: int, all_cpus: bool = False) -> str:
+    """The stream of one level: rows per CPU, or (all_cpus) the same rows summed over CPUs, kept apart
+    so a query without a CPU filter reads only the small records."""
+    return f"profile_agg{level}" + ("all" if all_cpus else "")
+
+COLS = (("cpu", "<i2"), ("pid", "<i4"), ("comm", "<u4"), ("stack", "<u4"), ("count", "<u4"))
+
+
+def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Sum counts of identical (cpu, pid, comm, stack) rows; rows come out sorted by cpu first."""
+    if not len(counts):
+        return cols, counts
+    order = np.lexsort(cols[::-1])
+    cols = [c[order] for c in cols]
+    counts = counts[order]
+    new = np.zeros(len(counts), dtype=bool)
+    new[0] = True
+    for c in cols:
+        new[1:] |= c[1:] != c[:-1]
+    idx = np.flatnonzero(new)
+    return [c[idx] for c in cols], np.add.reduceat(counts, idx)
+
+
+class Aggregator:
+    """Feed it the batches as they are stored; it appends one record per level and window."""
+
+    def __init__(self, append, levels=LEVELS):
+        self.append = append
+        self.levels = tuple(sorted(levels))
+        self.comms: list[str] = []
+        self.comm_ix: dict[str, int] = {}
+        self.stacks: list[tuple[str, ...]] = []
+        self.stack_ix: dict[tuple[str, ...], int] = {}
+        self.event = ""
+        self.open: dict[int, tuple[int, list]] = {}  # level -> (window number, [(cols, counts, tmin, tmax)])
+
+    def _intern(self, ix: dict, table: list, item) -> int:
+        i = ix.get(item)
+        if i is None:
+            i = ix[item] = len(table)
+            table.append(item)
+        return i
+
+    def _compact(self) -> None:
+        """Keep only the comms and stacks the open windows still use (bounds memory on long runs)."""
+        parts = [p for _, ps in self.open.values() for p in ps]
+        maps = []
+        for col, table in ((2, self.comms), (3, self.stacks)):
+            used = np.unique(np.concatenate([p[0][col] for p in parts])) if parts else np.zeros(0, np.int64)
+            m = np.full(len(table), -1, dtype=np.int64)
+            m[used] = np.arange(len(used))
+            maps.append((m, [table[i] for i in used.tolist()]))
+        for lvl, (w, ps) in self.open.items():
+            self.open[lvl] = (w, [([c, p_, maps[0][0][cm], maps[1][0][st]], n, a, b)
+                                  for (c, p_, cm, st), n, a, b in ps])
+        self.comms, self.stacks = maps[0][1], maps[1][1]
+        self.comm_ix = {c: i for i, c in enumerate(self.comms)}
+        self.stack_ix = {s: i for i, s in enumerate(self.stacks)}
+
+    def add(self, b: Batch, offset: float = 0.0) -> None:
+        if not len(b):
+            return
+        if len(self.stacks) > 200_000:
+            self._compact()
+        self.add_arrays(np.asarray(b.times, dtype=np.float64) + offset, np.asarray(b.cpus), np.asarray(b.pids),
+                        np.asarray(b.comm_ids), np.asarray(b.stack_ids), b.comms, b.stacks, b.event)
+
+    def add_arrays(self, t, cpu, pid, comm_ids, stack_ids, comms, stacks, event="") -> None:
+        """Columns of samples (wall-clock times), comm and stack ids into the given tables."""
+        self.event = self.event or event
+        cmap = np.array([self._intern(self.comm_ix, self.comms, c) for c in comms], dtype=np.int64)
+        smap = np.array([self._intern(self.stack_ix, self.stacks, s) for s in stacks], dtype=np.int64)
+        cols = [cpu.astype(np.int64), pid.astype(np.int64), cmap[comm_ids.astype(np.int64)],
+                smap[stack_ids.astype(np.int64)]]
+        lvl = self.levels[0]
+        win = np.floor(t / lvl).astype(np.int64)
+        for w in np.unique(win).tolist():
+            m = win == w
+            part = reduce_rows([c[m] for c in cols], np.ones(int(m.sum()), dtype=np.int64))
+            self._feed(lvl, w, part[0], part[1], float(t[m].min()), float(t[m].max()))
+
+    def _feed(self, lvl: int, w: int, cols, counts, tmin: float, tmax: float) -> None:
+        cur = self.open.get(lvl)
+        if cur is not None and cur[0] != w:
+            self._close(lvl)
+            cur = None
+        if cur is None:
+            cur = self.open[lvl] = (w, [])
+        cur[1].append((cols, counts, tmin, tmax))
+        if len(cur[1]) >= 8:  # fold the parts as they come: an hour is 60 minutes of rows
+            ps = cur[1]
+            merged = reduce_rows([np.concatenate([p[0][i] for p in ps]) for i in range(4)],
+                                 np.concatenate([p[1] for p in ps]))
+            cur[1][:] = [(merged[0], merged[1], min(p[2] for p in ps), max(p[3] for p in ps))]
+
+    def _close(self, lvl: int) -> None:
+        w, parts = self.open.pop(lvl)
+        cols = [np.concatenate([p[0][i] for p in parts]) for i in range(4)]
+        cols, counts = reduce_rows(cols, np.concatenate([p[1] for p in parts]))
+        tmin, tmax = min(p[2] for p in parts), max(p[3] for p in parts)
+        roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
+        self.append(stream(lvl, True), float(w * lvl), self.encode(lvl, w * lvl, roll, rcounts))
+        self.append(stream(lvl), float(w * lvl), self.encode(lvl, w * lvl, cols, counts))
+        i = self.levels.index(lvl)
+        if i + 1 < len(self.levels):
+            nxt = self.levels[i + 1]
+            self._feed(nxt, int(w * lvl // nxt), cols, counts, tmin, tmax)
+
+    def flush(self) -> None:
+        """At stop: write the open windows (partial records; sums stay right, see the module doc)."""
+        for lvl in self.levels:
+            if lvl in self.open:
+                self._close(lvl)
+
+    def encode(self, lvl: int, t0: float, cols, counts) -> bytes:
+        cpu, pid, comm, stack = cols
+        ucomm, comm_l = np.unique(comm, return_inverse=True)
+        ustack, stack_l = np.unique(stack, return_inverse=True)
+        frames: dict[str, int] = {}
+        stacks = [[frames.setdefault(f, len(frames)) for f in self.stacks[s]] for s in ustack.tolist()]
+        cpus, starts = np.unique(cpu, return_index=True)
+        ends = np.append(starts[1:], len(cpu))
+        head = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts),
+                             "comms": [self.comms[c] for c in ucomm.tolist()], "frames": list(frames),
+                             "stacks": stacks, "event": self.event,
+                             "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
+        arrs = [cpu.astype("<i2"), pid.astype("<i4"), comm_l.astype("<u4"), stack_l.astype("<u4"),
+                counts.astype("<u4")]
+        return struct.pack("<I", len(head)) + head + b"".join(a.tobytes() for a in arrs)
+
+
+class AggRecord:
+    """One decoded aggregate record; `rows(cpus)` slices the rows of some CPUs without a scan."""
+
+    def __init__(self, payload: bytes, where: str = "profile aggregate"):
+        try:
+            (hl,) = struct.unpack_from("<I", payload)
+            h = orjson.loads(payload[4:4 + hl])
+            n, off = h["n"], 4 + hl
+            self.cols = []
+            for _, dt in COLS:
+                a = np.frombuffer(payload, dtype=dt, count=n, offset=off)
+                off += a.nbytes
+                self.cols.append(a)
+        except (struct.error, ValueError, KeyError) as e:
+            raise InputError(where, f"undecodable profile aggregate: {e}") from None
+        self.level, self.t0, self.t1 = h["level"], h["t0"], h["t1"]
+        self.comms, self.frames, self.stack_frames = h["comms"], h["frames"], h["stacks"]
+        self.event = h.get("event", "")
+        self.cpu_ranges = {c: (s, e) for c, s, e in h["cpus"]}
+
+    def rows(self, cpus: set[int] | None):
+        """The rows of these CPUs (None: all rows)."""
+        if cpus is None:
+            return self.cols
+        sel = [self.cpu_ranges[c] for c in sorted(cpus) if c in self.cpu_ranges]
+        if not sel:
+            return [c[:0] for c in self.cols]
+        idx = np.concatenate([np.arange(s, e) for s, e in sel])
+        return [c[idx] for c in self.cols]
