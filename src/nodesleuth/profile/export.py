@@ -48,3 +48,24 @@ def collapsed_cpu(s: Samples, f: Filter) -> Counter:
 
 # The interactive SVG (search, zoom, depth cap, diff colours) lives in flamesvg.py.
 from .flamesvg import svg  # noqa: E402,F401
+
+
+def render(fmt: str, s, f, fc, base, title: str, max_depth: int = 64, hz: float = 49.0) -> str | bytes:
+    """One of `flame`'s output formats: text, or bytes for pprof (gzip protobuf)."""
+    import json
+
+    from .query import diff, folded_text
+
+    if fmt == "svg":
+        return svg(fc, title, baseline=base, max_depth=max_depth)
+    if fmt in ("speedscope", "speedscope-process"):
+        return json.dumps(speedscope(s, f, by="cpu" if fmt == "speedscope" else "process"))
+    if fmt == "collapsed-cpu":
+        return folded_text(collapsed_cpu(s, f))
+    if fmt == "pprof":
+        from . import pprof
+
+        return pprof.encode(s, f, hz)
+    if base is not None:
+        return "".join(f"{k} {b} {i}\n" for k, b, i in diff(fc, base))
+    return folded_text(fc)

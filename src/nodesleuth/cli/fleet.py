@@ -1,0 +1,124 @@
+"""`exporter`, `snapshot`, `fleet`, `serve`: options and calls."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InputError
+from . import main
+from .common import one_line_errors
+
+
+@main.command()
+@click.option("--root", default="/", show_default=True)
+@click.option("--listen", default="127.0.0.1:9846", show_default=True, help="ADDR:PORT to serve /metrics on.")
+@click.option("--interval", default=1.0, show_default=True, help="Seconds between samples.")
+@click.option("--zone", help="Zone label for nodesleuth_node_info (default: from cloud-init instance data).")
+@click.option("--systemd-pid", type=int)
+@click.option("--kmsg", type=click.Path(), help="Recorded kernel log file instead of ROOT/dev/kmsg.")
+@one_line_errors
+def exporter(root, listen, interval, zone, systemd_pid, kmsg):
+    """Prometheus/OpenMetrics endpoint (/metrics) and a host snapshot (/snapshot) for fleet analysis."""
+    from ..fleet.exporter import serve
+
+    serve(root, listen, interval, zone, systemd_pid, kmsg, log=lambda m: click.echo(m, err=True))
+
+@main.command()
+@click.option("--root", default="/", show_default=True)
+@click.option("--seconds", default=2.0, show_default=True)
+@click.option("--systemd-pid", type=int)
+@click.option("--zone", help="Override the zone (when the host does not show it).")
+@click.option("-o", "--output", type=click.Path())
+@one_line_errors
+def snapshot(root, seconds, systemd_pid, zone, output):
+    """JSON fingerprint of this host (kernel, image, units, sysctls, packages, cloud zone) plus health."""
+    import json
+
+    from ..collect.root import Root
+    from ..fleet.snapshot import take
+
+    doc = json.dumps(take(Root(root), seconds, systemd_pid, zone), indent=2)
+    if output:
+        with open(output, "w") as f:
+            f.write(doc + "\n")
+    else:
+        click.echo(doc)
+
+@main.command()
+@click.argument("sources", nargs=-1)
+@click.option("--prometheus", "prom_url", metavar="URL", help="Ask this Prometheus (or Thanos, Mimir, "
+              "VictoriaMetrics) instead of fetching snapshots: affected hosts by --affected, facts from the info metrics.")
+@click.option("--affected", "affected_expr", metavar="PROMQL", help="Affected hosts (with --prometheus); must keep "
+              "the host label. Default: NIC-reset or hot-core incidents in the last 24 h.")
+@click.option("--host-label", default="instance", show_default=True, help="Label that names a host (with --prometheus).")
+@click.option("--time", "at", metavar="TIME", help="Evaluate at this time (with --prometheus): ISO-8601, epoch, '2h ago'.")
+@click.option("--group-by", default="zone", show_default=True, help="zone, instance_type, kernel or os_image.")
+@click.option("--top", default=10, show_default=True)
+@click.option("--concurrency", default=32, show_default=True, help="Snapshot URLs fetched at once.")
+@click.option("--timeout", default=5.0, show_default=True, help="Seconds to wait for one snapshot URL.")
+@click.option("--retries", default=2, show_default=True, help="Retries of a snapshot URL that does not answer.")
+@click.option("--json", "as_json", is_flag=True)
+@one_line_errors
+def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concurrency, timeout, retries, as_json):
+    """What do the affected hosts have that the healthy ones do not? From snapshots (directories, files,
+    exporters' /snapshot URLs) or from Prometheus (--prometheus URL). Exit 0 analysed, 2 refused or bad
+    input, 3 analysed but some hosts did not answer (listed)."""
+    import json
+
+    from ..fleet import drift
+    from ..report import fleet as rf
+
+    drift.preload()
+    unreachable: list[tuple[str, str]] = []
+    notes: list[str] = []
+    if prom_url:
+        from ..fleet import prom
+        from ..timeparse import parse_time
+
+        if sources:
+            raise InputError(sources[0], "give either snapshot sources or --prometheus, not both")
+        r = prom.analyse(prom_url, affected_expr, host_label, group_by, top, parse_time(at) if at else None)
+        n, na, nh, ranked, grp, notes = r.hosts, r.affected, r.healthy, r.ranked, r.groups, r.notes
+        extra = {"source": prom_url, "expression": r.expression, "queries": r.queries,
+                 "deduplicated": r.deduplicated, "affected_hosts": r.affected_hosts}
+    else:
+        if not sources:
+            raise InputError("fleet", "give snapshot sources (directories, files, URLs) or --prometheus URL")
+        if affected_expr or at:
+            raise InputError("--affected" if affected_expr else "--time", "only with --prometheus")
+        got = drift.load(list(sources), concurrency, timeout, retries)
+        unreachable = got.unreachable
+        ranked, na, nh = drift.rank(got.snapshots, top)
+        n, grp = len(got.snapshots), drift.groups(got.snapshots, group_by)
+        extra = {}
+    if unreachable:
+        notes.append(f"{len(unreachable)} hosts unreachable: " + ", ".join(u for u, _ in unreachable))
+    if as_json:
+        click.echo(json.dumps(rf.to_json(n, na, nh, extra, grp, ranked, unreachable, notes), indent=2))
+    else:
+        click.echo(rf.text(n, na, nh, extra, grp, group_by, ranked, notes), nl=False)
+        for u, e in unreachable:
+            click.echo(f"unreachable: {u}: {e}", err=True)
+    if unreachable:
+        sys.exit(3)
+
+@main.command()
+@click.option("--store", required=True, type=click.Path())
+@click.option("--port", default=8080, show_default=True)
+@click.option("--bind", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but loopback requires a token.")
+@click.option("--token", envvar="NODESLEUTH_TOKEN", help="Token required on every request (default: generated "
+              "when --bind is not loopback).")
+@one_line_errors
+def serve(store, port, bind, token):
+    """Web view (waitress): CPU timeline, subsecond heatmaps, flame graphs, incidents. Off loopback, open
+    the printed ?token= link once: the token becomes an HttpOnly cookie and leaves the URL."""
+    import os
+
+    from ..web.server import serve as run
+
+    if not os.path.isdir(store):
+        raise InputError(store, "no such store directory")
+    run(store, bind, port, token, log=lambda m: click.echo(m, err=True))

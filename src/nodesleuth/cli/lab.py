@@ -1,0 +1,72 @@
+"""`lab run|clean`: options and calls."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InputError
+from . import main
+from .common import one_line_errors
+
+
+@main.group()
+def lab() -> None:
+    """Reproduce the incident for real on this machine, and undo it."""
+
+@lab.command("run")
+@click.option("--seconds", default=30.0, show_default=True, help="How long the data loader runs once zombies are there.")
+@click.option("--workdir", default="/var/lib/nodesleuth-lab", show_default=True)
+@click.option("--cpu", default=1, show_default=True, help="The core the data loader and the poller are pinned to.")
+@click.option("--zombies", default=30000, show_default=True, help="Dying memcgs the unit must leave before the "
+              "data loader starts.")
+@click.option("--rate", default=100.0, show_default=True, help="Data loader MB/s (page cache through reclaim).")
+@click.option("--per-start", default=500, show_default=True, help="Cgroups the agent leaves per start.")
+@click.option("--restart-sec", default="200ms", show_default=True, help="RestartSec of the crash-looping unit.")
+@click.option("--no-curve", is_flag=True, help="Skip measuring the cost curve first.")
+@click.option("--curve", "curve_at", default="0,1000,10000,30000", show_default=True,
+              help="Zombie counts the cost curve is measured at (a slow VM wants fewer).")
+@click.option("--no-profile", is_flag=True, help="Record without perf -g (faster, less evidence).")
+@one_line_errors
+def lab_run(seconds, workdir, cpu, zombies, rate, per_start, restart_sec, no_curve, curve_at, no_profile):
+    """The incident made by the kernel: a crash-looping unit leaves zombies, reclaim walks them on CPU N."""
+    from ..lab.run import LabError, run
+
+    try:
+        st = run(seconds=seconds, workdir=workdir, cpu=cpu, per_start=per_start, restart_sec=restart_sec,
+                 zombies=zombies, rate=rate, profile=not no_profile, curve=not no_curve,
+                 points=_counts(curve_at, "--curve"), log=lambda m: click.echo(m, err=True))
+    except LabError as e:
+        raise InputError(workdir, str(e)) from None
+    if st.curve:
+        click.echo(f"\nmemcg reclaim cost on this kernel (data loader at {rate:.0f} MB/s on CPU {cpu}):")
+        click.echo(f"{'zombies':>8} {'kernel ms/MB':>13} {'share of CPU':>13}")
+        for c in st.curve:
+            click.echo(f"{c['zombies']:>8} {c['reclaim_sys_ms_per_mb']:>13.2f} {100 * c['core_share_at_rate']:>12.0f}%")
+    click.echo(f"\n{st.zombies} zombies made by ecs.service; CPU {cpu} busy per second: "
+               + " ".join(f"{v['busy']:.0f}" for v in st.victim if v["busy"] is not None))
+    click.echo("NIC reset lines: " + (f"{len(st.resets)} SIMULATED (the victim waited past the lab's threshold)"
+                                      if st.resets else "none simulated (the victim was not starved)"))
+    click.echo(f"\nrecording: {st.store}\nnext: nodesleuth explain --store {st.store}; then nodesleuth lab clean")
+
+def _counts(text: str, opt: str) -> tuple[int, ...]:
+    try:
+        out = tuple(sorted(int(x) for x in text.split(",") if x.strip()))
+    except ValueError:
+        out = ()
+    if len(out) < 2 or out[0] < 0:
+        raise click.BadParameter(f"{text!r}: two or more zombie counts, e.g. 0,1000,10000", param_hint=opt)
+    return out
+
+@lab.command("clean")
+@click.option("--workdir", default="/var/lib/nodesleuth-lab", show_default=True)
+@click.option("--keep-store", is_flag=True)
+@one_line_errors
+def lab_clean(workdir, keep_store):
+    """Stop what lab run started, remove its cgroups and files, drop caches, verify the zombie count."""
+    from ..lab.run import clean
+
+    res = clean(workdir, log=lambda m: click.echo(m, err=True), keep_store=keep_store)
+    sys.exit(0 if res["returned_to_baseline"] else 1)  # 1: the memory cgroup count stayed above the baseline
+

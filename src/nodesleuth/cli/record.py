@@ -1,0 +1,104 @@
+"""`record`, `dump`, `replay`: options and calls."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import main
+from .common import one_line_errors, _size, _duration, _range, _warn, _progress
+
+
+@main.command()
+@click.option("--store", required=True, type=click.Path(), help="Store directory.")
+@click.option("--root", default="/", show_default=True)
+@click.option("--interval", default=1.0, show_default=True, help="Seconds between samples.")
+@click.option("--duration", help="Stop after this long (e.g. 30s, 2h); default: until SIGTERM.")
+@click.option("--retention", default="7d", show_default=True, help="Drop whole segments older than this.")
+@click.option("--max-size", default="2G", show_default=True, help="Drop oldest segments beyond this many bytes.")
+@click.option("--segment", default="1h", show_default=True, help="Segment length.")
+@click.option("--live-every", default=60.0, show_default=True, help="Seconds between cgroup directory walks.")
+@click.option("--units-every", default=5, show_default=True, help="Read systemd units every N ticks.")
+@click.option("--systemd-pid", type=int, help="Read units from the systemd that is PID 1 of this PID's namespace.")
+@click.option("--kmsg", type=click.Path(), help="Recorded kernel log file instead of ROOT/dev/kmsg.")
+@click.option("--threads/--no-threads", default=True, show_default=True)
+@click.option("--quiet", is_flag=True, help="No status line.")
+@click.option("--profile", is_flag=True, help="Also run continuous perf record -a -g into the store.")
+@click.option("--profile-freq", default=49, show_default=True, help="perf sampling frequency (Hz).")
+@click.option("--profile-rotate", default=10.0, show_default=True, help="Seconds per perf chunk.")
+@click.option("--trace-churn", is_flag=True,
+              help="Also trace cgroup mkdir/rmdir/release with perf: who creates cgroups, zombie lifetimes.")
+@one_line_errors
+def record(store, root, interval, duration, retention, max_size, segment, live_every, units_every, systemd_pid, kmsg,
+           threads, quiet, profile, profile_freq, profile_rotate, trace_churn):
+    """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE."""
+    from ..record.recorder import RecordOptions, Recorder
+
+    opt = RecordOptions(store=store, root=root, interval=interval,
+                        duration=_duration(duration) if duration else None, retention=_duration(retention),
+                        max_bytes=_size(max_size), segment_seconds=_duration(segment), live_every=live_every,
+                        units_every=units_every, threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
+                        profile_freq=profile_freq, profile_rotate=profile_rotate, churn=trace_churn)
+    status = None
+    if not quiet and sys.stderr.isatty():
+        def status(rec, tick):
+            from ..collect.cpu import from_deltas
+
+            utils = (from_deltas(c, d) for c, d in (tick.cpu_raw or {}).items() if c >= 0)
+            hot = max((u for u in utils if u), key=lambda u: u.busy, default=None)
+            click.echo(f"\r{rec.ticks} ticks, {rec.bytes / 1024:.0f} KiB written"
+                       + (f", hottest CPU {hot.cpu} {hot.busy:.0f}%" if hot else "") + "   ", nl=False, err=True)
+    Recorder(opt, on_tick=status).run()
+
+@main.command()
+@click.option("--store", required=True, type=click.Path())
+@click.option("--from", "frm", help="Start: ISO-8601, epoch, or relative ('10m ago').")
+@click.option("--to", help="End (same forms); default now.")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "openmetrics"]), default="json", show_default=True)
+@click.option("-o", "--output", type=click.Path(), help="Write here instead of stdout.")
+@one_line_errors
+def dump(store, frm, to, fmt, output):
+    """Export any time range of a recording."""
+    from ..store import query
+
+    reader, t0, t1 = _range(store, frm, to)
+    prog, cb = _progress(reader)
+    binary = fmt == "json"
+    out = open(output, "wb" if binary else "w") if output else (sys.stdout.buffer if binary else sys.stdout)
+    with prog:
+        ts = query.ticks(reader, t0, t1, on_segment=cb)
+        n = {"json": query.to_json_lines, "csv": query.to_csv, "openmetrics": query.to_openmetrics}[fmt](ts, out)
+    if output:
+        out.close()
+    _warn(reader.problems)
+    click.echo(f"{n} samples", err=True)
+    sys.exit(2 if reader.problems else 0)
+
+@main.command()
+@click.option("--store", required=True, type=click.Path())
+@click.option("--from", "frm", help="Start (ISO-8601, epoch, '10m ago').")
+@click.option("--to", help="End; default now.")
+@click.option("--at", help="Replay the seconds around this time instead (with --around).")
+@click.option("--around", default=10.0, show_default=True, help="Seconds either side of --at.")
+@click.option("--top", "top_n", default=2, show_default=True, help="Show the N hottest CPUs each second.")
+@click.option("--all-cpus", is_flag=True, help="Show every CPU each second.")
+@one_line_errors
+def replay(store, frm, to, at, around, top_n, all_cpus):
+    """Time travel in the terminal: one line per second (node, the hottest CPUs and who ran there
+    (~ = estimated split of a migrating thread), zombies, ksoftirqd waits, events)."""
+    from ..report.replay import render
+    from ..store import query
+    from ..timeparse import parse_time
+
+    if at:
+        t = parse_time(at)
+        frm, to = str(t - around), str(t + around)
+    reader, t0, t1 = _range(store, frm, to)
+    prog, cb = _progress(reader)
+    with prog:
+        n = render(query.ticks(reader, t0, t1, on_segment=cb), None if all_cpus else top_n)
+    _warn(reader.problems)
+    if not n:
+        click.echo("no samples in that range", err=True)
+    sys.exit(2 if reader.problems else 0)
