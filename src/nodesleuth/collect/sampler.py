@@ -209,6 +209,7 @@ class Sampler:
 
     def close(self) -> None:
         self.tasks.close()
+        self.nic_reader.close()
         self.reader.close()
         if self.kmsg:
             self.kmsg.close()
