@@ -59,3 +59,20 @@ def test_fixture_file_replaced_by_rename_is_reopened(tmp_path):
     os.unlink(p)
     assert r.read_opt(p) is None
     r.close()
+
+
+def test_per_tick_single_record_files_read_whole():
+    """/proc/stat (single_open_size, ~100 lines on a big node), /proc/cgroups and the v2 root
+    cgroup.stat are read by the recorder as one record each tick: every line, the same row names."""
+    r = Preader(live=True)
+    paths = ["/proc/stat", "/proc/cgroups"] + [p for p in ("/sys/fs/cgroup/cgroup.stat",) if os.path.exists(p)]
+    try:
+        for path in paths:
+            for _ in range(2):
+                got = r.read(path, True)
+                with open(path, "rb") as f:
+                    want = f.read()
+                assert [ln.split()[0] for ln in got.splitlines()] == [ln.split()[0] for ln in want.splitlines()], path
+                assert got.endswith(b"\n"), path
+    finally:
+        r.close()

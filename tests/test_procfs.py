@@ -381,3 +381,47 @@ def test_record_and_dump_over_real_trees(tree, tmp_path):
         assert all(v["idle"] == 100.0 and v["busy"] == 0.0 for c, v in t["cpus"].items() if c != "all")
     csv = nodesleuth("dump", "--store", store, "--format", "csv")
     assert csv.returncode == 0 and "Traceback" not in csv.stderr
+
+
+# A /proc/PID/stat line recorded on this machine (`cat /proc/self/stat`, kernel 6.18), re-used with
+# the fields the sampler reads changed: utime (14), stime (15), num_threads (20), processor (39).
+STAT_LINE = ("28876 (cat) R 28872 28872 7212 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 1548044 3133440 397 "
+             "18446744073709551615 94841365016576 94841365036457 140736153447264 0 0 0 0 0 0 0 0 0 17 0 0 0 0 "
+             "0 0 94841365052464 94841365054080 94841391284224 140736153451217 140736153451237 140736153451237 "
+             "140736153452523 0")
+
+
+def _stat(tid: int, comm: str, utime: int, nthreads: int, cpu: int) -> str:
+    f = STAT_LINE.split()
+    f[0], f[1], f[13], f[14], f[19], f[38] = str(tid), f"({comm})", str(utime), "0", str(nthreads), str(cpu)
+    return " ".join(f) + "\n"
+
+
+def test_threads_attributed_after_an_idle_gap(tmp_path):
+    """A two-thread process busy, idle for a second, then busy again on another CPU: the second busy
+    second is still attributed per thread (to the CPU its busy thread ran on, not the main thread's)."""
+    from nodesleuth.collect.procs import TaskSampler
+
+    proc = tmp_path / "proc"
+    (proc / "100" / "task" / "100").mkdir(parents=True)
+    (proc / "100" / "task" / "101").mkdir(parents=True)
+
+    def write(main_ut: int, worker_ut: int, worker_cpu: int) -> None:
+        # in place, as procfs regenerates the same open file (the sampler keeps the files open)
+        for path, text in ((proc / "100" / "stat", _stat(100, "daemon", main_ut + worker_ut, 2, 0)),
+                           (proc / "100" / "task" / "100" / "stat", _stat(100, "daemon", main_ut, 2, 0)),
+                           (proc / "100" / "task" / "101" / "stat", _stat(101, "worker", worker_ut, 2,
+                                                                          worker_cpu))):
+            with open(path, "r+" if path.exists() else "w") as f:
+                f.write(text)
+                f.truncate()
+
+    ts = TaskSampler(Root(str(tmp_path)), threads=True)
+    write(10, 10, 3)
+    ts.sample(100)
+    write(10, 60, 3)  # busy: threads read for the first time, no reference yet: process level (CPU 0)
+    assert [(u.pid, u.cpu, u.pct) for u in ts.sample(100)] == [(100, 0, 50.0)]
+    ts.sample(100)  # idle second: nothing moved
+    write(10, 90, 5)  # busy again, the worker on CPU 5
+    assert [(u.pid, u.cpu, u.pct) for u in ts.sample(100)] == [(100, 5, 30.0)]
+    ts.close()

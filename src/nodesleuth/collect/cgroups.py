@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..model import ControllerCount, V2Stat, DyingSubtree, Census  # noqa: F401  (record types live in model.py)
 from ..errors import InputError
+from .pread import Preader, read_text
 from .root import Root, parse_int
 
 
@@ -77,9 +78,10 @@ def parse_cgroup_stat(text: str, path: str) -> dict[str, int]:
     return out
 
 
-def v2_stat(root: Root, mount: str) -> V2Stat:
+def v2_stat(root: Root, mount: str, reader: Preader | None = None) -> V2Stat:
+    """`reader` (a loop's) keeps the root cgroup.stat open between ticks."""
     p = os.path.join(mount, "cgroup.stat")
-    st = parse_cgroup_stat(root.read(p), root.join(p))
+    st = parse_cgroup_stat(root.read(p) if reader is None else read_text(reader, root, p), root.join(p))
     subsys = {}
     for k, v in st.items():
         if k.startswith("nr_subsys_"):
@@ -147,8 +149,9 @@ def dying_subtrees(root: Root, mount: str, max_depth: int = 6, limit: int = 10) 
 class CgroupCensus:
     """Stateful census: cheap counters every call, the directory walk every `live_every` seconds."""
 
-    def __init__(self, root: Root, live_every: float = 60.0):
+    def __init__(self, root: Root, live_every: float = 60.0, reader: Preader | None = None):
         self.root = root
+        self.reader = reader  # the per-tick files (/proc/cgroups, root cgroup.stat) stay open
         self.live_every = live_every
         # under a host root mounted into a container, "self" is the container: PID 1 is the host
         mi = "/proc/1/mountinfo" if not root.live and root.exists("/proc/1/mountinfo") else "/proc/self/mountinfo"
@@ -192,7 +195,9 @@ class CgroupCensus:
         if force_walk or self._walked_at is None or now - self._walked_at >= self.live_every:
             self.walk(now)
         try:
-            rows = parse_proc_cgroups(self.root.read("/proc/cgroups"), self.root.join("/proc/cgroups"))
+            text = self.root.read("/proc/cgroups") if self.reader is None else read_text(self.reader, self.root,
+                                                                                        "/proc/cgroups")
+            rows = parse_proc_cgroups(text, self.root.join("/proc/cgroups"))
         except InputError as e:
             rows = []
             self.problems.setdefault("cgroup v1", str(e))
@@ -213,7 +218,7 @@ class CgroupCensus:
         v2 = None
         if v2m:
             try:
-                v2 = v2_stat(self.root, v2m)
+                v2 = v2_stat(self.root, v2m, self.reader)
             except InputError as e:  # cgroup2 is mounted but its root cgroup.stat cannot be read
                 self.problems.setdefault("cgroup v2", str(e))
         return Census(now, tuple(v1), v2, self._subtrees, self._walked_at, tuple(self.problems.items()))

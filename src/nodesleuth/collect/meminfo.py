@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import InputError
-from .pread import Preader
+from .pread import Preader, read_text
 from .root import Root
 
 
@@ -39,9 +39,4 @@ def read_meminfo(root: Root, reader: Preader | None = None, keys: tuple[str, ...
     """`reader` (the recorder's) keeps the file open between ticks; `keys`: see parse_meminfo."""
     if reader is None:
         return parse_meminfo(root.read("/proc/meminfo"), root.join("/proc/meminfo"), keys)
-    p = root.join("/proc/meminfo")
-    try:
-        data = reader.read(p, one_record=True)
-    except OSError as e:
-        raise InputError(p, e.strerror or str(e)) from None
-    return parse_meminfo(data.decode(errors="replace"), p, keys)
+    return parse_meminfo(read_text(reader, root, "/proc/meminfo"), root.join("/proc/meminfo"), keys)

@@ -1,5 +1,7 @@
 """NIC counters: /sys/class/net/*/statistics, per-queue tx_timeout, and `ethtool -S` driver stats.
 
+On the live host the driver stats come from the SIOCETHTOOL ioctl (collect/ethtool.py: the same
+names and values, without forking `ethtool`); the command is the fallback when the ioctl is refused.
 On a fixture tree `ethtool -S IFACE` cannot run, so its recorded output is read from
 ROOT/run/nodesleuth/ethtool/IFACE (exactly what the command printed).
 """
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 
 from ..model import RESET_COUNTERS, NicCounters  # noqa: F401  (record types live in model.py)
 from ..errors import InputError
+from .ethtool import EthtoolStats
 from .pread import Preader
 from .root import Root
 
@@ -33,13 +36,18 @@ def parse_ethtool_s(text: str, path: str) -> dict[str, int]:
     return out
 
 
-def _ethtool(root: Root, ifname: str) -> dict[str, int]:
+def _ethtool(root: Root, ifname: str, ioctl: EthtoolStats | None = None) -> dict[str, int]:
     rec = root.join(f"/run/nodesleuth/ethtool/{ifname}")
     if not root.live:
         if os.path.exists(rec):
             with open(rec) as f:
                 return parse_ethtool_s(f.read(), rec)
         return {}
+    if ioctl is not None:
+        try:
+            return ioctl.read(ifname)
+        except OSError:
+            pass  # refused (e.g. a seccomp filter): ask the command
     exe = shutil.which("ethtool")
     if not exe:
         return {}
@@ -62,7 +70,7 @@ def read_nics(root: Root, with_ethtool: bool = True, previous: list[NicCounters]
     try:
         return nr.read(with_ethtool, previous)
     finally:
-        nr.reader.close()
+        nr.close()
 
 
 @dataclass
@@ -81,10 +89,19 @@ class NicReader:
     def __init__(self, root: Root, reader: Preader | None = None, rescan_every: int = 60, all_stats: bool = False):
         self.root = root
         self.all_stats = all_stats
+        self.shared = reader is not None
         self.reader = reader or Preader(root.live)
         self.rescan_every = max(1, rescan_every)
         self.n = 0
         self.nics: list[_Nic] | None = None
+        self.ethtool = EthtoolStats() if root.live else None
+
+    def close(self) -> None:
+        """The ethtool socket; the Preader is the caller's when it passed one."""
+        if self.ethtool is not None:
+            self.ethtool.close()
+        if not self.shared:
+            self.reader.close()
 
     def _scan(self) -> list[_Nic]:
         root, base, out = self.root, "/sys/class/net", []
@@ -144,6 +161,6 @@ class NicReader:
                             qto += int(t)
             else:
                 qto = p.queue_tx_timeouts
-            eth = _ethtool(self.root, nic.ifname) if with_ethtool else (p.ethtool if p else {})
+            eth = _ethtool(self.root, nic.ifname, self.ethtool) if with_ethtool else (p.ethtool if p else {})
             out.append(NicCounters(nic.ifname, nic.driver, stats, qto, eth, nic.bus))
         return out

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from ..errors import InputError
+
 
 class Preader:
     """Keeps one fd per path; `read(path)` returns the whole current content as bytes."""
@@ -76,3 +78,14 @@ class Preader:
     def close(self) -> None:
         for path in list(self.fds):
             self.drop(path)
+
+
+def read_text(reader: Preader, root, abspath: str, one_record: bool = True) -> str:
+    """`root.read(abspath)` through `reader`: the file stays open between ticks; an OS error is a
+    one-line InputError naming the file, as from Root.read."""
+    p = root.join(abspath)
+    try:
+        data = reader.read(p, one_record)
+    except OSError as e:
+        raise InputError(p, e.strerror or str(e)) from None
+    return data.decode(errors="replace")

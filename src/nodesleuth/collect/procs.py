@@ -7,6 +7,10 @@ Cost model (this runs every second on nodes with thousands of processes):
 - threads are read only for processes that used CPU in the interval and have more than one
   thread: a Go daemon like kubelet spreads work over threads and its main thread's field 39
   says nothing about where the hot thread ran, but an idle process costs one pread;
+- a process busy now and then keeps its thread files open for `keep_threads` scans after it was
+  last busy (opening /proc/PID/task/TID/stat costs ~10x a pread of it), and its threads' last
+  counters stay the reference: when it is busy again after idle seconds, its CPU is still
+  attributed per thread (the reference is valid while the process's own stat bytes are unchanged);
 - with `full_every` = N > 1, all processes are read every N ticks and, in between, only the
   "hot set" (processes whose stat changed in the last read). A process that stays busy is
   measured every second; one that wakes from idle is noticed within N seconds and its CPU is
@@ -64,8 +68,10 @@ def _raise_nofile() -> None:
 class TaskSampler:
     """Keeps /proc/PID/stat open between ticks and reports per-(pid, cpu) CPU use per interval."""
 
-    def __init__(self, root: Root, threads: bool = True, max_open: int | None = None, full_every: int = 1):
+    def __init__(self, root: Root, threads: bool = True, max_open: int | None = None, full_every: int = 1,
+                 keep_threads: int = 60):
         self.proc = root.join("/proc")
+        self.keep_threads = keep_threads
         self.threads = threads
         self.full_every = max(1, full_every)
         self.n = 0
@@ -78,7 +84,9 @@ class TaskSampler:
         self.traw: dict[int, dict[str, tuple[bytes, Task]]] = {}  # pid -> tid -> last bytes and parse
         self.prev: dict[int, Task] = {}  # pid -> process-level task
         self.prev_raw: dict[int, bytes] = {}  # pid -> last stat bytes: identical bytes = idle, no parse
-        self.prev_threads: dict[int, dict[int, Task]] = {}  # pid -> tid -> task, busy processes only
+        # pid -> (its stat bytes, tid -> task) at the last read of its threads, and the scan of that read
+        self.tbase: dict[int, tuple[bytes, dict[int, Task]]] = {}
+        self.tread_at: dict[int, int] = {}
         self.full_uptime: float | None = None  # uptime (clock ticks) at the last full scan
 
     def _pread(self, pid: int) -> bytes | None:
@@ -157,11 +165,13 @@ class TaskSampler:
         return len(self.fds) + sum(len(v) for v in self.tfds.values())
 
     def _drop_threads(self, keep) -> None:
-        """Close the thread files of processes no longer read for threads."""
-        for pid in [p for p in self.tfds if p not in keep]:
-            for fd in self.tfds.pop(pid).values():
+        """Close the thread files (and forget the thread references) of processes not in `keep`."""
+        for pid in [p for p in self.tread_at if p not in keep]:
+            for fd in self.tfds.pop(pid, {}).values():
                 os.close(fd)
             self.traw.pop(pid, None)
+            self.tbase.pop(pid, None)
+            self.tread_at.pop(pid, None)
 
     def sample(self, interval_ticks: float, uptime: float | None = None) -> list[ProcUse]:
         """CPU use since the previous call, attributed to the CPU each task last ran on.
@@ -204,7 +214,6 @@ class TaskSampler:
                 read_at[pid] = n
             else:
                 changed.append((pid, data))
-        threads: dict[int, dict[int, Task]] = {}
         acc: dict[tuple[int, int], list] = {}
         for pid, data in changed:
             t = parse_task_stat(data, pid, f"{self.proc}/{pid}/stat")
@@ -225,8 +234,12 @@ class TaskSampler:
             if d <= 0:
                 continue
             if self.threads and t.nthreads > 1:
-                th = threads[pid] = self._threads(pid)
-                before = self.prev_threads.get(pid)
+                base = self.tbase.get(pid)
+                th = self._threads(pid)
+                self.tbase[pid] = (data, th)
+                self.tread_at[pid] = n
+                # the threads' reference holds if they were read when the process was last read
+                before = base[1] if base is not None and base[0] == prev_raw.get(pid) else None
                 if before:
                     for tid, tt in th.items():
                         b = before.get(tid)
@@ -244,9 +257,9 @@ class TaskSampler:
             self.full_uptime = uptime
         self.prev = cur
         self.prev_raw = raw
-        self.prev_threads = threads
-        if len(self.tfds) > len(threads):
-            self._drop_threads(threads)
+        old = n - self.keep_threads
+        if any(at <= old or pid not in cur for pid, at in self.tread_at.items()):
+            self._drop_threads({pid for pid, at in self.tread_at.items() if at > old and pid in cur})
         if interval_ticks <= 0:
             return []
         return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]

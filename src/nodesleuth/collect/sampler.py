@@ -81,7 +81,6 @@ class Sampler:
                  starvation: bool = True, kmsg_boot: float | str | None = "root"):
         self.root = root
         self.threads = threads
-        self.census = CgroupCensus(root, live_every=live_every)
         self.nic_every = nic_every
         self.units_every = units_every
         self.ns_pid = ns_pid
@@ -108,6 +107,7 @@ class Sampler:
         self._t: float | None = None
         self.units_seen = True
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
+        self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
         self.nic_reader = NicReader(root, self.reader)
         self.irqs = IrqReader(root, self.reader) if irqs else None
         self._irq_prev: tuple[dict, dict] | None = None
@@ -134,7 +134,7 @@ class Sampler:
     def prime(self) -> list[KernelEvent]:
         """First read: baselines for deltas; returns kernel-log events already in the ring."""
         self._t = time.time()
-        self._stat = self._read("cpu", lambda: read_stat(self.root))
+        self._stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
         self.nics = self._read("nics", lambda: self.nic_reader.read(self.ethtool))
         if self.starvation:
@@ -148,7 +148,7 @@ class Sampler:
             self.prime()
         now = time.time()
         interval = max(1e-6, now - self._t)
-        stat = self._read("cpu", lambda: read_stat(self.root))
+        stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
         raw, cpu, busy = None, {}, {}
         ticks_per_cpu = interval * self.hz
         if stat is not None and self._stat is not None:
@@ -218,6 +218,7 @@ class Sampler:
 
     def close(self) -> None:
         self.tasks.close()
+        self.nic_reader.close()
         self.reader.close()
         if self.kmsg:
             self.kmsg.close()
