@@ -118,9 +118,10 @@ def test_lab_v2_chain_proven(staged):
     """The lab on a pure-v2 6.12 kernel (MGLRU on, as booted): a real systemd in a PID namespace
     crash-loops ecs.service, which leaves 5,000 dying memcgs; a data loader reading a sparse file on
     ext4 (the VM's scratch disk: tmpfs holes are never cached) at 16 MB/s under the parent's limit
-    pays for the walk in direct reclaim on CPU 1 of 4. explain proves every link."""
+    pays for the walk in direct reclaim on CPU 1 of 8 (the recorder, perf -g and the agent under software
+    emulation keep a few vCPUs busy: with 4 the other CPUs averaged over the hot-core rule's 60%). explain proves every link."""
     lab = guest(staged, "lab_scenario.py", LAB_ZOMBIES, "0,5000", 16, 40, LAB_CPU, "/run/disk/nodesleuth-lab",
-                cpus=4, timeout=1200, disk_mb=1024)
+                cpus=8, timeout=1200, disk_mb=1024)
     assert lab["kernel"].startswith("6.12") and lab["lru_gen"] != "0x0000", lab["lru_gen"]
     assert lab["lab_rc"] == 0, lab["lab_err"][-3000:]
     assert "no kernel setting changed" in lab["lab_err"]

@@ -44,6 +44,12 @@ def main() -> None:
     except ValueError:
         out["explain"] = None
         out["explain_out"] = p.stdout[-3000:]
+    p = ns("dump", "--store", f"{WORK}/store", "--format", "json")  # per tick: every CPU's busy/sys %
+    try:
+        rows = [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
+        out["ticks"] = [{c: (v.get("busy"), v.get("sys")) for c, v in r["cpus"].items()} for r in rows]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        out["ticks"] = f"dump rc {p.returncode}: {e}: {p.stderr[-300:]}"
     p = ns("explain", "--store", f"{WORK}/store")
     out["explain_text"] = p.stdout[-6000:]
     try:
