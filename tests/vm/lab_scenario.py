@@ -1,17 +1,23 @@
 """Runs INSIDE the VM (pure cgroup v2): `nodesleuth lab run` with a real systemd in a PID namespace,
 then `explain` on its recording, then `lab clean`; prints one JSON object with all of it.
 
-usage: python lab_scenario.py ZOMBIES CURVE RATE SECONDS CPU
+usage: python lab_scenario.py ZOMBIES CURVE RATE SECONDS CPU [WORKDIR]
+
+WORKDIR must be on a disk filesystem (the VM's ext4 scratch disk): holes of a sparse file on the guest's
+tmpfs-backed overlays are read as the zero page, charge nothing and never go through reclaim.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 
-WORK = "/var/lib/nodesleuth-lab"  # the namespace's systemd has a private /tmp
+from nodesleuth.lab.zombies import Memcg
+
+WORK = "/run/disk/nodesleuth-lab"  # not /tmp: the namespace's systemd has a private /tmp
 
 
 def ns(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -20,11 +26,14 @@ def ns(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
 
 
 def main() -> None:
+    global WORK
     zombies, curve, rate, seconds, cpu = sys.argv[1:6]
-    out: dict = {}
+    WORK = sys.argv[6] if len(sys.argv) > 6 else WORK
+    out: dict = {"lru_gen": open("/sys/kernel/mm/lru_gen/enabled").read().strip(), "kernel": os.uname().release,
+                 "memcgs_before": Memcg().count()}
     t = time.monotonic()
     p = ns("lab", "run", "--workdir", WORK, "--zombies", zombies, "--curve", curve, "--rate", rate,
-           "--seconds", seconds, "--cpu", cpu, "--per-start", "250", "--restart-sec", "100ms")
+           "--seconds", seconds, "--cpu", cpu, "--per-start", "500", "--restart-sec", "100ms", "--min-growth", os.environ.get("LAB_MIN_GROWTH", "3"))
     out.update(lab_rc=p.returncode, lab_out=p.stdout, lab_err=p.stderr[-6000:],
                lab_seconds=round(time.monotonic() - t, 1))
     t = time.monotonic()
@@ -35,6 +44,12 @@ def main() -> None:
     except ValueError:
         out["explain"] = None
         out["explain_out"] = p.stdout[-3000:]
+    p = ns("dump", "--store", f"{WORK}/store", "--format", "json")  # per tick: every CPU's busy/sys %
+    try:
+        rows = [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
+        out["ticks"] = [{c: (v.get("busy"), v.get("sys")) for c, v in r["cpus"].items()} for r in rows]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        out["ticks"] = f"dump rc {p.returncode}: {e}: {p.stderr[-300:]}"
     p = ns("explain", "--store", f"{WORK}/store")
     out["explain_text"] = p.stdout[-6000:]
     try:
@@ -42,7 +57,9 @@ def main() -> None:
     except OSError:
         out["state"] = None
     p = ns("lab", "clean", "--workdir", WORK)
-    out.update(clean_rc=p.returncode, clean_err=p.stderr[-2000:])
+    out.update(clean_rc=p.returncode, clean_err=p.stderr[-2000:], memcgs_after=Memcg().count(),
+               cgroups_after=sorted(os.path.relpath(dp, "/sys/fs/cgroup") for dp, _, _ in os.walk("/sys/fs/cgroup")
+                                    if dp.count("/") <= 6))
     json.dump(out, sys.stdout)
 
 

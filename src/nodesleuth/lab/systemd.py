@@ -114,9 +114,18 @@ class SystemdNamespace:
         deadline = time.time() + 10
         while self.pid and os.path.exists(f"/proc/{self.pid}") and time.time() < deadline:
             time.sleep(0.05)
-        for cg in _top_cgroups() - self._before:
-            if os.path.basename(cg) in SYSTEMD_TOP:
+        # on a pure v2 host systemd owns the root: it also puts its .mount/.swap units there. Their
+        # processes may take a while to exit (a slow VM): retry until they are gone
+        new = [cg for cg in _top_cgroups() - self._before
+               if os.path.basename(cg) in SYSTEMD_TOP or cg.endswith((".mount", ".swap", ".scope", ".slice"))]
+        deadline = time.time() + 30
+        while new:
+            for cg in new:
                 remove_cgroup_tree(cg)
+            new = [cg for cg in new if os.path.isdir(cg)]
+            if not new or time.time() > deadline:
+                break
+            time.sleep(0.2)
         self.pid = None
 
     def __enter__(self) -> "SystemdNamespace":

@@ -51,6 +51,12 @@ class Memcg:
         _write(os.path.join(self.path(rel), name), str(limit) if limit is not None else
                ("-1" if self.version == 1 else "max"))
 
+    def limit(self, rel: str) -> int | None:
+        """The hard limit in bytes, None when unlimited ("max" on v2, a huge number on v1)."""
+        name = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+        text = _read(os.path.join(self.path(rel), name)).strip()
+        return int(text) if text.isdigit() and int(text) < 1 << 60 else None
+
     def count(self) -> int:
         """Memory cgroups the kernel holds, live and dying: /proc/cgroups on v1; on v2 the root's
         cgroup.stat (nr_subsys_memory + nr_dying_subsys_memory, 6.12+; else all cgroups)."""

@@ -3,7 +3,10 @@ pinned to one CPU. Every page it caches is charged to its cgroup; over the limit
 on its behalf (direct reclaim), and that reclaim walks every memory cgroup under the limited parent,
 dying ones included. With tens of thousands of zombies there, this process's CPU goes to the kernel.
 
-usage: python -m nodesleuth.lab.actors.dataloader CGROUP_PROCS CPU FILE MB_PER_S [SECONDS]
+usage: python -m nodesleuth.lab.actors.dataloader CGROUP_PROCS CPU FILE MB_PER_S [SECONDS [START_MB]]
+
+SECONDS 0 = until killed; START_MB: where to start reading (a fresh region, not pages an earlier run
+left in the cache).
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ def main(argv: list[str]) -> int:
     libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with the lab
     libc.prctl(15, b"dataloader", 0, 0, 0)
     procs, cpu, path, rate = argv[0], int(argv[1]), argv[2], float(argv[3])
-    until = time.time() + float(argv[4]) if len(argv) > 4 else None
+    until = time.time() + float(argv[4]) if len(argv) > 4 and float(argv[4]) > 0 else None
     with open(procs, "w") as f:
         f.write(str(os.getpid()))
     os.sched_setaffinity(0, {cpu})
     fd = os.open(path, os.O_RDONLY)
     size = os.fstat(fd).st_size
-    off = 0
+    off = (int(argv[5]) * CHUNK if len(argv) > 5 else 0) % size
     start = time.time()
     done = 0
     while until is None or time.time() < until:
