@@ -138,12 +138,6 @@ def test_lab_v2_chain_proven(staged):
     hot = [v for v in st["victim"] if (v["busy"] or 0) >= 90]
     assert len(hot) >= 10 and sum(v["sys"] for v in hot) / len(hot) >= 60, st["victim"]  # the kernel's hot core
     incs = [i for i in lab["explain"]["incidents"] if i["links"][1]["data"].get("cpu") == LAB_CPU]
-    if not incs and not lab.get("ticks"):
-        # known gap (2026-12-03, tests/vm/README.md): in the VM the recording holds no ticks, so explain finds
-        # no incident although the lab measured the core at 100% (mostly sys); the lab's part above passed
-        pytest.xfail(f"the recording in the VM has no ticks: explain found no incident; CPU 1 was >= 90% busy "
-                     f"for {len(hot)} s by the lab's samples; clean left {lab['memcgs_after'] - lab['memcgs_before']}"
-                     " memcgs over baseline")
     assert incs, (lab["explain_text"], st["victim"])
     inc = max(incs, key=lambda i: i["end"] - i["start"])
     lk = {x["name"]: x for x in inc["links"]}

@@ -364,15 +364,19 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
                    str(ns.pid), "--trace-churn", "--profile-rotate", "5", "--live-every", "5", "--units-every", "1"]
         if profile:
             rec_cmd.append("--profile")
+        # its warnings go to a file: a pipe nobody reads fills up (64 KiB) and blocks the recorder
+        rec_log = open(os.path.join(workdir, "recorder.log"), "wb")
         procs["recorder"] = spawn(rec_cmd, signal.SIGTERM, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE)
+                                  stderr=rec_log)
+        rec_log.close()
         procs["victim"] = spawn([sys.executable, "-m", "nodesleuth.lab.actors.victim", str(cpu),
                                  os.path.join(workdir, "victim.json")], stdin=subprocess.DEVNULL)
         st.pids.update(recorder=procs["recorder"].pid, victim=procs["victim"].pid)
         st.save()
         time.sleep(3)  # the recorder and its perf first
         if procs["recorder"].poll() is not None:
-            err = procs["recorder"].stderr.read().decode(errors="replace").strip().splitlines()
+            with open(os.path.join(workdir, "recorder.log"), errors="replace") as f:
+                err = f.read().strip().splitlines()
             raise LabError(f"the recorder exited at once: {err[-1] if err else procs['recorder'].returncode}")
         base = Memcg().count()
         ns.systemctl("start", "ecs.service", check=False)

@@ -26,6 +26,11 @@ SYSTEMD_TOP = ("system.slice", "init.scope", "user.slice", "machine.slice", "-.s
 
 
 def _top_cgroups() -> set[str]:
+    """Top-level cgroups: the root's children on a pure v2 host (CGROUP_BASE is the unified root),
+    else each v1 hierarchy's children."""
+    if os.path.exists(os.path.join(CGROUP_BASE, "cgroup.controllers")):
+        return {os.path.join(CGROUP_BASE, x) for x in os.listdir(CGROUP_BASE)
+                if os.path.isdir(os.path.join(CGROUP_BASE, x))}
     out = set()
     for h in os.listdir(CGROUP_BASE):
         d = os.path.join(CGROUP_BASE, h)
