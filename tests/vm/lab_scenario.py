@@ -56,6 +56,11 @@ def main() -> None:
         out["state"] = json.load(open(f"{WORK}/state.json"))
     except OSError:
         out["state"] = None
+    try:  # the recorder's own warnings (it writes them there, not to a pipe)
+        with open(f"{WORK}/recorder.log", errors="replace") as f:
+            out["recorder_log"] = f.read()[-4000:]
+    except OSError as e:
+        out["recorder_log"] = f"({e})"
     p = ns("lab", "clean", "--workdir", WORK)
     out.update(clean_rc=p.returncode, clean_err=p.stderr[-2000:], memcgs_after=Memcg().count(),
                cgroups_after=sorted(os.path.relpath(dp, "/sys/fs/cgroup") for dp, _, _ in os.walk("/sys/fs/cgroup")

@@ -178,8 +178,11 @@ class Sampler:
         units = None
         # no systemd here: ask again only once a minute (a namespace's systemd may come up later)
         if self.units_every and self.n % (self.units_every if self.units_seen else 60) == 0:
-            units = read_units(self.root, self.ns_pid)
-            self.units_seen = units is not None
+            try:  # a systemd too busy to answer in time costs this tick its units, not the recording
+                units = read_units(self.root, self.ns_pid)
+                self.units_seen = units is not None
+            except InputError as e:
+                self.problems.setdefault("units", str(e))
         si = ni = None
         if self.irqs:
             cur = self._read("irqs", self.irqs.read)
