@@ -12,6 +12,7 @@ upper bound for a dying memcg: a live one also holds the kernfs nodes of its fil
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from ..errors import InputError
@@ -77,6 +78,36 @@ def _mount(root: Root) -> tuple[str, str]:
     raise InputError(v2, "no cgroup v1 memory hierarchy and the v2 root does not delegate memory to its children")
 
 
+def _count(root: Root, version: str) -> int | None:
+    """Memory cgroups the kernel holds, dying ones included (None when it does not say)."""
+    try:
+        if version == "v1":
+            for line in root.read("/proc/cgroups").splitlines():
+                f = line.split()
+                if f and f[0] == "memory":
+                    return int(f[2])
+            return None
+        st = dict(ln.split() for ln in root.read("/sys/fs/cgroup/cgroup.stat").splitlines() if ln.strip())
+        if "nr_subsys_memory" not in st:
+            return None
+        return int(st["nr_subsys_memory"]) + int(st.get("nr_dying_subsys_memory", 0))
+    except (InputError, ValueError, IndexError):
+        return None
+
+
+def _settle(root: Root, version: str, before: int | None, timeout: float = 5.0) -> None:
+    """Empty memcgs are freed asynchronously after rmdir: wait until the kernel's count is back, so
+    the probe's own cgroups are never counted as zombies by what reads next (check's census, an exporter)."""
+    if before is None:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = _count(root, version)
+        if now is None or now <= before:
+            return
+        time.sleep(0.05)
+
+
 def probe(root: Root, budget: int = BUDGET, max_batches: int = MAX_BATCHES) -> MemcgCost:
     """Measure Percpu/Slab per memory cgroup on the live host (root needed); InputError otherwise.
 
@@ -92,6 +123,7 @@ def probe(root: Root, budget: int = BUDGET, max_batches: int = MAX_BATCHES) -> M
     cpus = possible_cpus(root)
     batch = max(8, -(-budget // (1843 * cpus)))
     parent = os.path.join(mount, f"nodesleuth-probe-{os.getpid()}")
+    before = _count(root, version)
     made: list[str] = []
     rows: list[tuple[int, int]] = []
     try:
@@ -122,6 +154,7 @@ def probe(root: Root, budget: int = BUDGET, max_batches: int = MAX_BATCHES) -> M
             os.rmdir(parent)
         except OSError:
             pass
+        _settle(root, version, before)
     if len(rows) < GROWING or not all(r[0] > 0 for r in rows[-GROWING:]):
         raise InputError("/proc/meminfo", f"memcg cost probe: Percpu did not grow in {GROWING} consecutive batches "
                          f"of {batch} memcgs ({len(made)} made)")
