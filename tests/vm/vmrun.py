@@ -217,23 +217,26 @@ def ensure_kernel(need_busybox: bool = True) -> Kernel:
     with _cache_lock("tools"):
         tools = ensure_host_tools(need_busybox)
     CACHE.mkdir(parents=True, exist_ok=True)
+    k = _cached_kernel(tools)
+    if k is not None:
+        return k
+    with _cache_lock("kernel"):
+        return _cached_kernel(tools) or _fetch_kernel(tools)
+
+
+def _cached_kernel(tools) -> Kernel | None:
+    """The kernel unpacked by an earlier run, if its files are still there."""
     stamp = CACHE / "kernel.json"
     if stamp.exists():
         k = json.loads(stamp.read_text())
         k.update(qemu=tools["qemu"], busybox=tools["busybox"])
         if Path(k["vmlinux"]).exists() and Path(k["modules"]).is_dir():
             return Kernel(**k)
-    with _cache_lock("kernel"):
-        return _fetch_kernel(tools)
+    return None
 
 
 def _fetch_kernel(tools) -> Kernel:
     stamp = CACHE / "kernel.json"
-    if stamp.exists():
-        k = json.loads(stamp.read_text())
-        k.update(qemu=tools["qemu"], busybox=tools["busybox"])
-        if Path(k["vmlinux"]).exists() and Path(k["modules"]).is_dir():
-            return Kernel(**k)
     opts = _private_apt()
     _log(f"apt-get update ({SUITE}, private lists under {CACHE/'apt'})")
     _run(["apt-get", *opts, "update", "-qq"])

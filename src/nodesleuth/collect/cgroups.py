@@ -243,3 +243,18 @@ def pids_in_cgroup(root: Root, path: str) -> set[int]:
                     pass
         return pids
     raise InputError(path, "no such cgroup on any mounted hierarchy")
+
+
+def remove_cgroup_tree(path: str) -> None:
+    """rmdir `path` and every cgroup below it, deepest first; what cannot be removed (a process still
+    in it) stays, quietly: callers check the count they care about."""
+    for dp, dn, _ in sorted(os.walk(path), key=lambda t: -t[0].count("/")):
+        for d in dn:
+            try:
+                os.rmdir(os.path.join(dp, d))
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import InputError
+from .cgroups import remove_cgroup_tree
 from .root import Root
 
 BUDGET = 1 << 20  # bytes of Percpu per batch, roughly
@@ -145,15 +146,7 @@ def probe(root: Root, budget: int = BUDGET, max_batches: int = MAX_BATCHES) -> M
     except OSError as e:
         raise InputError(e.filename or parent, f"memcg cost probe: {e.strerror}") from None
     finally:
-        for d in reversed(made):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
-        try:
-            os.rmdir(parent)
-        except OSError:
-            pass
+        remove_cgroup_tree(parent)
         _settle(root, version, before)
     if len(rows) < GROWING or not all(r[0] > 0 for r in rows[-GROWING:]):
         raise InputError("/proc/meminfo", f"memcg cost probe: Percpu did not grow in {GROWING} consecutive batches "

@@ -18,6 +18,7 @@ import subprocess
 import time
 
 from ..children import spawn
+from ..collect.cgroups import remove_cgroup_tree  # noqa: F401  (lab/run.py imports it from here)
 from ..collect.units import nsenter
 
 SYSTEMD = "/lib/systemd/systemd"
@@ -37,19 +38,6 @@ def _top_cgroups() -> set[str]:
         if os.path.isdir(d) and not os.path.islink(d):
             out |= {os.path.join(d, x) for x in os.listdir(d) if os.path.isdir(os.path.join(d, x))}
     return out
-
-
-def remove_cgroup_tree(path: str) -> None:
-    for dp, dn, _ in sorted(os.walk(path), key=lambda t: -t[0].count("/")):
-        for d in dn:
-            try:
-                os.rmdir(os.path.join(dp, d))
-            except OSError:
-                pass
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
 
 
 class SystemdNamespace:

@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 
+from ..collect.cgroups import remove_cgroup_tree
+
 V1_MEMORY = "/sys/fs/cgroup/memory"
 CGROUP2 = "/sys/fs/cgroup"
 
@@ -137,15 +139,7 @@ def clear(parent: str, data_dir: str) -> None:
     shutil.rmtree(data_dir, ignore_errors=True)
     drop_caches()
     if os.path.isdir(parent):
-        for d in sorted((os.path.join(dp, x) for dp, dn, _ in os.walk(parent) for x in dn), reverse=True):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
-        try:
-            os.rmdir(parent)
-        except OSError:
-            pass
+        remove_cgroup_tree(parent)
 
 
 def memory_num_cgroups(proc_cgroups: str = "/proc/cgroups") -> int:
