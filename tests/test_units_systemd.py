@@ -1,9 +1,10 @@
 """Unit health against a real systemd booted as PID 1 of a new PID namespace."""
 
 from __future__ import annotations
+import os
 
 
-from conftest import check_json, start_crasher, finding, needs_root
+from conftest import check_json, finding, needs_root, nodesleuth, start_crasher
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
@@ -22,3 +23,49 @@ def test_crash_looping_unit_is_found():
     assert f["data"]["exit_status"] == 1 or f["data"]["sub"] in ("running", "start"), f["data"]
     assert f["data"]["enabled"] == "enabled"
     assert not finding(doc, "crash_loop", unit="dbus.service")
+
+
+def test_systemd_that_does_not_answer_stalls_no_tick(tmp_path):
+    """A crash loop keeps PID 1 busy; a systemd that cannot answer (here frozen with SIGSTOP for 6 s,
+    the real daemon) must cost the recording its unit reads for that time, not its ticks: units are
+    read on their own thread and the answer lands in the tick after it comes."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from nodesleuth.children import spawn
+
+    store = str(tmp_path / "store")
+    with SystemdNamespace() as ns:
+        start_crasher(ns, 1)
+        rec = spawn([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", "16s",
+                     "--units-every", "1", "--systemd-pid", str(ns.pid), "--quiet"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            time.sleep(5)
+            frozen = time.time()
+            os.kill(ns.pid, signal.SIGSTOP)
+            time.sleep(6)
+            thawed = time.time()
+            os.kill(ns.pid, signal.SIGCONT)
+            _, err = rec.communicate(timeout=120)
+        finally:
+            os.kill(ns.pid, signal.SIGCONT)
+            if rec.poll() is None:
+                rec.kill()
+    assert rec.returncode == 0, err
+    d = nodesleuth("dump", "--store", store, "--format", "json")
+    rows = [json.loads(x) for x in d.stdout.splitlines() if x.strip()]
+    times = [r["time"] for r in rows]
+    during = [r for r in rows if frozen + 1 < r["time"] < thawed]
+    # every second of the freeze has its tick (a blocked read would have left one 6 s gap)
+    assert len(during) >= 4, times
+    assert max(b - a for a, b in zip(times, times[1:])) < 3.5, times
+    def restarts(r) -> int:  # the store carries the last answer forward into every tick
+        return next((u["n_restarts"] for u in r.get("units") or [] if u["unit"] == "ecs.service"), -1)
+
+    frozen_n = {restarts(r) for r in during}
+    assert len(frozen_n) == 1 and min(frozen_n) >= 1, frozen_n  # one answer from before the freeze
+    assert restarts(rows[-1]) > max(frozen_n), [restarts(r) for r in rows]  # answers came again after it

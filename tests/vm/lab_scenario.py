@@ -25,6 +25,24 @@ def ns(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def profile_batches(store: str, cpu: int) -> list | str:
+    """What the continuous profiler stored: per minute, samples in all and on the lab's CPU (so a test
+    that finds no profile of the hot window can tell dropped chunks from a profiler that stopped)."""
+    try:
+        from nodesleuth.profile.query import load
+        from nodesleuth.store.store import StoreReader
+
+        s = load(StoreReader(store), None, None)
+    except Exception as e:  # noqa: BLE001 - diagnostics only
+        return f"{type(e).__name__}: {e}"
+    out: dict = {}
+    for t, c in zip(s.t.tolist(), s.cpu.tolist()):
+        m = out.setdefault(int(t // 10 * 10), [0, 0])
+        m[0] += 1
+        m[1] += c == cpu
+    return sorted([k, *v] for k, v in out.items())
+
+
 def main() -> None:
     global WORK
     zombies, curve, rate, seconds, cpu = sys.argv[1:6]
@@ -61,6 +79,7 @@ def main() -> None:
             out["recorder_log"] = f.read()[-4000:]
     except OSError as e:
         out["recorder_log"] = f"({e})"
+    out["profile_batches"] = profile_batches(f"{WORK}/store", int(cpu))
     p = ns("lab", "clean", "--workdir", WORK)
     out.update(clean_rc=p.returncode, clean_err=p.stderr[-2000:], memcgs_after=Memcg().count(),
                cgroups_after=sorted(os.path.relpath(dp, "/sys/fs/cgroup") for dp, _, _ in os.walk("/sys/fs/cgroup")

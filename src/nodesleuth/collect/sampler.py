@@ -19,7 +19,7 @@ from .pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from .root import Root
 from .starvation import StarvationReader, deltas as starvation_deltas
-from .units import read_units
+from .units import UnitWatcher
 
 TOP_PER_CPU = 5
 
@@ -106,6 +106,7 @@ class Sampler:
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every)
         self._t: float | None = None
         self.units_seen = True
+        self.units = UnitWatcher(root, ns_pid) if units_every else None
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
         self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
         self.nic_reader = NicReader(root, self.reader)
@@ -177,12 +178,15 @@ class Sampler:
             nics = self.nics = self._read("nics", lambda: self.nic_reader.read(eth, self.nics))
         units = None
         # no systemd here: ask again only once a minute (a namespace's systemd may come up later)
-        if self.units_every and self.n % (self.units_every if self.units_seen else 60) == 0:
-            try:  # a systemd too busy to answer in time costs this tick its units, not the recording
-                units = read_units(self.root, self.ns_pid)
-                self.units_seen = units is not None
-            except InputError as e:
-                self.problems.setdefault("units", str(e))
+        if self.units is not None:
+            # read on the watcher's thread: a systemd slow to answer delays the answer, never this tick
+            ask = self.n % (self.units_every if self.units_seen else 60) == 0
+            got = self.units.poll(ask)
+            if got is not None:
+                _, units, err = got
+                self.units_seen = units is not None or err is not None
+                if err:
+                    self.problems.setdefault("units", err)
         si = ni = None
         if self.irqs:
             cur = self._read("irqs", self.irqs.read)
@@ -220,6 +224,8 @@ class Sampler:
             return None
 
     def close(self) -> None:
+        if self.units is not None:
+            self.units.close()
         self.tasks.close()
         self.nic_reader.close()
         self.reader.close()

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
+import time
 
 from ..model import Unit  # noqa: F401  (record types live in model.py)
+from ..children import spawn
 from ..errors import InputError
 from .root import Root
 
@@ -91,7 +94,19 @@ def enabled_services(root: Root, ns_pid: int | None = None) -> list[str]:
     return [ln.split()[0] for ln in files.stdout.splitlines() if ln.strip() and "@" not in ln.split()[0]]
 
 
-def read_units(root: Root, ns_pid: int | None = None) -> list[Unit] | None:
+def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """subprocess.run through children.spawn: a systemctl still waiting on a busy systemd dies with us."""
+    with spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def read_units(root: Root, ns_pid: int | None = None, timeout: float = 30) -> list[Unit] | None:
     """Service units that can be crash-looping (loaded and not dead), or None when no systemd runs
     this namespace (not an error). Dead units are skipped: they cannot be restarting, and asking
     systemd about every unit file costs PID 1 real time (a crash loop it must serve meanwhile)."""
@@ -103,19 +118,68 @@ def read_units(root: Root, ns_pid: int | None = None) -> list[Unit] | None:
             return parse_show(f.read(), p)
     cmd = systemctl(ns_pid)
     try:
-        lst = subprocess.run(cmd + ["list-units", "--type=service", "--all", "--no-legend", "--plain",
-                                    "--state=active,activating,deactivating,reloading,failed"],
-                             capture_output=True, text=True, timeout=20)
+        lst = _run(cmd + ["list-units", "--type=service", "--all", "--no-legend", "--plain",
+                          "--state=active,activating,deactivating,reloading,failed"], timeout)
         names = [ln.split()[0] for ln in lst.stdout.splitlines() if ln.strip()]
         if not names:
             return []
-        show = subprocess.run(cmd + ["show", "-p", ",".join(PROPS)] + names,
-                              capture_output=True, text=True, timeout=30)
+        show = _run(cmd + ["show", "-p", ",".join(PROPS)] + names, timeout)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise InputError("systemctl", str(e)) from None
     if show.returncode != 0 and not show.stdout:
         raise InputError("systemctl show", show.stderr.strip().splitlines()[-1] if show.stderr.strip() else "failed")
     return parse_show(show.stdout, "systemctl show")
+
+
+class UnitWatcher:
+    """Reads units on its own thread, so a systemd too busy to answer (a crash loop is what makes it
+    busy) delays the answer, not the recorder's ticks. `poll()` starts a read when none is pending and
+    returns the newest answer not yet taken, stamped with the time it came; a fixture tree is read at once.
+    The reading thread lives as long as the watcher (its systemctl children die with it)."""
+
+    def __init__(self, root: Root, ns_pid: int | None = None, timeout: float = 120):
+        self.root, self.ns_pid, self.timeout = root, ns_pid, timeout
+        self._want = threading.Event()
+        self._stop = False
+        self._lock = threading.Lock()
+        self._ready: tuple[float, list[Unit] | None, str | None] | None = None
+        self.pending = False
+        self._thread: threading.Thread | None = None
+
+    def _read(self) -> tuple[float, list[Unit] | None, str | None]:
+        try:
+            return time.time(), read_units(self.root, self.ns_pid, self.timeout), None
+        except InputError as e:
+            return time.time(), None, str(e)
+
+    def _loop(self) -> None:
+        while True:
+            self._want.wait()
+            self._want.clear()
+            if self._stop:
+                return
+            got = self._read()
+            with self._lock:
+                self._ready, self.pending = got, False
+
+    def poll(self, ask: bool = True) -> tuple[float, list[Unit] | None, str | None] | None:
+        """(when answered, units or None when no systemd runs here, error or None), or None while no new
+        answer is in. `ask`: start a read now unless one is pending."""
+        if not self.root.live and not self.ns_pid:
+            return self._read() if ask else None
+        with self._lock:
+            got, self._ready = self._ready, None
+            if ask and not self.pending:
+                self.pending = True
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name="nodesleuth-units", daemon=True)
+                    self._thread.start()
+                self._want.set()
+        return got
+
+    def close(self) -> None:
+        self._stop = True
+        self._want.set()
 
 
 def process_age(root: Root, pid: int, uptime: float | None = None) -> float | None:

@@ -413,7 +413,7 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         if "recorder" in procs:
             procs["recorder"].send_signal(signal.SIGTERM)
             try:
-                procs["recorder"].wait(timeout=180)
+                procs["recorder"].wait(timeout=420)  # it stores its last profile chunks (minutes under emulation)
             except subprocess.TimeoutExpired:
                 procs["recorder"].kill()
         ns.stop()

@@ -161,10 +161,14 @@ class PerfRotator:
                     os.unlink(p)
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 300) -> bool:
+        """Stop perf and store what it wrote; False when that did not finish within `timeout` (a slow
+        machine: the chunks left are then lost, and the caller says so)."""
         self.stop_ev.set()
         if self.thread:
-            self.thread.join(timeout=120)
+            self.thread.join(timeout=timeout)
+            return not self.thread.is_alive()
+        return True
 
 
 class ProfileRunner(PerfRotator):
@@ -355,10 +359,14 @@ class StreamProfileRunner:
                 p.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 300) -> bool:
+        """Stop perf and store what it wrote; False when that did not finish within `timeout` (a slow
+        machine: the chunks left are then lost, and the caller says so)."""
         self.stop_ev.set()
         if self.thread:
-            self.thread.join(timeout=120)
+            self.thread.join(timeout=timeout)
+            return not self.thread.is_alive()
+        return True
 
 
 class ChurnRunner(PerfRotator):

@@ -150,12 +150,15 @@ class Recorder:
             last = self.rollup.flush()
             if last is not None:
                 self.store.append(ROLLUP, self.rollup.start, last)
-            for runner in (self.profiler, self.churn):
-                if runner is not None:
-                    runner.stop()
-                    if runner.error or runner.restarts or runner.dropped_chunks:
-                        print(f"nodesleuth: warning: {runner.name}: {runner.chunks} chunks stored, "
-                              f"{runner.restarts} perf restarts, {runner.dropped_chunks} chunks dropped"
-                              + (f"; last error: {runner.error}" if runner.error else ""), file=sys.stderr)
+            runners = [r for r in (self.profiler, self.churn) if r is not None]
+            for runner in runners:  # both stop at once: each then stores its last chunks
+                runner.stop_ev.set()
+            for runner in runners:
+                done = runner.stop()
+                if runner.error or runner.restarts or runner.dropped_chunks or not done:
+                    print(f"nodesleuth: warning: {runner.name}: {runner.chunks} chunks stored, "
+                          f"{runner.restarts} perf restarts, {runner.dropped_chunks} chunks dropped"
+                          + ("" if done else "; its last chunks were not stored in time")
+                          + (f"; last error: {runner.error}" if runner.error else ""), file=sys.stderr)
             self.sampler.close()
             self.store.close()
