@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -232,7 +233,9 @@ def test_parser_edge_cases(tmp_path):
 # --- perf script in every shape, folded exactly as FlameGraph's stackcollapse-perf.pl folds it ---
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STACKCOLLAPSE = os.path.join(HERE, "vendor", "flamegraph", "stackcollapse-perf.pl")  # upstream, CDDL-1.0
+# stackcollapse-perf.pl (FlameGraph, CDDL-1.0) is not in this machine's registries and its code is not kept
+# here: its outputs over exactly the inputs below are recorded (tests/data/perf-script/stackcollapse-outputs.md)
+STACKCOLLAPSE_REF = os.path.join(HERE, "data", "perf-script", "stackcollapse-outputs.tar.xz")
 # nodesleuth flame options equivalent to each stackcollapse-perf.pl option (counts: --weight period)
 EQUIV = {"": ["--annotate", "none"], "--kernel": ["--annotate", "kernel"], "--jit": ["--annotate", "jit"],
          "--all": ["--annotate", "all"], "--pid": ["--annotate", "none", "--name", "pid"],
@@ -267,10 +270,43 @@ def _same_input(text: str) -> str:
     return text + "\n" if text.endswith("\n") and not text.endswith("\n\n") and ends_in_frame else text
 
 
-def _stackcollapse(text: str, *opts: str) -> str:
-    p = subprocess.run(["perl", STACKCOLLAPSE, *opts], input=text.encode(), capture_output=True)
-    assert p.returncode == 0, p.stderr
-    return p.stdout.decode()
+def _corpus_name(src) -> str:
+    """The input's path inside corpus.tar.xz (`recorded/x.txt`, `public/inferno-tests/x.txt`): the key."""
+    parts = src.parts
+    return "/".join(parts[max(i for i, p in enumerate(parts) if p in ("recorded", "public")):])
+
+
+@functools.cache
+def _recorded() -> tuple[dict, dict]:
+    """The recorded manifest (key -> entry) and outputs (member name -> text), read once."""
+    import tarfile
+
+    with tarfile.open(STACKCOLLAPSE_REF) as t:
+        manifest = json.load(t.extractfile("manifest.json"))
+        outs = {m.name: t.extractfile(m).read().decode() for m in t.getmembers() if m.name.startswith("outputs/")}
+    return {e["key"]: e for e in manifest["outputs"]}, outs
+
+
+def _stackcollapse(text: str, *opts: str, src) -> str:
+    """stackcollapse-perf.pl's output for `text` (corpus file `src`, as given) with `opts`: the recorded
+    one, found by input name + options; the input's sha256 must be the recorded input's, so an input
+    changed without its output re-recorded fails here. With NODESLEUTH_STACKCOLLAPSE_RECORD=DIR (set by
+    tests/tools/record_stackcollapse.py) the real script at NODESLEUTH_STACKCOLLAPSE is run and recorded."""
+    import hashlib
+
+    from tools.record_stackcollapse import key, record
+
+    name, data = _corpus_name(src), text.encode()
+    if os.environ.get("NODESLEUTH_STACKCOLLAPSE_RECORD"):
+        return record(name, data, opts, src, _same_input)
+    entries, outs = _recorded()
+    e = entries.get(key(name, opts))
+    assert e is not None, f"no recorded stackcollapse-perf.pl output for {key(name, opts)!r}: re-record " \
+                          "with tests/tools/record_stackcollapse.py"
+    assert hashlib.sha256(data).hexdigest() == e["input_sha256"], \
+        f"input {name} ({e['input']}) changed since its stackcollapse-perf.pl output was recorded: re-record " \
+        "with tests/tools/record_stackcollapse.py"
+    return outs[e["output"]]
 
 
 def _fold(text: str, event: str | None = None, **kw) -> tuple[str, str]:
@@ -285,6 +321,7 @@ def _fold(text: str, event: str | None = None, **kw) -> tuple[str, str]:
     return folded_text(folded(s, Filter(keep_idle=True), weight="period", **kw)), b.event
 
 
+@pytest.mark.stackcollapse
 def test_folded_equals_stackcollapse_perf_on_the_corpus(corpus):
     _, files = corpus
     kw = {"": dict(annotate="none"), "--kernel": dict(annotate="kernel"), "--jit": dict(annotate="jit"),
@@ -300,12 +337,14 @@ def test_folded_equals_stackcollapse_perf_on_the_corpus(corpus):
                 continue
             mine, event = _fold(text, **how)
             # stackcollapse's default is the first event in the file; nodesleuth's the clock event
-            ref = _stackcollapse(text, *([opt] if opt else []), *([f"--event-filter={event}"] if event else []))
+            ref = _stackcollapse(text, *([opt] if opt else []), *([f"--event-filter={event}"] if event else []),
+                                 src=fn)
             assert mine == ref, f"{fn.name} {opt}"
             compared += 1
     assert compared >= 300
 
 
+@pytest.mark.stackcollapse
 def test_flame_cli_folded_equals_stackcollapse(corpus, tmp_path):
     d, _ = corpus
     for name, opt in [("recorded/java.default.txt", "--all"), ("recorded/cpp-tmpl.default.txt", "--kernel"),
@@ -321,16 +360,17 @@ def test_flame_cli_folded_equals_stackcollapse(corpus, tmp_path):
         out = nodesleuth("flame", "--store", store, "--format", "folded", "--idle", "--weight", "period", *EQUIV[opt])
         assert out.returncode == 0, out.stderr
         assert out.stdout == _stackcollapse(text, opt, "--event-filter=" + (
-            "cpu-clock:ppp" if "kernel-default" in name or "cpp" in name else "cpu-clock")), name
+            "cpu-clock:ppp" if "kernel-default" in name or "cpp" in name else "cpu-clock"), src=src), name
     # two events: the clock event is chosen and the choice is said
     assert "using cpu-clock, the clock event" in p.stderr and "page-faults" in p.stderr
 
 
+@pytest.mark.stackcollapse
 def test_shapes_stackcollapse_cannot_fold(corpus):
     d, _ = corpus
     # -G: one line per sample, the leaf on the header line; stackcollapse-perf.pl folds it to nothing
     g = (d / "recorded/mix-cpuclock.hide-callgraph.txt").read_text()
-    assert _stackcollapse(g) == ""
+    assert _stackcollapse(g, src=d / "recorded/mix-cpuclock.hide-callgraph.txt") == ""
     b = parse_text(g)
     assert len(b) == 401 and all(len(st) <= 1 for st in b.stacks)
     assert b.comms[:3] == ["mktemp", "java", "busy worker 1"]
@@ -343,17 +383,19 @@ def test_shapes_stackcollapse_cannot_fold(corpus):
     n = parse_text((d / "recorded/c-busy.F-comm-pid-ip-sym.txt").read_text())
     c = parse_text((d / "recorded/c-busy.default.txt").read_text())
     assert len(n) == 209 and sorted(n.stacks[i] for i in n.stack_ids) == sorted(c.stacks[i] for i in c.stack_ids)
-    assert all(ln.count(";") == 0 for ln in _stackcollapse((d / "recorded/c-busy.F-comm-pid-ip-sym.txt")
-                                                           .read_text()).splitlines())
+    nd = d / "recorded/c-busy.F-comm-pid-ip-sym.txt"
+    nd_ref = _stackcollapse(nd.read_text(), src=nd).splitlines()
+    assert nd_ref and all(ln.count(";") == 0 for ln in nd_ref)
 
 
+@pytest.mark.stackcollapse
 def test_comm_ending_in_a_number(corpus):
     d, _ = corpus
     text = (d / "recorded/c-busy.default.txt").read_text()
     b = parse_text(text)
     assert b.comms == ["busy", "busy worker 1"]
     assert sorted(set(b.tids)) == [21271, 21273] and set(b.pids) == {-1}  # perf printed the tid only
-    ref = _stackcollapse(text, "--tid")
+    ref = _stackcollapse(text, "--tid", src=d / "recorded/c-busy.default.txt")
     assert "busy_worker-?/1;" in ref  # upstream cuts the comm and reads `1` as the tid
     mine, _ = _fold(text, name="tid")
     assert "busy_worker_1-?/21273;" in mine and "busy_worker-?/1" not in mine
