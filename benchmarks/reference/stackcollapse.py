@@ -1,16 +1,20 @@
-"""stackcollapse-perf.pl's algorithm (brendangregg/FlameGraph), reimplemented for timing:
-line-by-line, a regex for the event header and one per frame line, `+0x` offsets stripped,
-`[unknown]` -> `[module basename]`, kernel frames annotated, stacks joined with ';' and counted
-(weighted by the period field when present, as since a14f791). See profiling-anchors.md 2.2."""
+"""A Python re-implementation of stackcollapse-perf.pl's algorithm (brendangregg/FlameGraph, CDDL-1.0),
+written for side-by-side timing only: it is not the Perl script and holds none of its code (the patterns
+below are written here from perf script's format). Line by line: a sample header names the process (and
+may carry the period), each frame line gives a function and its dso, `+0x` offsets are stripped,
+`[unknown]` becomes `[dso basename]`, kernel frames get `_[k]`, stacks are joined with ';' and counted
+(weighted by the period when perf printed it). See profiling-anchors.md 2.2. The real script is timed
+only when its path is given (benchmarks/perf_parse.py --stackcollapse PATH)."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
 
-header_re = re.compile(r"^(\S.+?)\s+(\d+)/*(\d+)*\s+")
-event_re = re.compile(r":\s*(\d+)*\s+(\S+):\s*$")
-frame_re = re.compile(r"^\s*(\w+)\s*(.+) \((\S*)\)")
+# header `comm pid[/tid] [cpu] time: [period] event:`; frame `<tab>addr symbol[+0xoff] (dso)`
+header_re = re.compile(r"^(\S.*?)\s+(\d+)(?:/(\d+))?\s")
+event_re = re.compile(r":\s+(?:(\d+)\s+)?(\S+):\s*$")
+frame_re = re.compile(r"^\s*([0-9a-fA-F]+)\s+(.*\S) \((\S*)\)")
 
 
 def collapse_file(path: str) -> Counter:

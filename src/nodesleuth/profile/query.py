@@ -249,7 +249,8 @@ def _root(comm: str, pid: int, tid: int, known: bool, name: str) -> str:
 
 def folded(s: Samples, f: Filter, name: str = "comm", annotate: str = "kernel", tidy_names: bool = True,
            weight: str = "samples") -> Counter:
-    """Brendan Gregg folded stacks: `root;...;leaf` -> count, as stackcollapse-perf.pl folds them.
+    """Brendan Gregg folded stacks: `root;...;leaf` -> count, as stackcollapse-perf.pl folds them
+    (tests compare with its outputs recorded on this machine, tests/data/perf-script/stackcollapse-outputs.md).
 
     name: the process frame (comm | pid | tid = its --pid/--tid); annotate: which suffixes to show
     (kernel = --kernel `_[k]`, jit = `_[j]`, all = --all, none = its default); tidy_names: its tidy rules
