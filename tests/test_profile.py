@@ -301,8 +301,8 @@ def _stackcollapse(text: str, *opts: str, src) -> str:
         return record(name, data, opts, src, _same_input)
     entries, outs = _recorded()
     e = entries.get(key(name, opts))
-    assert e is not None, f"no recorded stackcollapse-perf.pl output for {key(name, opts)!r}: re-record " \
-                          "with tests/tools/record_stackcollapse.py"
+    assert e is not None, f"no recorded stackcollapse-perf.pl output for {key(name, opts)!r}: mark the test " \
+                          "@pytest.mark.stackcollapse and re-record with tests/tools/record_stackcollapse.py"
     assert hashlib.sha256(data).hexdigest() == e["input_sha256"], \
         f"input {name} ({e['input']}) changed since its stackcollapse-perf.pl output was recorded: re-record " \
         "with tests/tools/record_stackcollapse.py"
