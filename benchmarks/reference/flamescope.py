@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import re
 
-event_regexp = re.compile(r" +([0-9.]+): .+?:")
-frame_regexp = re.compile(r"^[\t ]*[0-9a-fA-F]+ (.+) \((.*)\)$")
-comm_regexp = re.compile(r"^ *([^0-9]+)")
-idle_process = re.compile(r"swapper")
-idle_stack = re.compile(r"(cpuidle|cpu_idle|cpu_bringup_and_idle|native_safe_halt|xen_hypercall_sched_op|"
-                        r"xen_hypercall_vcpu_op)")
-idle_regexp = re.compile(r"%s.*%s" % (idle_process.pattern, idle_stack.pattern))
+# Written here to match as FlameScope's parser is described to (not copied from its code): a sample header
+# has a timestamp followed by ": " and an event name ending in ":"; a frame line is an address, a symbol
+# and a parenthesised library; the comm is the header's leading run of non-digits; a sample is idle when
+# the swapper runs one of the idle functions.
+IDLE_FUNCS = ("cpuidle", "cpu_idle", "cpu_bringup_and_idle", "native_safe_halt", "xen_hypercall_sched_op",
+              "xen_hypercall_vcpu_op")
+event_regexp = re.compile(r"[ ]+([.0-9]+): .+?:")
+frame_regexp = re.compile(r"^[ \t]*[a-fA-F0-9]+ (.+) [(](.*)[)]$")
+comm_regexp = re.compile(r"^[ ]*(\D+)")
+idle_regexp = re.compile("swapper.*(" + "|".join(IDLE_FUNCS) + ")")
 
 
 def read_offsets(path: str):

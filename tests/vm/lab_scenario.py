@@ -20,9 +20,30 @@ from nodesleuth.lab.zombies import Memcg
 WORK = "/run/disk/nodesleuth-lab"  # not /tmp: the namespace's systemd has a private /tmp
 
 
+T0 = time.monotonic()
+
+
 def ns(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nodesleuth", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    """nodesleuth ARGS; its stderr is also passed through, stamped with the guest's seconds since start
+    (the host reads the guest's stderr file while the VM runs: where a slow run spends its time)."""
+    print(f"[{time.monotonic() - T0:6.0f}s] nodesleuth {' '.join(args[:2])}", file=sys.stderr, flush=True)
+    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    err: list[str] = []
+
+    def tee() -> None:
+        for line in p.stderr:
+            err.append(line)
+            print(f"[{time.monotonic() - T0:6.0f}s]   {line.rstrip()}", file=sys.stderr, flush=True)
+
+    import threading
+
+    th = threading.Thread(target=tee, daemon=True)
+    th.start()
+    out = p.stdout.read()
+    p.wait(timeout=timeout)
+    th.join(10)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, "".join(err))
 
 
 def profile_batches(store: str, cpu: int) -> list | str:
