@@ -64,6 +64,23 @@ def profile_batches(store: str, cpu: int) -> list | str:
     return sorted([k, *v] for k, v in out.items())
 
 
+def incident_samples(store: str, doc) -> list | str:
+    """Per incident: profile samples on its CPU within it, read as explain reads them."""
+    try:
+        from nodesleuth.profile.query import load
+        from nodesleuth.store.store import StoreReader
+
+        out = []
+        for inc in (doc or {}).get("incidents", []):
+            cpu = inc["links"][1]["data"].get("cpu")
+            s = load(StoreReader(store), inc["start"] - 60, inc["end"] + 0.001)
+            m = (s.t >= inc["start"]) & (s.t <= inc["end"])
+            out.append([inc["start"], inc["end"], cpu, len(s), int(m.sum()), int((m & (s.cpu == cpu)).sum())])
+        return out
+    except Exception as e:  # noqa: BLE001 - diagnostics only
+        return f"{type(e).__name__}: {e}"
+
+
 def main() -> None:
     global WORK
     zombies, curve, rate, seconds, cpu = sys.argv[1:6]
@@ -101,6 +118,9 @@ def main() -> None:
     except OSError as e:
         out["recorder_log"] = f"({e})"
     out["profile_batches"] = profile_batches(f"{WORK}/store", int(cpu))
+    out["incident_samples"] = incident_samples(f"{WORK}/store", out.get("explain"))
+    if os.environ.get("LAB_KEEP_STORE"):  # for a look from the host (debugfs rdump of the VM's disk)
+        subprocess.run(["cp", "-a", f"{WORK}/store", "/run/disk/kept-store"], check=False)
     p = ns("lab", "clean", "--workdir", WORK)
     out.update(clean_rc=p.returncode, clean_err=p.stderr[-2000:], memcgs_after=Memcg().count(),
                cgroups_after=sorted(os.path.relpath(dp, "/sys/fs/cgroup") for dp, _, _ in os.walk("/sys/fs/cgroup")
