@@ -49,7 +49,7 @@ def parse_task_stat(data: bytes, pid: int, path: str) -> Task:
         rp = data.rindex(b")")
         tid = int(data[:lp])
         comm = data[lp + 1:rp].decode(errors="replace")
-        rest = data[rp + 2:].split()
+        rest = data[rp + 2:].split(None, 37)  # up to field 39; the ~13 fields after it stay unsplit
         # rest[0] is field 3 (state): field n is rest[n - 3]
         return Task(tid, pid, comm, int(rest[11]) + int(rest[12]), int(rest[36]), int(rest[19]), int(rest[17]))
     except (ValueError, IndexError):
@@ -57,12 +57,27 @@ def parse_task_stat(data: bytes, pid: int, path: str) -> Task:
 
 
 def _raise_nofile() -> None:
+    """Room for one open stat file per process: the soft limit up to the hard one, and the hard one
+    up to the kernel's fs.nr_open where this process may (root). Above the limit every further
+    process's stat would be opened and closed on every read (~10x a pread: the 10k -> 50k process
+    cost grew faster than linearly in benchmarks/scale.py)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
+    try:
+        with open("/proc/sys/fs/nr_open") as f:  # this process's kernel, whatever the root read
+            ceiling = min(int(f.read()), 1 << 20)
+    except (OSError, ValueError):
+        ceiling = hard
+    for lim in ((ceiling, ceiling), (hard, hard)):
+        if lim[0] <= soft or (lim[0] > hard and hard == resource.RLIM_INFINITY):
+            continue
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, lim)
+            return
+        except (ValueError, OSError):  # not privileged: raising the hard limit is refused
             pass
+
+
+OVERFLOW_EVERY = 4  # see TaskSampler._overflow_share
 
 
 class TaskSampler:
@@ -76,7 +91,7 @@ class TaskSampler:
         self.full_every = max(1, full_every)
         self.n = 0
         self.read_at: dict[int, int] = {}  # pid -> scan number it was last read in
-        self.hot: set[int] = set()  # pids whose stat changed in the last scan
+        self.hot: list[int] = []  # pids that used CPU (or appeared) in the last scan
         _raise_nofile()
         self.max_open = max_open or max(256, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 256)
         self.fds: dict[int, int] = {}
@@ -88,6 +103,7 @@ class TaskSampler:
         self.tbase: dict[int, tuple[bytes, dict[int, Task]]] = {}
         self.tread_at: dict[int, int] = {}
         self.full_uptime: float | None = None  # uptime (clock ticks) at the last full scan
+        self.fulls = 0  # full scans so far
 
     def _pread(self, pid: int) -> bytes | None:
         """(Re)open a process's stat: new process, or a PID reused after the old one exited."""
@@ -179,51 +195,58 @@ class TaskSampler:
         `uptime` (clock ticks since boot, from /proc/uptime) lets a process that started since the
         last full scan count from its start (field 22): a hog started a second ago is not invisible."""
         self.n += 1
-        full = self.n % self.full_every == 0 or self.n == 1
-        prev, prev_raw, fds, pread = self.prev, self.prev_raw, self.fds, os.pread
+        n = self.n
+        full = n % self.full_every == 0 or n == 1
+        prev, praw, fds, read_at, pread = self.prev, self.prev_raw, self.fds, self.read_at, os.pread
+        fds_get, praw_get = fds.get, praw.get
         if full:
             try:
                 pids = [int(x) for x in os.listdir(self.proc) if x.isdigit()]
             except OSError as e:
                 raise InputError(self.proc, e.strerror or str(e)) from None
-            cur: dict[int, Task] = {}
-            raw: dict[int, bytes] = {}
+            for pid in praw.keys() - set(pids):  # exited since the last full scan
+                self._forget(pid)
+            self.fulls += 1
+            if len(pids) > self.max_open:
+                pids = self._overflow_share(pids)
         else:
-            pids = list(self.hot)
-            cur, raw = dict(prev), dict(prev_raw)  # processes not read now keep their last state
-        changed: list[tuple[int, bytes]] = []
-        read_at, n = self.read_at, self.n
-        # hot path: one pread per process, byte comparison, no parsing when idle
+            pids = self.hot  # processes not read now keep their last state
+        changed: list[tuple[int, bytes, bytes | None]] = []
+        # hot path: one pread per process, byte comparison, no parsing when idle; state is updated in
+        # place (a full scan of 1,000 processes is ~1,000 loop turns a second on its own)
         for pid in pids:
-            fd = fds.get(pid)
-            data = None
+            fd = fds_get(pid)
             if fd is not None:
                 try:
                     data = pread(fd, 1024, 0)
                 except OSError:
                     data = None
-            if not data:
-                data = self._pread(pid)
-                if not data:
-                    cur.pop(pid, None)
-                    raw.pop(pid, None)
+                if data:
+                    old = praw_get(pid)
+                    if old == data:  # nothing changed, not even the CPU it sits on
+                        read_at[pid] = n
+                    else:
+                        praw[pid] = data
+                        changed.append((pid, data, old))
                     continue
-            raw[pid] = data
-            if prev_raw.get(pid) == data:  # nothing changed, not even the CPU it sits on
-                cur[pid] = prev[pid]
-                read_at[pid] = n
-            else:
-                changed.append((pid, data))
+            data = self._pread(pid)
+            if not data:
+                self._forget(pid)
+                continue
+            changed.append((pid, data, praw_get(pid)))
+            praw[pid] = data
         acc: dict[tuple[int, int], list] = {}
-        for pid, data in changed:
+        hot = []
+        for pid, data, old_raw in changed:
             t = parse_task_stat(data, pid, f"{self.proc}/{pid}/stat")
-            cur[pid] = t
             p = prev.get(pid)
+            prev[pid] = t
             gap = max(1, n - read_at.get(pid, n - 1))
             read_at[pid] = n
             if p is None or p.starttime != t.starttime:
                 # new process: all its CPU time is since it started; count it only when it started
                 # after the last full scan (else its lifetime ticks would be over-attributed)
+                hot.append(pid)
                 since = self.full_uptime
                 if uptime is None or since is None or t.starttime < since or t.ticks <= 0 or interval_ticks <= 0:
                     continue
@@ -231,15 +254,16 @@ class TaskSampler:
                 _add(acc, pid, t.processor, t.comm, d)
                 continue
             d = (t.ticks - p.ticks) / gap  # a process last read N scans ago: its per-scan share
-            if d <= 0:
+            if d <= 0:  # bytes moved (state, faults, a kworker's comm) but no CPU: not hot
                 continue
+            hot.append(pid)
             if self.threads and t.nthreads > 1:
                 base = self.tbase.get(pid)
                 th = self._threads(pid)
                 self.tbase[pid] = (data, th)
                 self.tread_at[pid] = n
                 # the threads' reference holds if they were read when the process was last read
-                before = base[1] if base is not None and base[0] == prev_raw.get(pid) else None
+                before = base[1] if base is not None and base[0] == old_raw else None
                 if before:
                     for tid, tt in th.items():
                         b = before.get(tid)
@@ -248,21 +272,34 @@ class TaskSampler:
                             _add(acc, pid, tt.processor, t.comm, td)
                     continue
             _add(acc, pid, t.processor, t.comm, d)
-        if len(fds) > len(cur):
-            for pid in set(fds) - cur.keys():
-                os.close(fds.pop(pid))
-                read_at.pop(pid, None)
-        self.hot = {pid for pid, _ in changed}
+        self.hot = hot
         if full and uptime is not None:
             self.full_uptime = uptime
-        self.prev = cur
-        self.prev_raw = raw
         old = n - self.keep_threads
-        if any(at <= old or pid not in cur for pid, at in self.tread_at.items()):
-            self._drop_threads({pid for pid, at in self.tread_at.items() if at > old and pid in cur})
+        if any(at <= old or pid not in prev for pid, at in self.tread_at.items()):
+            self._drop_threads({pid for pid, at in self.tread_at.items() if at > old and pid in prev})
         if interval_ticks <= 0:
             return []
         return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
+
+    def _overflow_share(self, pids: list[int]) -> list[int]:
+        """More processes than open files allowed (RLIMIT_NOFILE, when it cannot be raised): a known
+        process without an open stat is read in every `OVERFLOW_EVERY`-th full scan (by pid), since
+        opening costs ~4 preads; so a full scan costs the same per process at 50,000 processes as at
+        1,000. Its CPU is spread over the scans since it was last read (as for any process read late);
+        new processes are read at once."""
+        fds, praw, k, turn = self.fds, self.prev_raw, OVERFLOW_EVERY, self.fulls % OVERFLOW_EVERY
+        hot = set(self.hot)
+        return [p for p in pids if p in fds or p not in praw or p % k == turn or p in hot]
+
+    def _forget(self, pid: int) -> None:
+        """A process that exited (or whose stat cannot be read): its state and open file go."""
+        self.prev.pop(pid, None)
+        self.prev_raw.pop(pid, None)
+        self.read_at.pop(pid, None)
+        fd = self.fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
 
     def close(self) -> None:
         for fd in self.fds.values():

@@ -153,11 +153,13 @@ class Sampler:
         ticks_per_cpu = interval * self.hz
         if stat is not None and self._stat is not None:
             # mpstat's arithmetic (collect/cpu.py): offline CPUs keep their last counters as the reference
-            iv = cpu_interval(self._stat, stat)
+            iv = cpu_interval(self._stat, stat, busy_only=not self.util)
             raw = iv.deltas
             if self.util:
                 cpu = iv.util
-            busy = {c: u.busy for c, u in iv.util.items() if c >= 0}
+                busy = {c: u.busy for c, u in iv.util.items() if c >= 0}
+            else:
+                busy = iv.busy
             # per-CPU jiffies of this interval: the denominator for per-process percentages
             ncpu = max(1, len([c for c in stat.cpus if c >= 0]))
             d = sum(stat.cpus[-1][:8]) - sum(self._stat.cpus[-1][:8])

@@ -42,10 +42,10 @@ CG_FIELDS = ("name", "hierarchy", "tracked", "live", "mount")
 
 def _trim(v) -> list[int]:
     """Drop trailing zero columns (steal, guest, gnice are zero on most nodes)."""
-    v = list(v)
-    while len(v) > 4 and v[-1] == 0:
-        v.pop()
-    return v
+    n = len(v)
+    while n > 4 and v[n - 1] == 0:
+        n -= 1
+    return v[:n]  # a tuple stays a tuple: the same JSON array
 
 
 def table(objs, names: tuple[str, ...]) -> dict:
