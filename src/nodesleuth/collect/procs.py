@@ -16,6 +16,14 @@ Cost model (this runs every second on nodes with thousands of processes):
   measured every second; one that wakes from idle is noticed within N seconds and its CPU is
   spread over the seconds since it was last read. This keeps a 1 Hz recorder on a 1,000-process
   node within 1% of a core.
+- with `full_max` > N (the recorder: 3 and 10), a full scan that found "nothing changed" (the
+  processes outside the hot set used under WAKERS of a CPU) lets the next ones wait up to
+  `full_max` ticks, unless /proc/stat shows a CPU busier, by UNEXPLAINED of a CPU, than what the
+  processes read attribute to it: then the full scan runs at its usual turn. A hog that starts is
+  seen within N seconds as before; only small wakers on a quiet node wait longer. A node where
+  many processes wake every second (the 96-CPU benchmark fixture) is never "quiet": same reads.
+- beyond RLIMIT_NOFILE (raised to the hard limit, and that to fs.nr_open where permitted) a process
+  without an open stat file is read in every OVERFLOW_EVERY-th full scan (see _overflow_share).
 """
 
 from __future__ import annotations
@@ -78,17 +86,23 @@ def _raise_nofile() -> None:
 
 
 OVERFLOW_EVERY = 4  # see TaskSampler._overflow_share
+UNEXPLAINED = 0.25  # of a CPU: busy time no process read explains, which brings the full scan forward
+WAKERS = 0.05  # of a CPU: under this, outside the hot set, a full scan found "nothing changed"
 
 
 class TaskSampler:
     """Keeps /proc/PID/stat open between ticks and reports per-(pid, cpu) CPU use per interval."""
 
     def __init__(self, root: Root, threads: bool = True, max_open: int | None = None, full_every: int = 1,
-                 keep_threads: int = 60):
+                 keep_threads: int = 60, full_max: int | None = None):
         self.proc = root.join("/proc")
         self.keep_threads = keep_threads
         self.threads = threads
         self.full_every = max(1, full_every)
+        self.full_max = max(self.full_every, full_max or self.full_every)
+        self.last_full = 0  # scan number of the last full scan
+        self.quiet = False  # the last full scan found (almost) no CPU outside the hot set
+        self.woke = 0.0  # jiffies of processes outside the hot set, this scan
         self.n = 0
         self.read_at: dict[int, int] = {}  # pid -> scan number it was last read in
         self.hot: list[int] = []  # pids that used CPU (or appeared) in the last scan
@@ -189,31 +203,81 @@ class TaskSampler:
             self.tbase.pop(pid, None)
             self.tread_at.pop(pid, None)
 
-    def sample(self, interval_ticks: float, uptime: float | None = None) -> list[ProcUse]:
+    def sample(self, interval_ticks: float, uptime: float | None = None,
+               cpu_busy: dict[int, int] | None = None) -> list[ProcUse]:
         """CPU use since the previous call, attributed to the CPU each task last ran on.
 
         `uptime` (clock ticks since boot, from /proc/uptime) lets a process that started since the
-        last full scan count from its start (field 22): a hog started a second ago is not invisible."""
+        last full scan count from its start (field 22): a hog started a second ago is not invisible.
+        `cpu_busy` (CPU -> user+nice+system jiffies of the same interval, from /proc/stat) lets a
+        sampler with `full_max` > `full_every` defer full scans while the processes it reads explain
+        every CPU's busy time (see `_unexplained`)."""
         self.n += 1
         n = self.n
-        full = n % self.full_every == 0 or n == 1
-        prev, praw, fds, read_at, pread = self.prev, self.prev_raw, self.fds, self.read_at, os.pread
-        fds_get, praw_get = fds.get, praw.get
+        since = n - self.last_full
+        acc: dict[tuple[int, int], list] = {}
+        hot: list[int] = []
+        read = self.hot
+        self.woke = 0.0
+        due = n % self.full_every == 0  # the full scan's usual turn
+        full = n == 1 or (due and not self.quiet) or (since >= self.full_max and self.full_max > self.full_every)
         if full:
-            try:
-                pids = [int(x) for x in os.listdir(self.proc) if x.isdigit()]
-            except OSError as e:
-                raise InputError(self.proc, e.strerror or str(e)) from None
-            for pid in praw.keys() - set(pids):  # exited since the last full scan
-                self._forget(pid)
-            self.fulls += 1
-            if len(pids) > self.max_open:
-                pids = self._overflow_share(pids)
+            self._account(self._scan(self._all_pids(), n), n, interval_ticks, uptime, acc, hot, set(read))
         else:
-            pids = self.hot  # processes not read now keep their last state
+            self._account(self._scan(read, n), n, interval_ticks, uptime, acc, hot, None)
+            if due and self._unexplained(acc, cpu_busy, interval_ticks):
+                # a CPU busier than what the processes read explain: whoever runs there is read now
+                full = True
+                done = set(read)
+                rest = [p for p in self._all_pids() if p not in done]
+                self._account(self._scan(rest, n), n, interval_ticks, uptime, acc, hot, done)
+        if full:
+            self.last_full = n
+            if uptime is not None:
+                self.full_uptime = uptime
+            # "nothing changed": the processes outside the hot set used under WAKERS of a CPU
+            self.quiet = interval_ticks > 0 and self.woke < WAKERS * interval_ticks
+        self.hot = hot
+        old = n - self.keep_threads
+        prev = self.prev
+        if any(at <= old or pid not in prev for pid, at in self.tread_at.items()):
+            self._drop_threads({pid for pid, at in self.tread_at.items() if at > old and pid in prev})
+        if interval_ticks <= 0:
+            return []
+        return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
+
+    def _unexplained(self, acc: dict, cpu_busy: dict[int, int] | None, interval_ticks: float) -> bool:
+        """True when some CPU's user+nice+system time exceeds what the processes read this tick
+        attribute to it by more than `UNEXPLAINED` of the interval: something not in the hot set ran
+        there (a new hog, or one that woke up), so the full scan is not deferred."""
+        if cpu_busy is None or interval_ticks <= 0:
+            return True
+        attributed: dict[int, float] = {}
+        for (_, cpu), (_, d) in acc.items():
+            attributed[cpu] = attributed.get(cpu, 0.0) + d
+        limit = UNEXPLAINED * interval_ticks
+        return any(b - attributed.get(c, 0.0) > limit for c, b in cpu_busy.items())
+
+    def _all_pids(self) -> list[int]:
+        """Every process now (a directory listing of /proc); the state of those gone is dropped."""
+        try:
+            pids = [int(x) for x in os.listdir(self.proc) if x.isdigit()]
+        except OSError as e:
+            raise InputError(self.proc, e.strerror or str(e)) from None
+        for pid in self.prev_raw.keys() - set(pids):  # exited since the last full scan
+            self._forget(pid)
+        self.fulls += 1
+        if len(pids) > self.max_open:
+            pids = self._overflow_share(pids)
+        return pids
+
+    def _scan(self, pids, n: int) -> list[tuple[int, bytes, bytes | None]]:
+        """One pread per process, a byte comparison, no parsing when idle; returns (pid, new bytes,
+        old bytes) of those that changed. State is updated in place (a full scan of 1,000 processes
+        is ~1,000 loop turns on its own)."""
+        praw, fds, read_at, pread = self.prev_raw, self.fds, self.read_at, os.pread
+        fds_get, praw_get = fds.get, praw.get
         changed: list[tuple[int, bytes, bytes | None]] = []
-        # hot path: one pread per process, byte comparison, no parsing when idle; state is updated in
-        # place (a full scan of 1,000 processes is ~1,000 loop turns a second on its own)
         for pid in pids:
             fd = fds_get(pid)
             if fd is not None:
@@ -235,8 +299,14 @@ class TaskSampler:
                 continue
             changed.append((pid, data, praw_get(pid)))
             praw[pid] = data
-        acc: dict[tuple[int, int], list] = {}
-        hot = []
+        return changed
+
+    def _account(self, changed, n: int, interval_ticks: float, uptime: float | None, acc: dict,
+                 hot: list[int], was_hot: set[int] | None) -> None:
+        """Per-(pid, cpu) jiffies of the processes whose stat changed, into `acc`; those that used
+        CPU (or appeared) go to `hot`, read again next tick. The jiffies of those not in `was_hot`
+        (the last hot set; a full scan's wakers) add up in `self.woke`."""
+        prev, read_at = self.prev, self.read_at
         for pid, data, old_raw in changed:
             t = parse_task_stat(data, pid, f"{self.proc}/{pid}/stat")
             p = prev.get(pid)
@@ -247,6 +317,8 @@ class TaskSampler:
                 # new process: all its CPU time is since it started; count it only when it started
                 # after the last full scan (else its lifetime ticks would be over-attributed)
                 hot.append(pid)
+                if was_hot is not None:
+                    self.woke += max(0.0, interval_ticks)  # a new process: not "nothing changed"
                 since = self.full_uptime
                 if uptime is None or since is None or t.starttime < since or t.ticks <= 0 or interval_ticks <= 0:
                     continue
@@ -257,6 +329,8 @@ class TaskSampler:
             if d <= 0:  # bytes moved (state, faults, a kworker's comm) but no CPU: not hot
                 continue
             hot.append(pid)
+            if was_hot is not None and pid not in was_hot:
+                self.woke += d
             if self.threads and t.nthreads > 1:
                 base = self.tbase.get(pid)
                 th = self._threads(pid)
@@ -272,15 +346,6 @@ class TaskSampler:
                             _add(acc, pid, tt.processor, t.comm, td)
                     continue
             _add(acc, pid, t.processor, t.comm, d)
-        self.hot = hot
-        if full and uptime is not None:
-            self.full_uptime = uptime
-        old = n - self.keep_threads
-        if any(at <= old or pid not in prev for pid, at in self.tread_at.items()):
-            self._drop_threads({pid for pid, at in self.tread_at.items() if at > old and pid in prev})
-        if interval_ticks <= 0:
-            return []
-        return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
 
     def _overflow_share(self, pids: list[int]) -> list[int]:
         """More processes than open files allowed (RLIMIT_NOFILE, when it cannot be raised): a known
