@@ -116,6 +116,7 @@ class TaskSampler:
         # pid -> (its stat bytes, tid -> task) at the last read of its threads, and the scan of that read
         self.tbase: dict[int, tuple[bytes, dict[int, Task]]] = {}
         self.tread_at: dict[int, int] = {}
+        self.tcount: dict[int, int] = {}  # pid -> thread count when its task directory was last listed
         self.full_uptime: float | None = None  # uptime (clock ticks) at the last full scan
         self.fulls = 0  # full scans so far
 
@@ -140,16 +141,22 @@ class TaskSampler:
             os.close(fd)
         return data
 
-    def _threads(self, pid: int) -> dict[int, Task]:
+    def _threads(self, pid: int, nthreads: int = 0) -> dict[int, Task]:
         """The threads of a busy process; their stat files stay open while the process stays busy
-        (a busy Go or Java daemon has dozens, read every second)."""
+        (a busy Go or Java daemon has dozens, read every second). The task directory is listed only
+        when the thread count (field 20) moved or a thread's stat could not be read: the same count
+        with one thread gone and one new means a failed read of the gone one, and a listing next time."""
         out = {}
         tdir = f"{self.proc}/{pid}/task"
-        try:
-            tids = os.listdir(tdir)
-        except OSError:
-            return out
         old = self.tfds.get(pid, {})
+        if nthreads and len(old) == nthreads and self.tcount.get(pid) == nthreads:
+            tids = list(old)
+        else:
+            try:
+                tids = os.listdir(tdir)
+            except OSError:
+                return out
+        self.tcount[pid] = nthreads
         last = self.traw.get(pid, {})
         raw: dict[str, tuple[bytes, Task]] = {}
         fds: dict[str, int] = {}
@@ -164,6 +171,7 @@ class TaskSampler:
                 except OSError:
                     os.close(fd)
                     fd = None
+                    self.tcount.pop(pid, None)  # a thread gone: list the directory next time
             if fd is None:
                 try:
                     fd = os.open(f"{tdir}/{tid}/stat", os.O_RDONLY)
@@ -202,6 +210,7 @@ class TaskSampler:
             self.traw.pop(pid, None)
             self.tbase.pop(pid, None)
             self.tread_at.pop(pid, None)
+            self.tcount.pop(pid, None)
 
     def sample(self, interval_ticks: float, uptime: float | None = None,
                cpu_busy: dict[int, int] | None = None) -> list[ProcUse]:
@@ -333,7 +342,7 @@ class TaskSampler:
                 self.woke += d
             if self.threads and t.nthreads > 1:
                 base = self.tbase.get(pid)
-                th = self._threads(pid)
+                th = self._threads(pid, t.nthreads)
                 self.tbase[pid] = (data, th)
                 self.tread_at[pid] = n
                 # the threads' reference holds if they were read when the process was last read
