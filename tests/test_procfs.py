@@ -499,3 +499,55 @@ def test_full_scan_deferred_while_every_cpu_is_explained(tmp_path, busy_cpu5, se
             assert uses[(103, 5)] == 30.0
     assert found == seen_at
     ts.close()
+
+
+SPIN_THREAD = r"""
+import os, sys, threading, time
+def spin():
+    os.sched_setaffinity(0, {0})  # this thread only: Linux affinity is per thread
+    end = time.time() + float(sys.argv[1])
+    while time.time() < end:
+        pass
+threading.Thread(target=spin, daemon=True).start()
+print(os.getpid(), flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_busy_thread_attributed_and_idle_threads_not_reread(monkeypatch):
+    """A real two-thread process whose worker spins on CPU 0 while its main thread sleeps: its CPU is
+    attributed to CPU 0 (the worker's field 39), and once its threads are known, the sleeping thread's
+    stat is not read again (its /proc/PID/task/TID/schedstat did not move)."""
+    import subprocess
+    import sys
+
+    from nodesleuth.children import spawn
+    from nodesleuth.collect.procs import TaskSampler
+
+    p = spawn([sys.executable, "-c", SPIN_THREAD, "20"], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline())
+        ts = TaskSampler(Root("/"), threads=True)
+        reads: list[int] = []
+        real = os.pread
+
+        def counting(fd, n, off):
+            reads.append(fd)
+            return real(fd, n, off)
+
+        monkeypatch.setattr(os, "pread", counting)
+        ts.sample(100)
+        got = []
+        for _ in range(3):
+            time.sleep(1)
+            reads.clear()
+            got.append({u.cpu: u.pct for u in ts.sample(100) if u.pid == pid})
+        main_stat = ts.tfds[pid][str(pid)]
+        assert str(pid) in ts.tsfds[pid], "no schedstat kept for the main thread"
+        assert main_stat not in reads  # the sleeping main thread: schedstat read, stat not
+        assert any(g.get(0, 0) >= 10 for g in got[1:]), got
+        assert all(sum(v for c, v in g.items() if c != 0) < 5 for g in got[1:]), got
+        ts.close()
+    finally:
+        p.kill()
+        p.wait()
