@@ -106,6 +106,8 @@ class TaskSampler:
         self.n = 0
         self.read_at: dict[int, int] = {}  # pid -> scan number it was last read in
         self.hot: list[int] = []  # pids that used CPU (or appeared) in the last scan
+        self.hotset: set[int] = set()
+        self._victims: list[int] = []  # processes outside the hot set whose open stat may be taken
         _raise_nofile()
         self.max_open = max_open or max(256, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 256)
         self.fds: dict[int, int] = {}
@@ -137,11 +139,26 @@ class TaskSampler:
         except OSError:
             os.close(fd)
             return None
-        if self.nfds < self.max_open:
+        if self.nfds < self.max_open or (pid in self.hotset and self._evict_idle()):
             self.fds[pid] = fd
         else:
             os.close(fd)
         return data
+
+    def _evict_idle(self) -> bool:
+        """Over the open-file limit, a hot process takes the open stat of one outside the hot set
+        (read once per full scan at most, where a hot one is read every second)."""
+        while True:
+            if not self._victims:
+                hot = self.hotset
+                self._victims = [p for p in self.fds if p not in hot][:4096]
+                if not self._victims:
+                    return False
+            v = self._victims.pop()
+            fd = self.fds.pop(v, None) if v not in self.hotset else None
+            if fd is not None:
+                os.close(fd)
+                return True
 
     def _threads(self, pid: int, nthreads: int = 0) -> dict[int, Task]:
         """The threads of a busy process; their stat files stay open while the process stays busy
@@ -276,6 +293,9 @@ class TaskSampler:
         if full:
             self._account(self._scan(self._all_pids(), n), n, interval_ticks, uptime, acc, hot, set(read))
         else:
+            if len(self.fds) >= self.max_open:  # over the open-file limit: see _overflow_share
+                fds, k = self.fds, OVERFLOW_EVERY
+                read = [p for p in read if p in fds or p % k == n % k]
             self._account(self._scan(read, n), n, interval_ticks, uptime, acc, hot, None)
             if due and self._unexplained(acc, cpu_busy, interval_ticks):
                 # a CPU busier than what the processes read explain: whoever runs there is read now
@@ -290,6 +310,7 @@ class TaskSampler:
             # "nothing changed": the processes outside the hot set used under WAKERS of a CPU
             self.quiet = interval_ticks > 0 and self.woke < WAKERS * interval_ticks
         self.hot = hot
+        self.hotset = set(hot)
         old = n - self.keep_threads
         prev = self.prev
         if any(at <= old or pid not in prev for pid, at in self.tread_at.items()):
@@ -404,7 +425,9 @@ class TaskSampler:
         process without an open stat is read in every `OVERFLOW_EVERY`-th full scan (by pid), since
         opening costs ~4 preads; so a full scan costs the same per process at 50,000 processes as at
         1,000. Its CPU is spread over the scans since it was last read (as for any process read late);
-        new processes are read at once."""
+        new processes are read at once. Between full scans, a hot process without an open stat is read
+        on the same 1-in-OVERFLOW_EVERY turn, and once read it takes an idle process's open file
+        (_evict_idle): a process that stays busy is read every second from then on."""
         fds, praw, k, turn = self.fds, self.prev_raw, OVERFLOW_EVERY, self.fulls % OVERFLOW_EVERY
         hot = set(self.hot)
         return [p for p in pids if p in fds or p not in praw or p % k == turn or p in hot]
