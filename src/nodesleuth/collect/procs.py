@@ -108,6 +108,7 @@ class TaskSampler:
         self.hot: list[int] = []  # pids that used CPU (or appeared) in the last scan
         self.hotset: set[int] = set()
         self._victims: list[int] = []  # processes outside the hot set whose open stat may be taken
+        self._victims_at = -1  # scan in which that list was last made
         _raise_nofile()
         self.max_open = max_open or max(256, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 256)
         self.fds: dict[int, int] = {}
@@ -150,8 +151,11 @@ class TaskSampler:
         (read once per full scan at most, where a hot one is read every second)."""
         while True:
             if not self._victims:
+                if self._victims_at == self.n:  # one look over the open files per scan at most
+                    return False
+                self._victims_at = self.n
                 hot = self.hotset
-                self._victims = [p for p in self.fds if p not in hot][:4096]
+                self._victims = [p for p in self.fds if p not in hot]
                 if not self._victims:
                     return False
             v = self._victims.pop()
