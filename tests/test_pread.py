@@ -76,3 +76,30 @@ def test_per_tick_single_record_files_read_whole():
                 assert got.endswith(b"\n"), path
     finally:
         r.close()
+
+
+def test_nic_irq_lines_from_sysfs_equal_proc_interrupts():
+    """collect/irqs.py reads the NIC's lines from /sys/kernel/irq/N/per_cpu_count between full reads of
+    /proc/interrupts: on this machine's NIC (virtio_net here) the same lines, and counts that lie between
+    those of a full read just before and just after (they are cumulative; the NIC may be busy)."""
+    import pytest
+
+    from nodesleuth.collect.irqs import IrqReader, parse_interrupts
+    from nodesleuth.collect.root import Root
+
+    r = Preader(live=True)
+    ir = IrqReader(Root("/"), r)
+    try:
+        first = ir.read()[1]  # the full read, which finds the per-line files
+        if not ir.keys or not first:
+            pytest.skip("no NIC IRQ lines in /proc/interrupts here")
+        assert ir.lines, "/sys/kernel/irq/N/per_cpu_count not used"
+        before = parse_interrupts(r.read("/proc/interrupts").decode(), ir.keys)
+        got = ir.read()[1]  # from sysfs
+        after = parse_interrupts(r.read("/proc/interrupts").decode(), ir.keys)
+        assert set(got) == set(before) == set(after)
+        for k, v in got.items():
+            assert len(v) == len(before[k])
+            assert all(b <= g <= a for b, g, a in zip(before[k], v, after[k])), k
+    finally:
+        r.close()

@@ -425,3 +425,129 @@ def test_threads_attributed_after_an_idle_gap(tmp_path):
     write(10, 90, 5)  # busy again, the worker on CPU 5
     assert [(u.pid, u.cpu, u.pct) for u in ts.sample(100)] == [(100, 5, 30.0)]
     ts.close()
+
+
+def test_processes_beyond_the_open_file_limit_are_still_attributed(tmp_path):
+    """More processes than files the sampler may keep open (RLIMIT_NOFILE on a 50,000-process node):
+    those without an open stat are read every OVERFLOW_EVERY-th full scan, a busy one is then read
+    every second, and its CPU since it was last read is attributed (spread over the scans it missed)."""
+    from nodesleuth.collect.procs import OVERFLOW_EVERY, TaskSampler
+
+    proc = tmp_path / "proc"
+    pids = list(range(100, 108))
+    for pid in pids:
+        (proc / str(pid)).mkdir(parents=True)
+
+    def write(pid: int, utime: int, cpu: int) -> None:
+        p = proc / str(pid) / "stat"
+        with open(p, "r+" if p.exists() else "w") as f:
+            f.write(_stat(pid, f"p{pid}", utime, 1, cpu))
+            f.truncate()
+
+    for pid in pids:
+        write(pid, 10, 0)
+    ts = TaskSampler(Root(str(tmp_path)), threads=True, max_open=3)
+    ts.sample(100)
+    assert len(ts.fds) == 3  # the first three by pid order in the listing keep their file open
+    hog = next(p for p in sorted(pids) if p not in ts.fds)
+    seen_at = None
+    for sec in range(1, 2 * OVERFLOW_EVERY + 1):
+        write(hog, 10 + 50 * sec, 7)  # half a CPU every second, on CPU 7
+        uses = {(u.pid, u.cpu): u.pct for u in ts.sample(100)}
+        if seen_at is None and (hog, 7) in uses:
+            seen_at = sec
+            assert uses[(hog, 7)] == 50.0  # the missed seconds' CPU spread over them: 50% a second
+        elif seen_at is not None:
+            assert uses == {(hog, 7): 50.0}  # busy: read every second from then on
+    assert seen_at is not None and seen_at <= OVERFLOW_EVERY
+    ts.close()
+
+
+@pytest.mark.parametrize("busy_cpu5, seen_at", [(True, 6), (False, 13)])
+def test_full_scan_deferred_while_every_cpu_is_explained(tmp_path, busy_cpu5, seen_at):
+    """full_every=3, full_max=10: once a full scan finds nothing new (only the hot set used CPU), the
+    next ones are deferred up to full_max; /proc/stat showing a CPU busier than the processes read
+    explain (a quarter of a CPU) brings the full scan back at its usual turn. A process waking at
+    scan 4 with 30% of CPU 5 is seen at scan 6 when CPU 5's busy time says so, else at scan 13 (its
+    CPU then spread over the 10 scans it missed: still 30% a scan)."""
+    from nodesleuth.collect.procs import TaskSampler
+
+    proc = tmp_path / "proc"
+    for pid in range(100, 106):
+        (proc / str(pid)).mkdir(parents=True)
+
+    def write(pid: int, utime: int, cpu: int) -> None:
+        p = proc / str(pid) / "stat"
+        with open(p, "r+" if p.exists() else "w") as f:
+            f.write(_stat(pid, f"p{pid}", utime, 1, cpu))
+            f.truncate()
+
+    for pid in range(100, 106):
+        write(pid, 10, 2 if pid == 100 else 0)
+    ts = TaskSampler(Root(str(tmp_path)), threads=True, full_every=3, full_max=10)
+    found = None
+    for n in range(1, 15):
+        write(100, 10 + 50 * n, 2)  # the known hog: half of CPU 2, read every second
+        if n >= 4:
+            write(103, 10 + 30 * (n - 3), 5)
+        busy = {2: 50, 5: 30 if busy_cpu5 and n >= 4 else 0}
+        uses = {(u.pid, u.cpu): u.pct for u in ts.sample(100, None, busy)}
+        if n > 1:
+            assert uses.get((100, 2)) == 50.0
+        if found is None and (103, 5) in uses:
+            found = n
+            assert uses[(103, 5)] == 30.0
+    assert found == seen_at
+    ts.close()
+
+
+SPIN_THREAD = r"""
+import os, sys, threading, time
+def spin():
+    os.sched_setaffinity(0, {0})  # this thread only: Linux affinity is per thread
+    end = time.time() + float(sys.argv[1])
+    while time.time() < end:
+        pass
+threading.Thread(target=spin, daemon=True).start()
+print(os.getpid(), flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_busy_thread_attributed_and_idle_threads_not_reread(monkeypatch):
+    """A real two-thread process whose worker spins on CPU 0 while its main thread sleeps: its CPU is
+    attributed to CPU 0 (the worker's field 39), and once its threads are known, the sleeping thread's
+    stat is not read again (its /proc/PID/task/TID/schedstat did not move)."""
+    import subprocess
+    import sys
+
+    from nodesleuth.children import spawn
+    from nodesleuth.collect.procs import TaskSampler
+
+    p = spawn([sys.executable, "-c", SPIN_THREAD, "20"], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline())
+        ts = TaskSampler(Root("/"), threads=True)
+        reads: list[int] = []
+        real = os.pread
+
+        def counting(fd, n, off):
+            reads.append(fd)
+            return real(fd, n, off)
+
+        monkeypatch.setattr(os, "pread", counting)
+        ts.sample(100)
+        got = []
+        for _ in range(3):
+            time.sleep(1)
+            reads.clear()
+            got.append({u.cpu: u.pct for u in ts.sample(100) if u.pid == pid})
+        main_stat = ts.tfds[pid][str(pid)]
+        assert str(pid) in ts.tsfds[pid], "no schedstat kept for the main thread"
+        assert main_stat not in reads  # the sleeping main thread: schedstat read, stat not
+        assert any(g.get(0, 0) >= 10 for g in got[1:]), got
+        assert all(sum(v for c, v in g.items() if c != 0) < 5 for g in got[1:]), got
+        ts.close()
+    finally:
+        p.kill()
+        p.wait()

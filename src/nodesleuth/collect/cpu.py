@@ -143,6 +143,17 @@ def _from_d(cpu: int, d, itv: int) -> CpuUtil:
         d[U] - d[G], d[N] - d[GN], d[S], d[W], d[HI], d[SI], d[ST], d[G], d[GN], d[I])])
 
 
+def _busy_d(d, itv: int) -> float:
+    """CpuUtil.busy of _from_d(cpu, d, itv) without making the row: the same per-column floats added
+    in the same order, so the same double (the recorder needs only this; it stores the jiffies)."""
+    if not itv:
+        return 0.0
+    f = float(itv)
+    usr, nice, sys_, hi, si, st, g, gn = [0.0 if x < 0 else float(x) / f * 100 for x in (
+        d[U] - d[G], d[N] - d[GN], d[S], d[HI], d[SI], d[ST], d[G], d[GN])]
+    return usr + nice + sys_ + hi + si + st + g + gn
+
+
 TICKLESS = (0.0,) * 9 + (100.0,)  # a CPU present but with no counter moved: mpstat prints 100 %idle
 
 
@@ -158,10 +169,13 @@ class Interval:
     deltas: dict[int, tuple[int, ...]]
     util: dict[int, CpuUtil]
     carry: CpuTimes
+    busy: dict[int, float] | None = None  # per shown CPU (not "all"), with busy_only
 
-
-def interval(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None) -> Interval:
+def interval(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None, busy_only: bool = False) -> Interval:
     """mpstat's report between two reads (`mpstat -P ALL N`), or since boot when prev is None.
+
+    `busy_only` (the recorder, which stores the deltas): `util` holds only "all" and `busy` each
+    shown CPU's CpuUtil.busy, the same figures without ~100 rows made a second.
 
     `ncpu`: the CPUs mpstat counts (cpuN directories in /sys/devices/system/cpu, see count_cpus);
     without it, every CPU seen in either read (what `mpstat -H` does when CPUs are hot-added)."""
@@ -175,6 +189,7 @@ def interval(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None) -> I
     call, pall = [0] * 10, [0] * 10
     deltot = 0
     shown_c, shown_p = [], []
+    busy: dict[int, float] | None = {} if busy_only else None
     for c in ids:
         scc, scp = cur.cpus.get(c, zero), pc.get(c, zero)
         if not _tot(scc):  # offline now: hidden, and its last counters stay the reference
@@ -185,13 +200,20 @@ def interval(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None) -> I
         if _plain(scc, scp):  # the usual case, same figures (see _plain) at a third of the cost
             d = deltas[c] = tuple(map(sub, scc, scp))
             itv = _d_itv(d)
-            util[c] = _from_d(c, d, itv)
+            if busy is not None:
+                busy[c] = _busy_d(d, itv)
+            else:
+                util[c] = _from_d(c, d, itv)
             p = scp
         else:
             p = _rebase(scc, scp)
             deltas[c] = tuple(a - b for a, b in zip(scc, p))
             itv = _itv(scc, p)
-            util[c] = _row(c, scc, p, itv) if itv else CpuUtil(c, *TICKLESS)
+            u = _row(c, scc, p, itv) if itv else CpuUtil(c, *TICKLESS)
+            if busy is not None:
+                busy[c] = u.busy
+            else:
+                util[c] = u
         deltot += itv
         shown_c.append(scc)
         shown_p.append(p)
@@ -205,7 +227,7 @@ def interval(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None) -> I
         deltot = _itv(call, pall)
     deltas[-1] = tuple(a - b for a, b in zip(call, pall))
     util[-1] = _row(-1, call, pall, deltot or 1)  # "all" cannot be tickless: 0.00 everywhere, %idle too
-    return Interval(deltas, util, CpuTimes(carry, cur.btime))
+    return Interval(deltas, util, CpuTimes(carry, cur.btime), busy)
 
 
 def utilisation(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None) -> dict[int, CpuUtil]:

@@ -16,6 +16,14 @@ Cost model (this runs every second on nodes with thousands of processes):
   measured every second; one that wakes from idle is noticed within N seconds and its CPU is
   spread over the seconds since it was last read. This keeps a 1 Hz recorder on a 1,000-process
   node within 1% of a core.
+- with `full_max` > N (the recorder: 3 and 10), a full scan that found "nothing changed" (the
+  processes outside the hot set used under WAKERS of a CPU) lets the next ones wait up to
+  `full_max` ticks, unless /proc/stat shows a CPU busier, by UNEXPLAINED of a CPU, than what the
+  processes read attribute to it: then the full scan runs at its usual turn. A hog that starts is
+  seen within N seconds as before; only small wakers on a quiet node wait longer. A node where
+  many processes wake every second (the 96-CPU benchmark fixture) is never "quiet": same reads.
+- beyond RLIMIT_NOFILE (raised to the hard limit, and that to fs.nr_open where permitted) a process
+  without an open stat file is read in every OVERFLOW_EVERY-th full scan (see _overflow_share).
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ def parse_task_stat(data: bytes, pid: int, path: str) -> Task:
         rp = data.rindex(b")")
         tid = int(data[:lp])
         comm = data[lp + 1:rp].decode(errors="replace")
-        rest = data[rp + 2:].split()
+        rest = data[rp + 2:].split(None, 37)  # up to field 39; the ~13 fields after it stay unsplit
         # rest[0] is field 3 (state): field n is rest[n - 3]
         return Task(tid, pid, comm, int(rest[11]) + int(rest[12]), int(rest[36]), int(rest[19]), int(rest[17]))
     except (ValueError, IndexError):
@@ -57,26 +65,50 @@ def parse_task_stat(data: bytes, pid: int, path: str) -> Task:
 
 
 def _raise_nofile() -> None:
+    """Room for one open stat file per process: the soft limit up to the hard one, and the hard one
+    up to the kernel's fs.nr_open where this process may (root). Above the limit every further
+    process's stat would be opened and closed on every read (~10x a pread: the 10k -> 50k process
+    cost grew faster than linearly in benchmarks/scale.py)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
+    try:
+        with open("/proc/sys/fs/nr_open") as f:  # this process's kernel, whatever the root read
+            ceiling = min(int(f.read()), 1 << 20)
+    except (OSError, ValueError):
+        ceiling = hard
+    for lim in ((ceiling, ceiling), (hard, hard)):
+        if lim[0] <= soft or (lim[0] > hard and hard == resource.RLIM_INFINITY):
+            continue
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, lim)
+            return
+        except (ValueError, OSError):  # not privileged: raising the hard limit is refused
             pass
+
+
+OVERFLOW_EVERY = 4  # see TaskSampler._overflow_share
+UNEXPLAINED = 0.25  # of a CPU: busy time no process read explains, which brings the full scan forward
+WAKERS = 0.05  # of a CPU: under this, outside the hot set, a full scan found "nothing changed"
 
 
 class TaskSampler:
     """Keeps /proc/PID/stat open between ticks and reports per-(pid, cpu) CPU use per interval."""
 
     def __init__(self, root: Root, threads: bool = True, max_open: int | None = None, full_every: int = 1,
-                 keep_threads: int = 60):
+                 keep_threads: int = 60, full_max: int | None = None):
         self.proc = root.join("/proc")
         self.keep_threads = keep_threads
         self.threads = threads
         self.full_every = max(1, full_every)
+        self.full_max = max(self.full_every, full_max or self.full_every)
+        self.last_full = 0  # scan number of the last full scan
+        self.quiet = False  # the last full scan found (almost) no CPU outside the hot set
+        self.woke = 0.0  # jiffies of processes outside the hot set, this scan
         self.n = 0
         self.read_at: dict[int, int] = {}  # pid -> scan number it was last read in
-        self.hot: set[int] = set()  # pids whose stat changed in the last scan
+        self.hot: list[int] = []  # pids that used CPU (or appeared) in the last scan
+        self.hotset: set[int] = set()
+        self._victims: list[int] = []  # processes outside the hot set whose open stat may be taken
+        self._victims_at = -1  # scan in which that list was last made
         _raise_nofile()
         self.max_open = max_open or max(256, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 256)
         self.fds: dict[int, int] = {}
@@ -87,7 +119,11 @@ class TaskSampler:
         # pid -> (its stat bytes, tid -> task) at the last read of its threads, and the scan of that read
         self.tbase: dict[int, tuple[bytes, dict[int, Task]]] = {}
         self.tread_at: dict[int, int] = {}
+        self.tsfds: dict[int, dict[str, int]] = {}  # pid -> tid -> fd of /proc/PID/task/TID/schedstat
+        self.tsched: dict[int, dict[str, bytes]] = {}  # pid -> tid -> its last schedstat bytes
+        self.tcount: dict[int, int] = {}  # pid -> thread count when its task directory was last listed
         self.full_uptime: float | None = None  # uptime (clock ticks) at the last full scan
+        self.fulls = 0  # full scans so far
 
     def _pread(self, pid: int) -> bytes | None:
         """(Re)open a process's stat: new process, or a PID reused after the old one exited."""
@@ -104,36 +140,80 @@ class TaskSampler:
         except OSError:
             os.close(fd)
             return None
-        if self.nfds < self.max_open:
+        if self.nfds < self.max_open or (pid in self.hotset and self._evict_idle()):
             self.fds[pid] = fd
         else:
             os.close(fd)
         return data
 
-    def _threads(self, pid: int) -> dict[int, Task]:
+    def _evict_idle(self) -> bool:
+        """Over the open-file limit, a hot process takes the open stat of one outside the hot set
+        (read once per full scan at most, where a hot one is read every second)."""
+        while True:
+            if not self._victims:
+                if self._victims_at == self.n:  # one look over the open files per scan at most
+                    return False
+                self._victims_at = self.n
+                hot = self.hotset
+                self._victims = [p for p in self.fds if p not in hot]
+                if not self._victims:
+                    return False
+            v = self._victims.pop()
+            fd = self.fds.pop(v, None) if v not in self.hotset else None
+            if fd is not None:
+                os.close(fd)
+                return True
+
+    def _threads(self, pid: int, nthreads: int = 0) -> dict[int, Task]:
         """The threads of a busy process; their stat files stay open while the process stays busy
-        (a busy Go or Java daemon has dozens, read every second)."""
+        (a busy Go or Java daemon has dozens, read every second). The task directory is listed only
+        when the thread count (field 20) moved or a thread's stat could not be read: the same count
+        with one thread gone and one new means a failed read of the gone one, and a listing next time."""
         out = {}
         tdir = f"{self.proc}/{pid}/task"
-        try:
-            tids = os.listdir(tdir)
-        except OSError:
-            return out
         old = self.tfds.get(pid, {})
+        if nthreads and len(old) == nthreads and self.tcount.get(pid) == nthreads:
+            tids = list(old)
+        else:
+            try:
+                tids = os.listdir(tdir)
+            except OSError:
+                return out
+        self.tcount[pid] = nthreads
         last = self.traw.get(pid, {})
+        olds = self.tsfds.get(pid, {})
+        lasts = self.tsched.get(pid, {})
         raw: dict[str, tuple[bytes, Task]] = {}
         fds: dict[str, int] = {}
+        sfds: dict[str, int] = {}
+        sched: dict[str, bytes] = {}
         pread = os.pread
-        room = self.max_open - self.nfds + len(old)
+        room = self.max_open - self.nfds + len(old) + len(olds)
         for tid in tids:
             fd = old.pop(tid, None)
+            sfd = olds.pop(tid, None)
+            seen = last.get(tid)
             data = None
+            if sfd is not None and seen is not None:
+                # schedstat (run ns, wait ns, slices) costs a fifth of stat; unchanged, the thread has
+                # not run since, so neither its CPU ticks nor its field 39 moved: no stat read
+                try:
+                    ss = pread(sfd, 128, 0)
+                except OSError:
+                    ss = b""
+                if ss and ss == lasts.get(tid) and fd is not None:
+                    fds[tid], sfds[tid], sched[tid], raw[tid] = fd, sfd, ss, seen
+                    out[seen[1].tid] = seen[1]
+                    continue
+                if ss:
+                    sched[tid] = ss
             if fd is not None:
                 try:
                     data = pread(fd, 1024, 0)
                 except OSError:
                     os.close(fd)
                     fd = None
+                    self.tcount.pop(pid, None)  # a thread gone: list the directory next time
             if fd is None:
                 try:
                     fd = os.open(f"{tdir}/{tid}/stat", os.O_RDONLY)
@@ -141,19 +221,38 @@ class TaskSampler:
                 except OSError:
                     if fd is not None:
                         os.close(fd)
+                    if sfd is not None:
+                        os.close(sfd)
+                    sched.pop(tid, None)
                     continue
-            if len(fds) < room:
+            if sfd is None and len(fds) + len(sfds) + 2 <= room:
+                try:
+                    sfd = os.open(f"{tdir}/{tid}/schedstat", os.O_RDONLY)
+                    sched[tid] = pread(sfd, 128, 0)
+                except OSError:  # no schedstats in this kernel (or the thread just ended): stat only
+                    if sfd is not None:
+                        os.close(sfd)
+                    sfd = None
+            if len(fds) + len(sfds) < room:
                 fds[tid] = fd
+                if sfd is not None:
+                    sfds[tid] = sfd
             else:
                 os.close(fd)
+                if sfd is not None:
+                    os.close(sfd)
+                sched.pop(tid, None)
             if data:
-                seen = last.get(tid)
                 if seen is not None and seen[0] == data:  # an idle thread: same bytes, no parse
                     t = seen[1]
                 else:
                     t = parse_task_stat(data, pid, f"{tdir}/{tid}/stat")
                 raw[tid] = (data, t)
                 out[t.tid] = t
+        for fd in olds.values():
+            os.close(fd)
+        self.tsfds[pid] = sfds
+        self.tsched[pid] = sched
         for fd in old.values():  # threads that ended
             os.close(fd)
         self.tfds[pid] = fds
@@ -162,68 +261,141 @@ class TaskSampler:
 
     @property
     def nfds(self) -> int:
-        return len(self.fds) + sum(len(v) for v in self.tfds.values())
+        return len(self.fds) + sum(len(v) for v in self.tfds.values()) + sum(len(v) for v in self.tsfds.values())
 
     def _drop_threads(self, keep) -> None:
         """Close the thread files (and forget the thread references) of processes not in `keep`."""
         for pid in [p for p in self.tread_at if p not in keep]:
             for fd in self.tfds.pop(pid, {}).values():
                 os.close(fd)
+            for fd in self.tsfds.pop(pid, {}).values():
+                os.close(fd)
+            self.tsched.pop(pid, None)
             self.traw.pop(pid, None)
             self.tbase.pop(pid, None)
             self.tread_at.pop(pid, None)
+            self.tcount.pop(pid, None)
 
-    def sample(self, interval_ticks: float, uptime: float | None = None) -> list[ProcUse]:
+    def sample(self, interval_ticks: float, uptime: float | None = None,
+               cpu_busy: dict[int, int] | None = None) -> list[ProcUse]:
         """CPU use since the previous call, attributed to the CPU each task last ran on.
 
         `uptime` (clock ticks since boot, from /proc/uptime) lets a process that started since the
-        last full scan count from its start (field 22): a hog started a second ago is not invisible."""
+        last full scan count from its start (field 22): a hog started a second ago is not invisible.
+        `cpu_busy` (CPU -> user+nice+system jiffies of the same interval, from /proc/stat) lets a
+        sampler with `full_max` > `full_every` defer full scans while the processes it reads explain
+        every CPU's busy time (see `_unexplained`)."""
         self.n += 1
-        full = self.n % self.full_every == 0 or self.n == 1
-        prev, prev_raw, fds, pread = self.prev, self.prev_raw, self.fds, os.pread
+        n = self.n
+        since = n - self.last_full
+        acc: dict[tuple[int, int], list] = {}
+        hot: list[int] = []
+        read = self.hot
+        self.woke = 0.0
+        due = n % self.full_every == 0  # the full scan's usual turn
+        full = n == 1 or (due and not self.quiet) or (since >= self.full_max and self.full_max > self.full_every)
         if full:
-            try:
-                pids = [int(x) for x in os.listdir(self.proc) if x.isdigit()]
-            except OSError as e:
-                raise InputError(self.proc, e.strerror or str(e)) from None
-            cur: dict[int, Task] = {}
-            raw: dict[int, bytes] = {}
+            self._account(self._scan(self._all_pids(), n), n, interval_ticks, uptime, acc, hot, set(read))
         else:
-            pids = list(self.hot)
-            cur, raw = dict(prev), dict(prev_raw)  # processes not read now keep their last state
-        changed: list[tuple[int, bytes]] = []
-        read_at, n = self.read_at, self.n
-        # hot path: one pread per process, byte comparison, no parsing when idle
+            if len(self.fds) >= self.max_open:  # over the open-file limit: see _overflow_share
+                fds, k = self.fds, OVERFLOW_EVERY
+                read = [p for p in read if p in fds or p % k == n % k]
+            self._account(self._scan(read, n), n, interval_ticks, uptime, acc, hot, None)
+            if due and self._unexplained(acc, cpu_busy, interval_ticks):
+                # a CPU busier than what the processes read explain: whoever runs there is read now
+                full = True
+                done = set(read)
+                rest = [p for p in self._all_pids() if p not in done]
+                self._account(self._scan(rest, n), n, interval_ticks, uptime, acc, hot, done)
+        if full:
+            self.last_full = n
+            if uptime is not None:
+                self.full_uptime = uptime
+            # "nothing changed": the processes outside the hot set used under WAKERS of a CPU
+            self.quiet = interval_ticks > 0 and self.woke < WAKERS * interval_ticks
+        self.hot = hot
+        self.hotset = set(hot)
+        old = n - self.keep_threads
+        prev = self.prev
+        if any(at <= old or pid not in prev for pid, at in self.tread_at.items()):
+            self._drop_threads({pid for pid, at in self.tread_at.items() if at > old and pid in prev})
+        if interval_ticks <= 0:
+            return []
+        return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
+
+    def _unexplained(self, acc: dict, cpu_busy: dict[int, int] | None, interval_ticks: float) -> bool:
+        """True when some CPU's user+nice+system time exceeds what the processes read this tick
+        attribute to it by more than `UNEXPLAINED` of the interval: something not in the hot set ran
+        there (a new hog, or one that woke up), so the full scan is not deferred."""
+        if cpu_busy is None or interval_ticks <= 0:
+            return True
+        attributed: dict[int, float] = {}
+        for (_, cpu), (_, d) in acc.items():
+            attributed[cpu] = attributed.get(cpu, 0.0) + d
+        limit = UNEXPLAINED * interval_ticks
+        return any(b - attributed.get(c, 0.0) > limit for c, b in cpu_busy.items())
+
+    def _all_pids(self) -> list[int]:
+        """Every process now (a directory listing of /proc); the state of those gone is dropped."""
+        try:
+            pids = [int(x) for x in os.listdir(self.proc) if x.isdigit()]
+        except OSError as e:
+            raise InputError(self.proc, e.strerror or str(e)) from None
+        for pid in self.prev_raw.keys() - set(pids):  # exited since the last full scan
+            self._forget(pid)
+        self.fulls += 1
+        if len(pids) > self.max_open:
+            pids = self._overflow_share(pids)
+        return pids
+
+    def _scan(self, pids, n: int) -> list[tuple[int, bytes, bytes | None]]:
+        """One pread per process, a byte comparison, no parsing when idle; returns (pid, new bytes,
+        old bytes) of those that changed. State is updated in place (a full scan of 1,000 processes
+        is ~1,000 loop turns on its own)."""
+        praw, fds, read_at, pread = self.prev_raw, self.fds, self.read_at, os.pread
+        fds_get, praw_get = fds.get, praw.get
+        changed: list[tuple[int, bytes, bytes | None]] = []
         for pid in pids:
-            fd = fds.get(pid)
-            data = None
+            fd = fds_get(pid)
             if fd is not None:
                 try:
                     data = pread(fd, 1024, 0)
                 except OSError:
                     data = None
-            if not data:
-                data = self._pread(pid)
-                if not data:
-                    cur.pop(pid, None)
-                    raw.pop(pid, None)
+                if data:
+                    old = praw_get(pid)
+                    if old == data:  # nothing changed, not even the CPU it sits on
+                        read_at[pid] = n
+                    else:
+                        praw[pid] = data
+                        changed.append((pid, data, old))
                     continue
-            raw[pid] = data
-            if prev_raw.get(pid) == data:  # nothing changed, not even the CPU it sits on
-                cur[pid] = prev[pid]
-                read_at[pid] = n
-            else:
-                changed.append((pid, data))
-        acc: dict[tuple[int, int], list] = {}
-        for pid, data in changed:
+            data = self._pread(pid)
+            if not data:
+                self._forget(pid)
+                continue
+            changed.append((pid, data, praw_get(pid)))
+            praw[pid] = data
+        return changed
+
+    def _account(self, changed, n: int, interval_ticks: float, uptime: float | None, acc: dict,
+                 hot: list[int], was_hot: set[int] | None) -> None:
+        """Per-(pid, cpu) jiffies of the processes whose stat changed, into `acc`; those that used
+        CPU (or appeared) go to `hot`, read again next tick. The jiffies of those not in `was_hot`
+        (the last hot set; a full scan's wakers) add up in `self.woke`."""
+        prev, read_at = self.prev, self.read_at
+        for pid, data, old_raw in changed:
             t = parse_task_stat(data, pid, f"{self.proc}/{pid}/stat")
-            cur[pid] = t
             p = prev.get(pid)
+            prev[pid] = t
             gap = max(1, n - read_at.get(pid, n - 1))
             read_at[pid] = n
             if p is None or p.starttime != t.starttime:
                 # new process: all its CPU time is since it started; count it only when it started
                 # after the last full scan (else its lifetime ticks would be over-attributed)
+                hot.append(pid)
+                if was_hot is not None:
+                    self.woke += max(0.0, interval_ticks)  # a new process: not "nothing changed"
                 since = self.full_uptime
                 if uptime is None or since is None or t.starttime < since or t.ticks <= 0 or interval_ticks <= 0:
                     continue
@@ -231,15 +403,18 @@ class TaskSampler:
                 _add(acc, pid, t.processor, t.comm, d)
                 continue
             d = (t.ticks - p.ticks) / gap  # a process last read N scans ago: its per-scan share
-            if d <= 0:
+            if d <= 0:  # bytes moved (state, faults, a kworker's comm) but no CPU: not hot
                 continue
+            hot.append(pid)
+            if was_hot is not None and pid not in was_hot:
+                self.woke += d
             if self.threads and t.nthreads > 1:
                 base = self.tbase.get(pid)
-                th = self._threads(pid)
+                th = self._threads(pid, t.nthreads)
                 self.tbase[pid] = (data, th)
                 self.tread_at[pid] = n
                 # the threads' reference holds if they were read when the process was last read
-                before = base[1] if base is not None and base[0] == prev_raw.get(pid) else None
+                before = base[1] if base is not None and base[0] == old_raw else None
                 if before:
                     for tid, tt in th.items():
                         b = before.get(tid)
@@ -248,21 +423,27 @@ class TaskSampler:
                             _add(acc, pid, tt.processor, t.comm, td)
                     continue
             _add(acc, pid, t.processor, t.comm, d)
-        if len(fds) > len(cur):
-            for pid in set(fds) - cur.keys():
-                os.close(fds.pop(pid))
-                read_at.pop(pid, None)
-        self.hot = {pid for pid, _ in changed}
-        if full and uptime is not None:
-            self.full_uptime = uptime
-        self.prev = cur
-        self.prev_raw = raw
-        old = n - self.keep_threads
-        if any(at <= old or pid not in cur for pid, at in self.tread_at.items()):
-            self._drop_threads({pid for pid, at in self.tread_at.items() if at > old and pid in cur})
-        if interval_ticks <= 0:
-            return []
-        return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
+
+    def _overflow_share(self, pids: list[int]) -> list[int]:
+        """More processes than open files allowed (RLIMIT_NOFILE, when it cannot be raised): a known
+        process without an open stat is read in every `OVERFLOW_EVERY`-th full scan (by pid), since
+        opening costs ~4 preads; so a full scan costs the same per process at 50,000 processes as at
+        1,000. Its CPU is spread over the scans since it was last read (as for any process read late);
+        new processes are read at once. Between full scans, a hot process without an open stat is read
+        on the same 1-in-OVERFLOW_EVERY turn, and once read it takes an idle process's open file
+        (_evict_idle): a process that stays busy is read every second from then on."""
+        fds, praw, k, turn = self.fds, self.prev_raw, OVERFLOW_EVERY, self.fulls % OVERFLOW_EVERY
+        hot = set(self.hot)
+        return [p for p in pids if p in fds or p not in praw or p % k == turn or p in hot]
+
+    def _forget(self, pid: int) -> None:
+        """A process that exited (or whose stat cannot be read): its state and open file go."""
+        self.prev.pop(pid, None)
+        self.prev_raw.pop(pid, None)
+        self.read_at.pop(pid, None)
+        fd = self.fds.pop(pid, None)
+        if fd is not None:
+            os.close(fd)
 
     def close(self) -> None:
         for fd in self.fds.values():

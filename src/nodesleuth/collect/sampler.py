@@ -59,12 +59,13 @@ class Preset:
     irqs: bool = False  # the NIC's IRQ lines per CPU
     util: bool = True  # percentages per tick (the recorder keeps jiffies and computes on read)
     procs_full_every: int = 1  # ticks between full process rescans (busy ones every tick)
+    procs_full_max: int = 0  # > procs_full_every: defer full rescans up to this while /proc/stat is explained
     starvation: bool = True  # ksoftirqd schedstat, PSI
 
 
 # a check is short: NIC counters every tick so the window's delta is exact; check reads units itself
 CHECK = Preset(units_every=0, ethtool_every=1, irqs=True)
-RECORD = Preset(irqs=True, util=False)
+RECORD = Preset(irqs=True, util=False, procs_full_max=10)
 EXPORTER = Preset(units_every=5)
 
 
@@ -78,6 +79,7 @@ class Sampler:
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
+                 procs_full_max: int = 0,
                  starvation: bool = True, kmsg_boot: float | str | None = "root"):
         self.root = root
         self.threads = threads
@@ -103,7 +105,7 @@ class Sampler:
                 self.kmsg_problem = str(e)
         self.n = 0
         self._stat: CpuTimes | None = None
-        self.tasks = TaskSampler(root, threads, full_every=procs_full_every)
+        self.tasks = TaskSampler(root, threads, full_every=procs_full_every, full_max=procs_full_max or None)
         self._t: float | None = None
         self.units_seen = True
         self.units = UnitWatcher(root, ns_pid) if units_every else None
@@ -154,18 +156,23 @@ class Sampler:
         ticks_per_cpu = interval * self.hz
         if stat is not None and self._stat is not None:
             # mpstat's arithmetic (collect/cpu.py): offline CPUs keep their last counters as the reference
-            iv = cpu_interval(self._stat, stat)
+            iv = cpu_interval(self._stat, stat, busy_only=not self.util)
             raw = iv.deltas
             if self.util:
                 cpu = iv.util
-            busy = {c: u.busy for c, u in iv.util.items() if c >= 0}
+                busy = {c: u.busy for c, u in iv.util.items() if c >= 0}
+            else:
+                busy = iv.busy
             # per-CPU jiffies of this interval: the denominator for per-process percentages
             ncpu = max(1, len([c for c in stat.cpus if c >= 0]))
             d = sum(stat.cpus[-1][:8]) - sum(self._stat.cpus[-1][:8])
             if d > 0:
                 ticks_per_cpu = d / ncpu
             stat = iv.carry
-        uses = self._read("processes", lambda: self.tasks.sample(ticks_per_cpu, self._uptime()), [])
+        # user+nice+system jiffies per CPU: what processes can explain (collect/procs.py defers its full
+        # rescan while they do)
+        cpu_busy = {c: d[0] + d[1] + d[2] for c, d in raw.items() if c >= 0} if raw else None
+        uses = self._read("processes", lambda: self.tasks.sample(ticks_per_cpu, self._uptime(), cpu_busy), [])
         procs = top_per_cpu(fit_to_cpus(uses, busy))
         census = self.census.sample(now, force_walk=force_walk)
         self.problems.update({k: v for k, v in census.problems if k not in self.problems})

@@ -78,20 +78,21 @@ class StarvationReader:
                 except ValueError:
                     pass
         self.ksoftirqd = found
+        self._paths = [(cpu, f"{self.proc}/{pid}/schedstat") for cpu, pid in found.items()]
 
     def read(self) -> dict:
         """Cumulative counters: {"ksoftirqd": {cpu: (run_ns, wait_ns)}, "psi_some_us": int|None}."""
         ks: dict[int, tuple[int, int]] = {}
         missing = False
-        read, proc = self.reader.read, self.proc
-        for cpu, pid in self.ksoftirqd.items():
+        read = self.reader.read
+        for cpu, path in self._paths:  # 96+ CPUs every second: bytes in, no decode, two ints out
             try:
-                v = parse_schedstat(read(f"{proc}/{pid}/schedstat", True).decode())
-            except (OSError, UnicodeDecodeError):
-                v = None
+                parts = read(path, True).split(None, 2)
+                ks[cpu] = int(parts[0]), int(parts[1])
+            except OSError:
                 missing = True
-            if v is not None:
-                ks[cpu] = v
+            except (ValueError, IndexError):  # malformed: that CPU is left out, as before
+                pass
         if missing:  # a CPU went offline or the thread was replaced: look again next time
             self._find()
         try:

@@ -3,6 +3,7 @@ recordings line up, and a tick that overruns skips ahead instead of bunching up.
 
 from __future__ import annotations
 
+import gc
 import resource
 import signal
 import sys
@@ -34,6 +35,7 @@ class RecordOptions:
     kmsg: str | None = None
     fsync_every: int = 1
     procs_full_every: int = 3  # see collect/procs.py: busy processes are still read every second
+    procs_full_max: int = 10  # full rescans deferred up to this while every CPU's busy time is explained
     profile: bool = False  # continuous perf record -a -g alongside
     profile_freq: int = 49
     profile_rotate: float = 10.0
@@ -52,7 +54,8 @@ class Recorder:
         self.root = Root(opt.root)
         kmsg: bool | str = opt.kmsg or self.root.exists("/dev/kmsg")
         preset = dataclasses.replace(RECORD, threads=opt.threads, live_every=opt.live_every,
-                                     units_every=opt.units_every, procs_full_every=opt.procs_full_every)
+                                     units_every=opt.units_every, procs_full_every=opt.procs_full_every,
+                                     procs_full_max=opt.procs_full_max)
         self.sampler = Sampler.preset(self.root, preset, kmsg=kmsg, ns_pid=opt.ns_pid)
         self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every)
         self.enc = Encoder()
@@ -118,6 +121,10 @@ class Recorder:
             if runner is not None and not runner.start():
                 raise InputError("perf", runner.error or "cannot start perf")
         self.sampler.prime()
+        # what start-up made (imports, rules, the first census) lives as long as the process: out of
+        # the cyclic collector's way, so each collection walks only what ticks allocate
+        gc.collect()
+        gc.freeze()
         nxt = (int(start / self.opt.interval) + 1) * self.opt.interval
         try:
             while not self.stop:

@@ -42,10 +42,10 @@ CG_FIELDS = ("name", "hierarchy", "tracked", "live", "mount")
 
 def _trim(v) -> list[int]:
     """Drop trailing zero columns (steal, guest, gnice are zero on most nodes)."""
-    v = list(v)
-    while len(v) > 4 and v[-1] == 0:
-        v.pop()
-    return v
+    n = len(v)
+    while n > 4 and v[n - 1] == 0:
+        n -= 1
+    return v[:n]  # a tuple stays a tuple: the same JSON array
 
 
 def table(objs, names: tuple[str, ...]) -> dict:
@@ -162,7 +162,8 @@ def decode(payload: bytes, where: str = "tick") -> Tick:
     if "sv" in r:
         starve = dict(r["sv"])
         for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms"):
-            starve[k] = {int(c): x for c, x in starve.get(k, {}).items()}
+            d = starve.get(k, {})
+            starve[k] = dict(zip(map(int, d), d.values()))  # JSON keys are strings; 96+ per tick
     return Tick(r["t"], r["iv"], cpu, procs, census, r.get("mi", {}), events, nics, units, raw,
                 r.get("si"), _nic_irqs(r, raw), starve)
 
@@ -219,10 +220,7 @@ def _cpus(r: dict):
         # "ca" is what the recorder kept for "all": since the mpstat arithmetic, the sum of the shown
         # CPUs' deltas (older stores: the aggregate line's delta, read back as it was)
         for c, v in zip(ci, r["c"]):
-            full, u = col(c, tuple(v))
-            raw[c] = full
-            if u is not None:
-                cpu[c] = u
+            raw[c], cpu[c] = col(c, tuple(v))
         full, u = col(-1, tuple(r["ca"]))
         raw[-1] = full
         if u is not None:
