@@ -1,5 +1,7 @@
-"""Continuous `perf record -a -g` ingested into the store: the CPU profile through one long-lived
-`perf script` (ProfileRunner), the cgroup-churn trace in rotating chunks (PerfRotator).
+"""Continuous `perf record -a -g` ingested into the store: the CPU profile read from perf's pipe
+format with one long-lived `perf script` naming each distinct stack once (ProfileRunner; the former
+chunk-per-`perf script` path is ChunkedProfileRunner), the cgroup-churn trace in rotating chunks
+(PerfRotator).
 
 perf writes with CLOCK_MONOTONIC timestamps (-k), so samples map to wall-clock time exactly
 (offset = wall - monotonic, taken when each chunk is ingested). Chunks are deleted once stored,
@@ -12,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -22,7 +25,9 @@ import time
 from ..children import spawn, spawn_reaped
 from .agg import Aggregator
 from .codec import encode
+from ..errors import InputError
 from .parse import FrameCache, parse_text
+from .perfdata import SCRIPT_FIELDS as PERF_STREAM_FIELDS, PerfStream
 
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
 EVENT = "cpu-clock"  # a clock event: every sample is 1/F s of a CPU's time, idle or busy (cycles is not)
@@ -167,10 +172,10 @@ class PerfRotator:
             self.thread.join(timeout=120)
 
 
-class ProfileRunner(PerfRotator):
-    """perf record -a -g at `freq` Hz in rotating chunks, one `perf script` per chunk; each batch is also
-    pre-aggregated per minute and hour (profile/agg.py). The default: measured cheaper on this host than
-    StreamProfileRunner (benchmarks/profile_cost.py)."""
+class ChunkedProfileRunner(PerfRotator):
+    """perf record -a -g at `freq` Hz in rotating chunks, one full `perf script` per chunk; each batch is
+    also pre-aggregated per minute and hour (profile/agg.py). The former default (`profile run
+    --chunked`), kept as the reference the default ProfileRunner is measured and tested against."""
 
     name = "profile"
 
@@ -199,20 +204,19 @@ class ProfileRunner(PerfRotator):
             self.agg.flush()
 
 
-STREAM_FIELDS = "comm,pid,tid,cpu,time,ip,sym,dso"  # one known event and period: not printed
+class ProfileRunner:
+    """perf record -a -g at `freq` Hz in perf's pipe format, read here (profile/perfdata.py) rather
+    than printed by `perf script` per sample: one long-lived `perf script` names each distinct stack
+    once, the rest comes from the records and a cache. Every `rotate` s the samples read so far are
+    stored, raw and pre-aggregated (profile/agg.py). If perf dies, both are restarted with back-off.
+    The result is the same as ChunkedProfileRunner's full `perf script` (tests/test_profile.py) at a
+    fraction of its CPU (benchmarks/profile_cost.py).
 
-
-class StreamProfileRunner:
-    """perf record -a -g at `freq` Hz piped into one long-lived `perf script` (`-o - | -i -`): symbols
-    are loaded once, not once per chunk, and no perf.data chunk touches the disk. Not the default: on
-    this host its `perf script` cost more per sample than the chunked one's (benchmarks/profile_cost.py). Every `rotate`
-    seconds the text read so far (cut at a sample boundary) is parsed, with frame caches kept across
-    batches, and stored. If perf dies, both are restarted with back-off.
-
-    Both run under nodesleuth.children (perf record under the reaper, perf script with a parent-death
-    signal), started from this runner's thread, so neither outlives nodesleuth."""
+    perf record runs under nodesleuth.children's reaper and perf script with a parent-death signal,
+    both started from this runner's thread, so neither outlives nodesleuth."""
 
     name = "profile"
+    PENDING_LIMIT = 2_000_000  # samples held for stacks perf script has not named yet (it fell behind)
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
                  max_pending: int = 6, cpus: str | None = None):
@@ -225,13 +229,17 @@ class StreamProfileRunner:
         self.perf = shutil.which("perf")
         self.rec: subprocess.Popen | None = None
         self.script: subprocess.Popen | None = None
+        self.stream: PerfStream | None = None
+        self.reader: threading.Thread | None = None
+        self.answers: list[bytes] = []
+        self.answers_lock = threading.Lock()
+        self.text = ""  # perf script output not yet cut at a sample boundary
         self.stop_ev = threading.Event()
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
-        self.cache = FrameCache()
         self.agg = Aggregator(append)
-        self.restarts = self.dropped_chunks = self.samples = self.chunks = 0
-        self.ingest_cpu = 0.0  # CPU seconds of this process spent parsing and storing
+        self.restarts = self.dropped_chunks = self.dropped_samples = self.samples = self.chunks = 0
+        self.ingest_cpu = 0.0  # CPU seconds of this process spent reading, parsing and storing
         self.error: str | None = None
 
     def record_args(self) -> list[str]:
@@ -257,94 +265,116 @@ class StreamProfileRunner:
             self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m", pages,
                                      "-o", "-"] + self.record_args(), self.dir, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=log)
-            self.script = spawn([self.perf, "script", "-F", STREAM_FIELDS, "-i", "-"], stdin=self.rec.stdout,
+            self.script = spawn([self.perf, "script", "-F", PERF_STREAM_FIELDS, "-i", "-"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=log)
         except OSError as e:
             self.error = str(e)
+            if self.rec is not None:
+                self.rec.kill()
+                self.rec.wait()
             self.rec = self.script = None
+            return
         finally:
             log.close()
-            if self.rec is not None and self.rec.stdout is not None:
-                self.rec.stdout.close()  # perf script holds the pipe now
+        self.stream = PerfStream(self._forward)
+        self.text, self.answers = "", []
+        self.reader = threading.Thread(target=self._read_script, args=(self.script,), name="nodesleuth-symbols",
+                                       daemon=True)
+        self.reader.start()
 
-    def _store(self, text: str) -> None:
+    def _forward(self, data: bytes) -> None:
+        """Records for perf script; if it died, the samples it was asked about are dropped at the end."""
+        try:
+            self.script.stdin.write(data)
+            self.script.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as e:
+            self.error = f"perf script: {e}"
+
+    def _read_script(self, script: subprocess.Popen) -> None:
+        fd = script.stdout.fileno()
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return
+            with self.answers_lock:
+                self.answers.append(chunk)
+
+    def _answer(self, wait: float) -> None:
+        """Name the forwarded stacks from perf script's output, waiting up to `wait` s for it."""
+        deadline = time.monotonic() + wait
+        while True:
+            with self.answers_lock:
+                got, self.answers = self.answers, []
+            if got:
+                self.text += b"".join(got).decode(errors="replace")
+                cut = self.text.rfind("\n\n") + 2
+                if cut >= 2:
+                    self.stream.answer(self.text[:cut])
+                    self.text = self.text[cut:]
+            if not self.stream.waiting or time.monotonic() >= deadline:
+                return
+            if self.reader is not None and not self.reader.is_alive() and not self.answers:
+                if self.text:
+                    self.stream.answer(self.text + "\n\n")
+                    self.text = ""
+                return
+            time.sleep(0.02)
+
+    def _store(self, final: bool = False) -> None:
+        self._answer(30.0 if final else 1.0)
         c0 = time.process_time()
-        offset = wall_minus_monotonic()
-        b = parse_text(text, cache=self.cache)
+        b, dropped = self.stream.take(final or len(self.stream.pending.keys) > self.PENDING_LIMIT)
+        self.dropped_samples += dropped
+        if dropped:
+            self.dropped_chunks += 1
+            self.error = f"{dropped} samples dropped: perf script did not name their stacks"
         if len(b):
-            b.events = [EVENT] * len(b.events)  # -F without `event`: the one event we asked for
-            t0, payload = encode(b, offset)
-            self.append("profile", t0, payload)
-            self.agg.add(b, offset)
-            self.samples += len(b)
-            self.chunks += 1
-        self.ingest_cpu += time.process_time() - c0
-
-    def _drain(self, final: bool = False) -> None:
-        """Read what perf script has written; store whole samples every `rotate` seconds."""
-        import select
-
-        fd = self.script.stdout.fileno()
-        eof = False
-        deadline = time.monotonic() + (self.rotate if not final else 60)
-        while time.monotonic() < deadline and not (self.stop_ev.is_set() and not final):
-            r, _, _ = select.select([fd], [], [], 0.5)
-            if r:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    eof = True
-                    break
-                self.buf.append(chunk)
-        text = b"".join(self.buf).decode(errors="replace")
-        cut = len(text) if eof else text.rfind("\n\n") + 2
-        self.buf = [text[cut:].encode()] if cut < len(text) else []
-        if cut > 0:
             try:
-                self._store(text[:cut])
+                offset = wall_minus_monotonic()
+                t0, payload = encode(b, offset)
+                self.append("profile", t0, payload)
+                self.agg.add(b, offset)
+                self.samples += len(b)
+                self.chunks += 1
             except Exception as e:  # noqa: BLE001 - one bad batch must not stop the profiler
                 self.error = f"batch not stored: {e}"
                 self.dropped_chunks += 1
-        self.eof = eof
+        self.ingest_cpu += time.process_time() - c0
 
-    def _loop(self) -> None:
-        self.buf: list[bytes] = []
-        self.eof = False
-        self._start_perf()
-        self.started.set()
-        backoff = 1.0
+    def _feed(self, chunk: bytes) -> None:
+        c0 = time.process_time()
         try:
-            while not self.stop_ev.is_set() and self.script is not None:
-                self._drain()
-                if self.eof and not self.stop_ev.is_set():
-                    self.script.wait()
-                    self.rec.wait()
-                    try:
-                        with open(os.path.join(self.dir, "perf.log"), errors="replace") as f:
-                            err = f.read().strip()
-                    except OSError:
-                        err = ""
-                    self.error = err.splitlines()[-1] if err else f"perf exited with {self.rec.returncode}"
-                    self.stop_ev.wait(backoff)
-                    backoff = min(30.0, backoff * 2)
-                    if not self.stop_ev.is_set():
-                        self.restarts += 1
-                        self.buf, self.eof = [], False
-                        self._start_perf()
-                else:
-                    backoff = 1.0
+            self.stream.feed(chunk)
         finally:
-            self._finish()
+            self.ingest_cpu += time.process_time() - c0
 
-    def _finish(self) -> None:
-        """On this thread: stop perf record (its pipe then ends perf script), store the rest."""
+    def _end_perf(self) -> None:
+        """perf record has stopped: read the rest, let perf script name it, store it, reap both."""
         if self.rec is not None and self.rec.poll() is None:
             self.rec.send_signal(signal.SIGINT)
-        if self.script is not None and not self.eof:
-            self._drain(final=True)
-        try:
-            self.agg.flush()
-        except Exception as e:  # noqa: BLE001 - the raw samples are stored; only the summary is lost
-            self.error = f"aggregates not stored: {e}"
+        if self.rec is not None:
+            fd = self.rec.stdout.fileno()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 1.0)
+                if r:
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        break
+                    try:
+                        self._feed(chunk)
+                    except InputError as e:
+                        self.error = str(e)
+                        break
+            self.stream.flush()
+        if self.script is not None:
+            try:
+                self.script.stdin.close()
+            except OSError:
+                pass
+            if self.reader is not None:
+                self.reader.join(timeout=60)
+            self._store(final=True)
         for p in (self.rec, self.script):
             if p is None:
                 continue
@@ -353,7 +383,66 @@ class StreamProfileRunner:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _perf_error(self) -> str:
+        try:
+            with open(os.path.join(self.dir, "perf.log"), errors="replace") as f:
+                err = f.read().strip()
+        except OSError:
+            err = ""
+        return err.splitlines()[-1] if err else f"perf exited with {self.rec.returncode}"
+
+    def _loop(self) -> None:
+        self._start_perf()
+        self.started.set()
+        backoff = 1.0
+        try:
+            while not self.stop_ev.is_set() and self.rec is not None:
+                fd = self.rec.stdout.fileno()
+                next_store = time.monotonic() + self.rotate
+                eof = False
+                while not self.stop_ev.is_set():
+                    r, _, _ = select.select([fd], [], [], 0.5)
+                    if r:
+                        chunk = os.read(fd, 1 << 20)
+                        if not chunk:
+                            eof = True
+                            break
+                        try:
+                            self._feed(chunk)
+                        except InputError as e:  # not perf's format: stop this perf, restart below
+                            self.error = str(e)
+                            eof = True
+                            break
+                    if time.monotonic() >= next_store:
+                        self._store()
+                        next_store = time.monotonic() + self.rotate
+                        backoff = 1.0
+                if not eof:
+                    break  # stopping: _finish stores the rest
+                self._end_perf()
+                self.error = self.error or self._perf_error()
+                self.stop_ev.wait(backoff)
+                backoff = min(30.0, backoff * 2)
+                if not self.stop_ev.is_set():
+                    self.restarts += 1
+                    self._start_perf()
+                else:
+                    self.rec = self.script = None
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        """On this thread: stop perf record (its end ends perf script), store the rest."""
+        try:
+            if self.rec is not None:
+                self._end_perf()
+        finally:
+            try:
+                self.agg.flush()
+            except Exception as e:  # noqa: BLE001 - the raw samples are stored; only the summary is lost
+                self.error = f"aggregates not stored: {e}"
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def stop(self) -> None:
         self.stop_ev.set()
