@@ -21,7 +21,12 @@ Format: tools/perf/Documentation/perf.data-file-format.txt and include/uapi/linu
 
 from __future__ import annotations
 
+import os
+import shutil
 import struct
+import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
 
 from ..errors import InputError
@@ -43,6 +48,8 @@ HDR = struct.Struct("<IHH")
 Q = struct.Struct("<Q")
 U32X2 = struct.Struct("<II")
 ROUND = HDR.pack(FINISHED_ROUND, 0, 8)
+# callchain context markers (u64 of the negative values in perf_event.h)
+CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_MAX = 2**64 - 128, 2**64 - 512, 2**64 - 4095
 SCRIPT_FIELDS = "period,ip,sym,dso"
 
 
@@ -99,7 +106,7 @@ class PerfStream:
 
     CACHE_LIMIT = 200_000  # distinct stacks kept; past it the cache starts over
 
-    def __init__(self, forward):
+    def __init__(self, forward, max_stack: int = 127):
         self.forward = forward  # callable(bytes)
         self.buf = bytearray()
         self.header = False
@@ -112,7 +119,10 @@ class PerfStream:
         self.gen: dict[int, int] = {}
         self.kgen = 0
         self.stacks: dict[tuple, tuple[str, ...] | None] = {}  # key -> stack (None: asked, not answered)
-        self.asked: dict[int, tuple] = {}  # sequence number -> key
+        self.addrs: dict[tuple, tuple[str, ...]] = {}  # (pid..., context, ip) -> its frame names
+        self.parts: dict[tuple, list[tuple]] = {}  # stack key -> its addresses, until it is named
+        self.asked: dict[int, tuple] = {}  # sequence number -> stack key
+        self.max_stack = max_stack
         self.seq = 0
         self.lines: dict[str, tuple[str, ...] | None] = {}
         self.pending = Pending()
@@ -212,10 +222,7 @@ class PerfStream:
                 key = (pid, gen.get(pid, 0), self.kgen, HDR.unpack_from(rec)[1] & CPUMODE_MASK, rec[lo.callchain:])
                 if key not in stacks:
                     stacks[key] = None
-                    self.seq += 1
-                    self.asked[self.seq] = key
-                    out.append(rec[:lo.period] + Q.pack(self.seq) + rec[lo.period + 8:])
-                    self.forwarded_samples += 1
+                    self._ask(key, rec, out)
                 tq(t)
                 cq(cpu)
                 pq(pid)
@@ -255,6 +262,35 @@ class PerfStream:
             out.append(ROUND)  # the second round lets perf script process all of the first
             self.forward(b"".join(out))
 
+    def _ask(self, key: tuple, rec: bytes, out: list[bytes]) -> None:
+        """A stack not seen before: named from its addresses if perf script has named them all in
+        other stacks, else the sample goes to perf script."""
+        lo = self.lo
+        pid, pgen, kgen, mode, chain = key
+        n = Q.unpack_from(chain)[0]
+        ips = struct.unpack_from(f"<{n}Q", chain, 8) if len(chain) >= 8 + 8 * n else ()
+        parts: list[tuple] | None = []
+        ctx = None
+        for ip in ips:
+            if ip >= CONTEXT_MAX:
+                if ip not in (CONTEXT_KERNEL, CONTEXT_USER):
+                    parts = None  # hypervisor/guest contexts, or perf's invalid-context reset
+                    break
+                ctx = ip
+                continue
+            # kernel addresses name the same in every process; user ones per address space
+            parts.append(("k", kgen, ip) if ctx == CONTEXT_KERNEL else (pid, pgen, kgen, mode, ctx, ip))
+        if parts is not None and (len(ips) != n or len(parts) > self.max_stack):
+            parts = None
+        if parts is not None:
+            self.parts[key] = parts
+            if self._assemble(key) is not None:
+                return
+        self.seq += 1
+        self.asked[self.seq] = key
+        out.append(rec[:lo.period] + Q.pack(self.seq) + rec[lo.period + 8:])
+        self.forwarded_samples += 1
+
     # --- perf script's answers
 
     def answer(self, text: str) -> int:
@@ -269,16 +305,38 @@ class PerfStream:
             key = self.asked.pop(int(head), None)
             if key is None:
                 continue
-            names: list[str] = []
-            for ln in reversed(body.split("\n")) if body else ():
+            lines = [ln for ln in body.split("\n") if ln] if body else []
+            per_line = []
+            for ln in lines:
                 f = lines_ix.get(ln, False)
                 if f is False:
                     f = lines_ix[ln] = frame_names(ln)
-                if f:
-                    names.extend(f)
-            self.stacks[key] = tuple(names)
+                per_line.append(f or ())
+            self.stacks[key] = tuple(x for f in reversed(per_line) for x in f)
+            parts = self.parts.pop(key, None)
+            if parts is not None and len(parts) == len(per_line):
+                # one line per address (no inlined frames added): each address is named for reuse
+                for a, f in zip(parts, per_line):
+                    self.addrs[a] = f
             n += 1
         return n
+
+    def _assemble(self, key: tuple) -> tuple[str, ...] | None:
+        """A stack from its addresses' names (root first, as perf script's lines reversed), once all
+        are known."""
+        parts = self.parts.get(key)
+        if parts is None:
+            return None
+        addrs = self.addrs
+        names: list[str] = []
+        for a in reversed(parts):
+            f = addrs.get(a)
+            if f is None:
+                return None
+            names.extend(f)
+        st = self.stacks[key] = tuple(names)
+        del self.parts[key]
+        return st
 
     @property
     def waiting(self) -> int:
@@ -297,6 +355,8 @@ class PerfStream:
         dropped = 0
         for i, key in enumerate(p.keys):
             st = stacks.get(key)
+            if st is None:
+                st = self._assemble(key)
             if st is None:
                 if final or key not in stacks:
                     dropped += 1
@@ -322,7 +382,78 @@ class PerfStream:
             b.periods.append(p.periods[i])
             b.event_ids.append(0)
         self.pending = keep
-        if len(stacks) > self.CACHE_LIMIT and not self.asked:
+        if len(stacks) + len(self.addrs) > self.CACHE_LIMIT and not self.asked:
             self.stacks.clear()
+            self.addrs.clear()
+            self.parts.clear()
             self.lines.clear()
         return b, dropped
+
+
+class ScriptNamer:
+    """A long-lived `perf script -F period,ip,sym,dso -i -` fed by a PerfStream: what it prints for
+    the forwarded samples is read on a thread (so neither side blocks) and handed to the stream."""
+
+    def __init__(self, perf: str, stderr):
+        from ..children import spawn
+
+        # perf script's stdout is a pipe, so stdio would hold its answers until 4 KB are due; line
+        # buffering (stdbuf) hands them over as they are made (few lines: only unnamed stacks)
+        buf = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
+        self.proc = spawn(buf + [perf, "script", "-F", SCRIPT_FIELDS, "-i", "-"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=stderr)
+        self.stream = PerfStream(self._forward)
+        self.error: str | None = None
+        self._got: list[bytes] = []
+        self._lock = threading.Lock()
+        self._text = ""
+        self._reader = threading.Thread(target=self._read, name="nodesleuth-symbols", daemon=True)
+        self._reader.start()
+
+    def _forward(self, data: bytes) -> None:
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (OSError, ValueError) as e:  # perf script died: its samples are dropped at the end
+            self.error = f"perf script: {e}"
+
+    def _read(self) -> None:
+        fd = self.proc.stdout.fileno()
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return
+            with self._lock:
+                self._got.append(chunk)
+
+    def answer(self, wait: float) -> None:
+        """Hand perf script's output to the stream, waiting up to `wait` s until all is answered."""
+        deadline = time.monotonic() + wait
+        while True:
+            with self._lock:
+                got, self._got = self._got, []
+            done = not self._reader.is_alive()
+            if got:
+                self._text += b"".join(got).decode(errors="replace")
+            cut = len(self._text) if done else self._text.rfind("\n\n") + 2
+            if cut >= 2:
+                self.stream.answer(self._text[:cut] + ("\n\n" if done else ""))
+                self._text = self._text[cut:]
+            if not self.stream.waiting or time.monotonic() >= deadline or (done and not got):
+                return
+            time.sleep(0.01)
+
+    def close(self, timeout: float = 60) -> None:
+        """No more input: perf script finishes what it was given and exits."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self._reader.join(timeout=timeout)
+
+    def wait(self, timeout: float = 30) -> None:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -27,7 +27,7 @@ from .agg import Aggregator
 from .codec import encode
 from ..errors import InputError
 from .parse import FrameCache, parse_text
-from .perfdata import SCRIPT_FIELDS as PERF_STREAM_FIELDS, PerfStream
+from .perfdata import ScriptNamer
 
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
 EVENT = "cpu-clock"  # a clock event: every sample is 1/F s of a CPU's time, idle or busy (cycles is not)
@@ -228,12 +228,7 @@ class ProfileRunner:
         os.makedirs(self.dir, exist_ok=True)
         self.perf = shutil.which("perf")
         self.rec: subprocess.Popen | None = None
-        self.script: subprocess.Popen | None = None
-        self.stream: PerfStream | None = None
-        self.reader: threading.Thread | None = None
-        self.answers: list[bytes] = []
-        self.answers_lock = threading.Lock()
-        self.text = ""  # perf script output not yet cut at a sample boundary
+        self.namer: ScriptNamer | None = None
         self.stop_ev = threading.Event()
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
@@ -265,65 +260,21 @@ class ProfileRunner:
             self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m", pages,
                                      "-o", "-"] + self.record_args(), self.dir, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=log)
-            self.script = spawn([self.perf, "script", "-F", PERF_STREAM_FIELDS, "-i", "-"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=log)
+            self.namer = ScriptNamer(self.perf, log)
         except OSError as e:
             self.error = str(e)
             if self.rec is not None:
                 self.rec.kill()
                 self.rec.wait()
-            self.rec = self.script = None
-            return
+            self.rec = self.namer = None
         finally:
             log.close()
-        self.stream = PerfStream(self._forward)
-        self.text, self.answers = "", []
-        self.reader = threading.Thread(target=self._read_script, args=(self.script,), name="nodesleuth-symbols",
-                                       daemon=True)
-        self.reader.start()
-
-    def _forward(self, data: bytes) -> None:
-        """Records for perf script; if it died, the samples it was asked about are dropped at the end."""
-        try:
-            self.script.stdin.write(data)
-            self.script.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError) as e:
-            self.error = f"perf script: {e}"
-
-    def _read_script(self, script: subprocess.Popen) -> None:
-        fd = script.stdout.fileno()
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return
-            with self.answers_lock:
-                self.answers.append(chunk)
-
-    def _answer(self, wait: float) -> None:
-        """Name the forwarded stacks from perf script's output, waiting up to `wait` s for it."""
-        deadline = time.monotonic() + wait
-        while True:
-            with self.answers_lock:
-                got, self.answers = self.answers, []
-            if got:
-                self.text += b"".join(got).decode(errors="replace")
-                cut = self.text.rfind("\n\n") + 2
-                if cut >= 2:
-                    self.stream.answer(self.text[:cut])
-                    self.text = self.text[cut:]
-            if not self.stream.waiting or time.monotonic() >= deadline:
-                return
-            if self.reader is not None and not self.reader.is_alive() and not self.answers:
-                if self.text:
-                    self.stream.answer(self.text + "\n\n")
-                    self.text = ""
-                return
-            time.sleep(0.02)
 
     def _store(self, final: bool = False) -> None:
-        self._answer(30.0 if final else 1.0)
+        self.namer.answer(30.0 if final else 1.0)
         c0 = time.process_time()
-        b, dropped = self.stream.take(final or len(self.stream.pending.keys) > self.PENDING_LIMIT)
+        stream = self.namer.stream
+        b, dropped = stream.take(final or len(stream.pending.keys) > self.PENDING_LIMIT)
         self.dropped_samples += dropped
         if dropped:
             self.dropped_chunks += 1
@@ -344,7 +295,7 @@ class ProfileRunner:
     def _feed(self, chunk: bytes) -> None:
         c0 = time.process_time()
         try:
-            self.stream.feed(chunk)
+            self.namer.stream.feed(chunk)
         finally:
             self.ingest_cpu += time.process_time() - c0
 
@@ -366,23 +317,19 @@ class ProfileRunner:
                     except InputError as e:
                         self.error = str(e)
                         break
-            self.stream.flush()
-        if self.script is not None:
-            try:
-                self.script.stdin.close()
-            except OSError:
-                pass
-            if self.reader is not None:
-                self.reader.join(timeout=60)
+        if self.namer is not None:
+            self.namer.stream.flush()
+            self.namer.close()
             self._store(final=True)
-        for p in (self.rec, self.script):
-            if p is None:
-                continue
+            self.namer.wait()
+            self.error = self.error or self.namer.error
+        if self.rec is not None:
             try:
-                p.wait(timeout=30)
+                self.rec.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+                self.rec.kill()
+                self.rec.wait()
+            self.rec.stdout.close()
 
     def _perf_error(self) -> str:
         try:
@@ -428,7 +375,7 @@ class ProfileRunner:
                     self.restarts += 1
                     self._start_perf()
                 else:
-                    self.rec = self.script = None
+                    self.rec = self.namer = None
         finally:
             self._finish()
 
