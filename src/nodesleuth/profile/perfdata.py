@@ -25,6 +25,7 @@ import os
 import shutil
 import struct
 import subprocess
+from bisect import bisect_right
 import threading
 import time
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ class Layout:
     period: int = -1
     callchain: int = -1
     id_time_from_end: int = 0  # in the sample_id_all trailer of non-sample records (0: none)
+    fields: struct.Struct = struct.Struct("<IIQIIQ")  # from `tid`: pid, tid, time, [id,] cpu, res, period
 
     @classmethod
     def of(cls, sample_type: int, sample_id_all: bool) -> "Layout":
@@ -81,23 +83,11 @@ class Layout:
         lo.cpu, off = off, off + 8
         lo.period, off = off, off + 8
         lo.callchain = off
+        lo.fields = struct.Struct("<IIQQIIQ" if sample_type & S_ID else "<IIQIIQ")
         if sample_id_all:  # trailer: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER
             after = 8 * (bool(sample_type & S_ID) + 1 + bool(sample_type & S_IDENTIFIER))
             lo.id_time_from_end = after + 8
         return lo
-
-
-@dataclass
-class Pending:
-    """Samples read and time-ordered, waiting to be stored once their stacks are known."""
-
-    times_ns: list[int] = field(default_factory=list)
-    cpus: list[int] = field(default_factory=list)
-    pids: list[int] = field(default_factory=list)
-    tids: list[int] = field(default_factory=list)
-    comms: list[str] = field(default_factory=list)
-    periods: list[int] = field(default_factory=list)
-    keys: list[tuple] = field(default_factory=list)
 
 
 class PerfStream:
@@ -117,15 +107,19 @@ class PerfStream:
         self.next_flush = 0
         self.comm: dict[int, str] = {0: "swapper"}
         self.gen: dict[int, int] = {}
+        self.maps: dict[int, tuple[list[int], list[tuple]]] = {}  # pid -> (starts, (start, end, pgoff, file))
         self.kgen = 0
         self.stacks: dict[tuple, tuple[str, ...] | None] = {}  # key -> stack (None: asked, not answered)
         self.addrs: dict[tuple, tuple[str, ...]] = {}  # (pid..., context, ip) -> its frame names
         self.parts: dict[tuple, list[tuple]] = {}  # stack key -> its addresses, until it is named
         self.asked: dict[int, tuple] = {}  # sequence number -> stack key
+        self.inflight: set[tuple] = set()  # addresses in samples sent to perf script, not yet named
+        self.held: dict[tuple, bytes] = {}  # stack key -> its sample, waiting for in-flight addresses
+        self.waiters: dict[tuple, list[tuple]] = {}  # in-flight address -> stack keys waiting for it
         self.max_stack = max_stack
         self.seq = 0
         self.lines: dict[str, tuple[str, ...] | None] = {}
-        self.pending = Pending()
+        self.pending: list[tuple] = []  # (time ns, cpu, pid, tid, comm, period, stack key), time order
         self.records = 0
         self.forwarded_samples = 0
 
@@ -209,36 +203,29 @@ class PerfStream:
                 return
         out: list[bytes] = []
         lo = self.lo
-        p = self.pending
+        add = self.pending.append
         stacks, comm, gen = self.stacks, self.comm, self.gen
-        tq, cq, pq, tidq, commq, perq, kq = (p.times_ns.append, p.cpus.append, p.pids.append, p.tids.append,
-                                            p.comms.append, p.periods.append, p.keys.append)
-        unpack_ptt = struct.Struct("<IIQ").unpack_from
+        fields, at, cc, kgen = lo.fields.unpack_from, lo.tid, lo.callchain, self.kgen
         for t, _, typ, rec in q[:k]:
             if typ == SAMPLE:
-                pid, tid, _t = unpack_ptt(rec, lo.tid)
-                cpu = U32X2.unpack_from(rec, lo.cpu)[0]
-                period = Q.unpack_from(rec, lo.period)[0]
-                key = (pid, gen.get(pid, 0), self.kgen, HDR.unpack_from(rec)[1] & CPUMODE_MASK, rec[lo.callchain:])
+                f = fields(rec, at)  # pid, tid, time, [id,] cpu, res, period
+                pid, tid = f[0], f[1]
+                key = (pid, gen.get(pid, 0), kgen, rec[4] & CPUMODE_MASK, rec[cc:])
                 if key not in stacks:
                     stacks[key] = None
                     self._ask(key, rec, out)
-                tq(t)
-                cq(cpu)
-                pq(pid)
-                tidq(tid)
                 c = comm.get(tid)
-                commq(c if c is not None else f":{tid}")
-                perq(period)
-                kq(key)
+                add((t, f[-3], pid, tid, c if c is not None else f":{tid}", f[-1], key))
                 continue
             out.append(rec)
             if typ in (MMAP, MMAP2):
                 pid = U32X2.unpack_from(rec, 8)[0]
                 if pid == 0xFFFFFFFF:
                     self.kgen += 1
+                    kgen = self.kgen
                 else:
                     gen[pid] = gen.get(pid, 0) + 1
+                    self._map(pid, typ, rec)
             elif typ == COMM:
                 pid, tid = U32X2.unpack_from(rec, 8)
                 end = rec.find(b"\0", 16)
@@ -254,13 +241,48 @@ class PerfStream:
                     comm.pop(tid, None)
                 if pid != ppid:
                     gen[pid] = gen.get(pid, 0) + 1
+                    parent = self.maps.get(ppid)
+                    self.maps[pid] = (list(parent[0]), list(parent[1])) if parent else ([], [])
             elif typ == KSYMBOL:
                 self.kgen += 1
+                kgen = self.kgen
         del q[:k]
         if out:
             out.append(ROUND)
             out.append(ROUND)  # the second round lets perf script process all of the first
             self.forward(b"".join(out))
+
+    def _map(self, pid: int, typ: int, rec: bytes) -> None:
+        """A process's executable maps as perf keeps them: a new map replaces the parts of older
+        ones it overlaps; FORK of a process copies its parent's; exec keeps them (perf does)."""
+        start, length, pgoff = struct.unpack_from("<QQQ", rec, 16)
+        name_at = 40 if typ == MMAP else 72
+        end_name = rec.find(b"\0", name_at)
+        name = rec[name_at:end_name if end_name >= 0 else len(rec)]
+        # a file's offset names the same in any process; anon, JIT, [vdso] and deleted files do not
+        ident = (name, rec[40:64] if typ == MMAP2 else b"") if name[:1] == b"/" and not name.endswith(
+            b" (deleted)") and not name.startswith(b"/tmp/perf-") and not name.startswith(b"//") else None
+        end = start + length
+        starts, entries = self.maps.setdefault(pid, ([], []))
+        lo = bisect_right(starts, start) - 1
+        if lo < 0:
+            lo = 0
+        hi = lo
+        keep = []
+        while hi < len(entries) and entries[hi][0] < end:
+            s0, e0, p0, id0 = entries[hi]
+            if e0 > start:
+                if s0 < start:
+                    keep.append((s0, start, p0, id0))
+                if e0 > end:
+                    keep.append((end, e0, p0 + (end - s0), id0))
+            else:
+                keep.append(entries[hi])
+            hi += 1
+        keep.append((start, end, pgoff, ident))
+        keep.sort()
+        entries[lo:hi] = keep
+        starts[lo:hi] = [e[0] for e in keep]
 
     def _ask(self, key: tuple, rec: bytes, out: list[bytes]) -> None:
         """A stack not seen before: named from its addresses if perf script has named them all in
@@ -271,6 +293,7 @@ class PerfStream:
         ips = struct.unpack_from(f"<{n}Q", chain, 8) if len(chain) >= 8 + 8 * n else ()
         parts: list[tuple] | None = []
         ctx = None
+        pm = self.maps.get(pid)
         for ip in ips:
             if ip >= CONTEXT_MAX:
                 if ip not in (CONTEXT_KERNEL, CONTEXT_USER):
@@ -278,14 +301,40 @@ class PerfStream:
                     break
                 ctx = ip
                 continue
-            # kernel addresses name the same in every process; user ones per address space
-            parts.append(("k", kgen, ip) if ctx == CONTEXT_KERNEL else (pid, pgen, kgen, mode, ctx, ip))
+            # kernel addresses name the same in every process, addresses in files by file offset
+            # whatever the process; the rest per address space
+            if ctx == CONTEXT_KERNEL:
+                parts.append(("k", kgen, ip))
+                continue
+            i = bisect_right(pm[0], ip) - 1 if pm is not None else -1
+            if i < 0 or ip >= pm[1][i][1]:
+                parts.append(("n", mode, ctx))  # in no map: perf names it [unknown] whatever its value
+                continue
+            start, end, pgoff, ident = pm[1][i]
+            if ident is not None:
+                parts.append(("f", ident, ip - start + pgoff, mode, ctx))
+            else:
+                parts.append((pid, pgen, kgen, mode, ctx, ip))
         if parts is not None and (len(ips) != n or len(parts) > self.max_stack):
             parts = None
         if parts is not None:
             self.parts[key] = parts
             if self._assemble(key) is not None:
                 return
+            addrs, inflight = self.addrs, self.inflight
+            unknown = [a for a in parts if a not in addrs]
+            if all(a in inflight for a in unknown):
+                # every address it lacks is in a sample perf script is naming now: wait for that
+                self.held[key] = rec
+                for a in unknown:
+                    self.waiters.setdefault(a, []).append(key)
+                return
+            inflight.update(unknown)
+        self._send(key, rec, out)
+
+    def _send(self, key: tuple, rec: bytes, out: list[bytes]) -> None:
+        """Forward the sample to perf script, its period replaced by a sequence number."""
+        lo = self.lo
         self.seq += 1
         self.asked[self.seq] = key
         out.append(rec[:lo.period] + Q.pack(self.seq) + rec[lo.period + 8:])
@@ -297,6 +346,7 @@ class PerfStream:
         """Take `perf script -F period,ip,sym,dso` output (whole samples); returns samples answered."""
         n = 0
         lines_ix = self.lines
+        failed: set[tuple] = set()
         for block in text.split("\n\n"):
             head, _, body = block.lstrip("\n").partition("\n")
             head = head.strip()
@@ -313,12 +363,32 @@ class PerfStream:
                     f = lines_ix[ln] = frame_names(ln)
                 per_line.append(f or ())
             self.stacks[key] = tuple(x for f in reversed(per_line) for x in f)
+            self.held.pop(key, None)
             parts = self.parts.pop(key, None)
-            if parts is not None and len(parts) == len(per_line):
+            if parts is None:
+                pass
+            elif len(parts) == len(per_line):
                 # one line per address (no inlined frames added): each address is named for reuse
                 for a, f in zip(parts, per_line):
-                    self.addrs[a] = f
+                    if a not in self.addrs:
+                        self.addrs[a] = f
+                        self.inflight.discard(a)
+                        self.waiters.pop(a, None)  # its waiters assemble in take()
+            else:
+                failed.update(a for a in parts if a in self.inflight and a not in self.addrs)
             n += 1
+        if failed:
+            # addresses perf script named with inlined frames: their waiters go to perf script whole
+            out: list[bytes] = []
+            for a in failed:
+                self.inflight.discard(a)
+                for key in self.waiters.pop(a, ()):
+                    rec = self.held.pop(key, None)
+                    if rec is not None and self.stacks.get(key) is None:
+                        self.parts.pop(key, None)
+                        self._send(key, rec, out)
+            if out:
+                self.forward(b"".join(out) + ROUND + ROUND)
         return n
 
     def _assemble(self, key: tuple) -> tuple[str, ...] | None:
@@ -336,6 +406,7 @@ class PerfStream:
             names.extend(f)
         st = self.stacks[key] = tuple(names)
         del self.parts[key]
+        self.held.pop(key, None)
         return st
 
     @property
@@ -346,47 +417,46 @@ class PerfStream:
         """The pending samples whose stacks are known, as a Batch (times in perf's clock, seconds at
         perf script's microsecond precision), in time order; with `final`, the unanswered ones too
         are dropped and counted. Returns (batch, dropped)."""
-        p = self.pending
         stacks = self.stacks
         b = Batch(events=["cpu-clock"])
         stack_ix: dict[tuple, int] = {}
         comm_ix: dict[str, int] = {}
-        keep = Pending()
+        keep: list[tuple] = []
         dropped = 0
-        for i, key in enumerate(p.keys):
+        a_t, a_c, a_p, a_tid, a_cid, a_sid, a_per = (b.times.append, b.cpus.append, b.pids.append, b.tids.append,
+                                                    b.comm_ids.append, b.stack_ids.append, b.periods.append)
+        for row in self.pending:
+            key = row[6]
             st = stacks.get(key)
             if st is None:
                 st = self._assemble(key)
-            if st is None:
-                if final or key not in stacks:
-                    dropped += 1
+                if st is None:
+                    if final or key not in stacks:
+                        dropped += 1
+                    else:
+                        keep.append(row)
                     continue
-                for col in ("times_ns", "cpus", "pids", "tids", "comms", "periods", "keys"):
-                    getattr(keep, col).append(getattr(p, col)[i])
-                continue
             sid = stack_ix.get(st)
             if sid is None:
                 sid = stack_ix[st] = len(b.stacks)
                 b.stacks.append(st)
-            c = p.comms[i]
+            c = row[4]
             cid = comm_ix.get(c)
             if cid is None:
                 cid = comm_ix[c] = len(b.comms)
                 b.comms.append(c)
-            b.times.append((p.times_ns[i] // 1000) / 1e6)
-            b.cpus.append(p.cpus[i])
-            b.pids.append(p.pids[i])
-            b.tids.append(p.tids[i])
-            b.comm_ids.append(cid)
-            b.stack_ids.append(sid)
-            b.periods.append(p.periods[i])
-            b.event_ids.append(0)
+            a_t((row[0] // 1000) / 1e6)
+            a_c(row[1])
+            a_p(row[2])
+            a_tid(row[3])
+            a_cid(cid)
+            a_sid(sid)
+            a_per(row[5])
+        b.event_ids = [0] * len(b.times)
         self.pending = keep
-        if len(stacks) + len(self.addrs) > self.CACHE_LIMIT and not self.asked:
-            self.stacks.clear()
-            self.addrs.clear()
-            self.parts.clear()
-            self.lines.clear()
+        if len(stacks) + len(self.addrs) > self.CACHE_LIMIT and not self.asked and not self.held:
+            for d in (self.stacks, self.addrs, self.parts, self.lines, self.inflight, self.held, self.waiters):
+                d.clear()
         return b, dropped
 
 

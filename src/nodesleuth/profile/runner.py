@@ -274,7 +274,7 @@ class ProfileRunner:
         self.namer.answer(30.0 if final else 1.0)
         c0 = time.process_time()
         stream = self.namer.stream
-        b, dropped = stream.take(final or len(stream.pending.keys) > self.PENDING_LIMIT)
+        b, dropped = stream.take(final or len(stream.pending) > self.PENDING_LIMIT)
         self.dropped_samples += dropped
         if dropped:
             self.dropped_chunks += 1
@@ -295,6 +295,7 @@ class ProfileRunner:
     def _feed(self, chunk: bytes) -> None:
         c0 = time.process_time()
         try:
+            self.namer.answer(0.0)  # addresses named so far name the stacks of this chunk
             self.namer.stream.feed(chunk)
         finally:
             self.ingest_cpu += time.process_time() - c0
