@@ -538,3 +538,15 @@ def test_direct_reader_equals_full_perf_script(tmp_path, spin):
     assert any(f.endswith("_[k]") for r in want for f in r[6])
     assert len({r[3] for r in want if r[2] == threads.pid}) >= 3  # the threads, under their process
     assert s.forwarded_samples < len(want) / 2, (s.forwarded_samples, len(want))
+
+
+def test_direct_reader_rejects_what_is_not_perfs_pipe_format(tmp_path):
+    """A file-mode perf.data or any other bytes on the pipe: a one-line error naming the input."""
+    from nodesleuth.profile.perfdata import PerfStream
+
+    s = PerfStream(lambda b: None)
+    with pytest.raises(InputError, match="not perf's pipe format"):
+        s.feed(b"PERFILE2" + (104).to_bytes(8, "little"))  # a perf.data file's header: size 104, not 16
+    s = PerfStream(lambda b: None)
+    with pytest.raises(InputError, match="before any event attribute"):
+        s.feed(b"PERFILE2" + (16).to_bytes(8, "little") + (9).to_bytes(4, "little") + b"\0\0" + (8).to_bytes(2, "little"))

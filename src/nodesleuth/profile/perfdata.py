@@ -1,20 +1,23 @@
 """perf's pipe format (`perf record -o -`) read in Python, with `perf script` kept as the symbolizer
-but asked only once per distinct stack.
+but asked only about addresses it has not named yet.
 
-Why: `perf script` costs ~50-150 us per sample (callchain resolution and text), which is most of
-continuous profiling's cost; the samples of a busy node repeat the same few thousand stacks. So the
-records are read here (struct, fixed offsets for the sample_type we ask for), and each sample is keyed
-by (pid, the pid's map generation, cpumode, raw callchain). A sample with a new key is forwarded to a
-long-lived `perf script -F period,ip,sym,dso -i -` with its period field replaced by a sequence
-number; every other sample is answered from the cache. Side-band records (MMAP2, COMM, FORK, ...) are
-all forwarded, in the same time order perf itself uses (its ordered-events rounds), so perf resolves
-the forwarded samples exactly as it would in a full `perf script`; comm/pid/tid/cpu/time/period come
-straight from the records, comm tracked the way perf's thread table does (COMM; FORK copies the
-parent's; 0/0 is `swapper`; an unknown thread is `:TID`).
+Why: `perf script` costs ~100-250 us per sample here (callchain resolution, symbol loading per
+process, text), most of what profiling cost; the samples of a node repeat the same stacks and the
+same addresses. So the records are read here (struct, fixed offsets for the sample_type we ask for).
+A sample's stack is named from a cache: by its whole callchain, else address by address (kernel
+addresses once for all processes; addresses in files by file identity + offset, from the MMAP/MMAP2
+maps tracked as perf tracks them; addresses in no map are `[unknown]` as perf names them; anonymous/JIT
+ones per address space). A sample with an unnamed address is forwarded to a long-lived
+`perf script -F period,ip,sym,dso -i -` with its period replaced by a sequence number; its answer
+names the stack and, when perf printed one line per address (no inlined frames), each address.
+Side-band records (MMAP2, COMM, FORK, ...) are all forwarded, in the time order perf itself uses (its
+ordered-events rounds), so perf names the forwarded samples exactly as in a full `perf script`.
+comm/pid/tid/cpu/time/period come from the records, comm tracked as perf's thread table does (COMM;
+FORK copies the parent's; 0/0 is `swapper`; an unknown thread is `:TID`). tests/test_profile.py
+checks the stored result equals the full `perf script` path on a real recording.
 
-The map generation of a pid changes on every MMAP/MMAP2 and exec COMM of that pid and on a new
-process's FORK, and a global one on kernel (pid -1) MMAPs and KSYMBOL records, so a key never outlives
-the address space that named it.
+Keys carry generations: a pid's changes on its MMAPs, exec COMMs and a new process's FORK; the
+kernel's on kernel (pid -1) MMAPs and KSYMBOL records, so no name outlives the map that gave it.
 
 Format: tools/perf/Documentation/perf.data-file-format.txt and include/uapi/linux/perf_event.h.
 """
@@ -25,10 +28,10 @@ import os
 import shutil
 import struct
 import subprocess
-from bisect import bisect_right
 import threading
 import time
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from dataclasses import dataclass
 
 from ..errors import InputError
 from .parse import Batch, frame_names
@@ -47,7 +50,7 @@ S_IDENTIFIER = 0x10000
 WANT = S_IP | S_TID | S_TIME | S_CALLCHAIN | S_CPU | S_PERIOD  # what ProfileRunner records (+ ID)
 HDR = struct.Struct("<IHH")
 Q = struct.Struct("<Q")
-U32X2 = struct.Struct("<II")
+I32X2 = struct.Struct("<ii")  # pid/tid: signed, as perf prints them (-1)
 ROUND = HDR.pack(FINISHED_ROUND, 0, 8)
 # callchain context markers (u64 of the negative values in perf_event.h)
 CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_MAX = 2**64 - 128, 2**64 - 512, 2**64 - 4095
@@ -66,7 +69,7 @@ class Layout:
     period: int = -1
     callchain: int = -1
     id_time_from_end: int = 0  # in the sample_id_all trailer of non-sample records (0: none)
-    fields: struct.Struct = struct.Struct("<IIQIIQ")  # from `tid`: pid, tid, time, [id,] cpu, res, period
+    fields: struct.Struct = struct.Struct("<iiQIIQ")  # from `tid`: pid, tid, time, [id,] cpu, res, period
 
     @classmethod
     def of(cls, sample_type: int, sample_id_all: bool) -> "Layout":
@@ -83,7 +86,7 @@ class Layout:
         lo.cpu, off = off, off + 8
         lo.period, off = off, off + 8
         lo.callchain = off
-        lo.fields = struct.Struct("<IIQQIIQ" if sample_type & S_ID else "<IIQIIQ")
+        lo.fields = struct.Struct("<iiQQIIQ" if sample_type & S_ID else "<iiQIIQ")
         if sample_id_all:  # trailer: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER
             after = 8 * (bool(sample_type & S_ID) + 1 + bool(sample_type & S_IDENTIFIER))
             lo.id_time_from_end = after + 8
@@ -219,21 +222,21 @@ class PerfStream:
                 continue
             out.append(rec)
             if typ in (MMAP, MMAP2):
-                pid = U32X2.unpack_from(rec, 8)[0]
-                if pid == 0xFFFFFFFF:
+                pid = I32X2.unpack_from(rec, 8)[0]
+                if pid == -1:
                     self.kgen += 1
                     kgen = self.kgen
                 else:
                     gen[pid] = gen.get(pid, 0) + 1
                     self._map(pid, typ, rec)
             elif typ == COMM:
-                pid, tid = U32X2.unpack_from(rec, 8)
+                pid, tid = I32X2.unpack_from(rec, 8)
                 end = rec.find(b"\0", 16)
                 comm[tid] = rec[16:end if end >= 0 else len(rec)].decode(errors="replace")
                 if HDR.unpack_from(rec)[1] & COMM_EXEC:
                     gen[pid] = gen.get(pid, 0) + 1
             elif typ == FORK:
-                pid, ppid, tid, ptid = struct.unpack_from("<IIII", rec, 8)
+                pid, ppid, tid, ptid = struct.unpack_from("<iiii", rec, 8)
                 c = comm.get(ptid)
                 if c is not None:
                     comm[tid] = c

@@ -4,7 +4,7 @@ chunk-per-`perf script` path is ChunkedProfileRunner), the cgroup-churn trace in
 (PerfRotator).
 
 perf writes with CLOCK_MONOTONIC timestamps (-k), so samples map to wall-clock time exactly
-(offset = wall - monotonic, taken when each chunk is ingested). Chunks are deleted once stored,
+(offset = wall - monotonic, taken when each batch is stored). Chunks are deleted once stored,
 at most `max_pending` wait on disk (older ones are dropped and counted if ingestion falls
 behind), and perf is restarted with back-off if it dies. The store's retention bounds the rest.
 """
@@ -254,12 +254,15 @@ class ProfileRunner:
         try:
             # --no-bpf-event: perf 6.1's script dies on PERF_RECORD_KSYMBOL in pipe mode ("failed to
             # process type: 17") whenever a BPF program loads on the host
-            # -m: perf writes a CPU's ring out when it is half full; 64 KB per CPU at 49 Hz is about a
-            # second of stacks, so samples reach the store every `rotate` s (default rings hold ~20 s)
-            pages = "16" if self.freq <= 100 else "128"
-            self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m", pages,
-                                     "-o", "-"] + self.record_args(), self.dir, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=log)
+            # -m: perf writes a CPU's ring out when it is half full; 64 KB per CPU at 49 Hz holds a few
+            # seconds of stacks, so samples reach the store every `rotate` s (default rings hold ~20 s);
+            # at higher rates the rings grow with the rate (so a store pause of ~1 s loses nothing)
+            pages = 16
+            while pages < 1024 and pages * 49 < 16 * self.freq:
+                pages *= 2
+            self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m",
+                                     str(pages), "-o", "-"] + self.record_args(), self.dir,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
             self.namer = ScriptNamer(self.perf, log)
         except OSError as e:
             self.error = str(e)
@@ -271,7 +274,9 @@ class ProfileRunner:
             log.close()
 
     def _store(self, final: bool = False) -> None:
-        self.namer.answer(30.0 if final else 1.0)
+        # never wait while perf record runs: its rings fill in well under a second at high rates;
+        # samples whose stacks are still being named are stored with the next batch
+        self.namer.answer(30.0 if final else 0.0)
         c0 = time.process_time()
         stream = self.namer.stream
         b, dropped = stream.take(final or len(stream.pending) > self.PENDING_LIMIT)
