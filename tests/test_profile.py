@@ -511,6 +511,9 @@ def test_direct_reader_equals_full_perf_script(tmp_path, spin):
     # taken in between (so later stacks are named from addresses named before)
     namer = ScriptNamer("perf", subprocess.DEVNULL)
     s = namer.stream
+    asked_pids: list[int] = []
+    send = s._send
+    s._send = lambda key, rec, out: (asked_pids.append(key[0]), send(key, rec, out))
     data = pipe.read_bytes()
     try:
         for i in range(0, len(data), 16384):
@@ -537,7 +540,11 @@ def test_direct_reader_equals_full_perf_script(tmp_path, spin):
     assert any("ns_spin_inner" in r[6] and "ns_spin_loop" in r[6] for r in want)
     assert any(f.endswith("_[k]") for r in want for f in r[6])
     assert len({r[3] for r in want if r[2] == threads.pid}) >= 3  # the threads, under their process
-    assert s.forwarded_samples < len(want) / 2, (s.forwarded_samples, len(want))
+    # the pinned loop repeats a few stacks: perf script was asked about few of its samples (other
+    # jobs on a shared host may have ever-new stacks, so only the loop's are counted)
+    spin_n = sum(1 for r in want if r[2] == spin.pid)
+    assert spin_n > 100 and asked_pids.count(spin.pid) < spin_n / 10, (asked_pids.count(spin.pid), spin_n)
+    assert s.forwarded_samples < len(want)
 
 
 def test_direct_reader_rejects_what_is_not_perfs_pipe_format(tmp_path):

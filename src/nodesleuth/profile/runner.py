@@ -206,11 +206,11 @@ class ChunkedProfileRunner(PerfRotator):
 
 class ProfileRunner:
     """perf record -a -g at `freq` Hz in perf's pipe format, read here (profile/perfdata.py) rather
-    than printed by `perf script` per sample: one long-lived `perf script` names each distinct stack
-    once, the rest comes from the records and a cache. Every `rotate` s the samples read so far are
+    than printed by `perf script` per sample: one long-lived `perf script` names each address it has
+    not named before, the rest comes from the records and caches. Every `rotate` s the samples read so far are
     stored, raw and pre-aggregated (profile/agg.py). If perf dies, both are restarted with back-off.
-    The result is the same as ChunkedProfileRunner's full `perf script` (tests/test_profile.py) at a
-    fraction of its CPU (benchmarks/profile_cost.py).
+    The result is the same as ChunkedProfileRunner's full `perf script` (tests/test_profile.py); at
+    49 Hz it costs a quarter of its CPU (benchmarks/profile_cost.py).
 
     perf record runs under nodesleuth.children's reaper and perf script with a parent-death signal,
     both started from this runner's thread, so neither outlives nodesleuth."""
@@ -229,6 +229,7 @@ class ProfileRunner:
         self.perf = shutil.which("perf")
         self.rec: subprocess.Popen | None = None
         self.namer: ScriptNamer | None = None
+        self.log = None
         self.stop_ev = threading.Event()
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
@@ -250,7 +251,11 @@ class ProfileRunner:
         return self.rec is not None
 
     def _start_perf(self) -> None:
-        log = open(os.path.join(self.dir, "perf.log"), "ab")
+        # perf's messages go to an unlinked file: nothing is left on disk if nodesleuth is killed
+        # (perf record, writing to a pipe, may die of SIGPIPE before its reaper learns why)
+        if self.log is not None:
+            self.log.close()
+        log = self.log = tempfile.TemporaryFile()
         try:
             # --no-bpf-event: perf 6.1's script dies on PERF_RECORD_KSYMBOL in pipe mode ("failed to
             # process type: 17") whenever a BPF program loads on the host
@@ -270,8 +275,6 @@ class ProfileRunner:
                 self.rec.kill()
                 self.rec.wait()
             self.rec = self.namer = None
-        finally:
-            log.close()
 
     def _store(self, final: bool = False) -> None:
         # never wait while perf record runs: its rings fill in well under a second at high rates;
@@ -339,9 +342,9 @@ class ProfileRunner:
 
     def _perf_error(self) -> str:
         try:
-            with open(os.path.join(self.dir, "perf.log"), errors="replace") as f:
-                err = f.read().strip()
-        except OSError:
+            self.log.seek(0)
+            err = self.log.read().decode(errors="replace").strip()
+        except (OSError, ValueError, AttributeError):
             err = ""
         return err.splitlines()[-1] if err else f"perf exited with {self.rec.returncode}"
 
@@ -395,6 +398,8 @@ class ProfileRunner:
                 self.agg.flush()
             except Exception as e:  # noqa: BLE001 - the raw samples are stored; only the summary is lost
                 self.error = f"aggregates not stored: {e}"
+            if self.log is not None:
+                self.log.close()
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def stop(self) -> None:
