@@ -53,11 +53,16 @@ def rows(r: dict) -> list[tuple[str, str]]:
         return out
     if b == "profile_cost":
         out = []
+        names = ("perf_record_alone", "nodesleuth_chunked_before", "nodesleuth_direct_after")
         for k in ("49hz", "replay_96cpu_rate"):
             x = r[k]
-            out += [(f"profiling CPU, {k}, end to end: perf record alone / chunked / stream",
-                     " / ".join(str(x["runs"][n]["end_to_end_cpu_s"]) for n in
-                                ("perf_record_alone", "nodesleuth_chunked_default", "nodesleuth_stream")) + " s")]
+            out += [(f"profiling, {k}: steady CPU-s/min, perf record alone / before (chunked) / after (direct)",
+                     " / ".join(str(x["runs"][n]["cpu_s_per_min"]) for n in names)),
+                    (f"profiling, {k}: us per sample end to end incl. kernel sampling, same order",
+                     " / ".join(str(x["runs"][n]["us_per_sample_end_to_end_incl_kernel_sampling"]) for n in names))]
+        out.append(("profiling, 96-CPU node at 49 Hz projected, % of a core (perf alone / before / after)",
+                    " / ".join(str(r["projection_96cpu_node_49hz_pct_of_core"][n]["incl_kernel_sampling"])
+                               for n in names)))
         return out
     if b == "zombie_cost":
         c0, c1 = r["curve"][0], r["curve"][-1]

@@ -22,18 +22,19 @@ def profile() -> None:
 @click.option("--duration", help="Stop after this long; default until SIGTERM.")
 @click.option("--retention", default="1d", show_default=True)
 @click.option("--max-size", default="4G", show_default=True)
-@click.option("--stream", is_flag=True, hidden=True, help="One long-lived perf script (experimental; benchmarks).")
+@click.option("--chunked", is_flag=True, hidden=True,
+              help="The former pipeline: one full perf script per chunk (benchmarks and tests compare with it).")
 @one_line_errors
-def profile_run(store, freq, rotate, duration, retention, max_size, stream):
+def profile_run(store, freq, rotate, duration, retention, max_size, chunked):
     """Run perf record -a -g continuously into STORE (without the 1 Hz recorder)."""
     import signal
     import time
 
-    from ..profile.runner import ProfileRunner, StreamProfileRunner
+    from ..profile.runner import ChunkedProfileRunner, ProfileRunner
     from ..store.store import StoreWriter
 
     w = StoreWriter(store, _duration(retention), _size(max_size))
-    r = (StreamProfileRunner if stream else ProfileRunner)(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
+    r = (ChunkedProfileRunner if chunked else ProfileRunner)(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
     if not r.start():
         raise InputError("perf", r.error or "cannot start")
     stop = []

@@ -1,8 +1,10 @@
-"""Continuous `perf record -a -g` ingested into the store: the CPU profile through one long-lived
-`perf script` (ProfileRunner), the cgroup-churn trace in rotating chunks (PerfRotator).
+"""Continuous `perf record -a -g` ingested into the store: the CPU profile read from perf's pipe
+format with one long-lived `perf script` naming each distinct stack once (ProfileRunner; the former
+chunk-per-`perf script` path is ChunkedProfileRunner), the cgroup-churn trace in rotating chunks
+(PerfRotator).
 
 perf writes with CLOCK_MONOTONIC timestamps (-k), so samples map to wall-clock time exactly
-(offset = wall - monotonic, taken when each chunk is ingested). Chunks are deleted once stored,
+(offset = wall - monotonic, taken when each batch is stored). Chunks are deleted once stored,
 at most `max_pending` wait on disk (older ones are dropped and counted if ingestion falls
 behind), and perf is restarted with back-off if it dies. The store's retention bounds the rest.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -22,7 +25,9 @@ import time
 from ..children import spawn, spawn_reaped
 from .agg import Aggregator
 from .codec import encode
+from ..errors import InputError
 from .parse import FrameCache, parse_text
+from .perfdata import ScriptNamer
 
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
 EVENT = "cpu-clock"  # a clock event: every sample is 1/F s of a CPU's time, idle or busy (cycles is not)
@@ -171,10 +176,10 @@ class PerfRotator:
         return True
 
 
-class ProfileRunner(PerfRotator):
-    """perf record -a -g at `freq` Hz in rotating chunks, one `perf script` per chunk; each batch is also
-    pre-aggregated per minute and hour (profile/agg.py). The default: measured cheaper on this host than
-    StreamProfileRunner (benchmarks/profile_cost.py)."""
+class ChunkedProfileRunner(PerfRotator):
+    """perf record -a -g at `freq` Hz in rotating chunks, one full `perf script` per chunk; each batch is
+    also pre-aggregated per minute and hour (profile/agg.py). The former default (`profile run
+    --chunked`), kept as the reference the default ProfileRunner is measured and tested against."""
 
     name = "profile"
 
@@ -203,20 +208,19 @@ class ProfileRunner(PerfRotator):
             self.agg.flush()
 
 
-STREAM_FIELDS = "comm,pid,tid,cpu,time,ip,sym,dso"  # one known event and period: not printed
+class ProfileRunner:
+    """perf record -a -g at `freq` Hz in perf's pipe format, read here (profile/perfdata.py) rather
+    than printed by `perf script` per sample: one long-lived `perf script` names each address it has
+    not named before, the rest comes from the records and caches. Every `rotate` s the samples read so far are
+    stored, raw and pre-aggregated (profile/agg.py). If perf dies, both are restarted with back-off.
+    The result is the same as ChunkedProfileRunner's full `perf script` (tests/test_profile.py); at
+    49 Hz it costs a quarter of its CPU (benchmarks/profile_cost.py).
 
-
-class StreamProfileRunner:
-    """perf record -a -g at `freq` Hz piped into one long-lived `perf script` (`-o - | -i -`): symbols
-    are loaded once, not once per chunk, and no perf.data chunk touches the disk. Not the default: on
-    this host its `perf script` cost more per sample than the chunked one's (benchmarks/profile_cost.py). Every `rotate`
-    seconds the text read so far (cut at a sample boundary) is parsed, with frame caches kept across
-    batches, and stored. If perf dies, both are restarted with back-off.
-
-    Both run under nodesleuth.children (perf record under the reaper, perf script with a parent-death
-    signal), started from this runner's thread, so neither outlives nodesleuth."""
+    perf record runs under nodesleuth.children's reaper and perf script with a parent-death signal,
+    both started from this runner's thread, so neither outlives nodesleuth."""
 
     name = "profile"
+    PENDING_LIMIT = 2_000_000  # samples held for stacks perf script has not named yet (it fell behind)
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
                  max_pending: int = 6, cpus: str | None = None):
@@ -228,14 +232,14 @@ class StreamProfileRunner:
         os.makedirs(self.dir, exist_ok=True)
         self.perf = shutil.which("perf")
         self.rec: subprocess.Popen | None = None
-        self.script: subprocess.Popen | None = None
+        self.namer: ScriptNamer | None = None
+        self.log = None
         self.stop_ev = threading.Event()
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
-        self.cache = FrameCache()
         self.agg = Aggregator(append)
-        self.restarts = self.dropped_chunks = self.samples = self.chunks = 0
-        self.ingest_cpu = 0.0  # CPU seconds of this process spent parsing and storing
+        self.restarts = self.dropped_chunks = self.dropped_samples = self.samples = self.chunks = 0
+        self.ingest_cpu = 0.0  # CPU seconds of this process spent reading, parsing and storing
         self.error: str | None = None
 
     def record_args(self) -> list[str]:
@@ -251,113 +255,156 @@ class StreamProfileRunner:
         return self.rec is not None
 
     def _start_perf(self) -> None:
-        log = open(os.path.join(self.dir, "perf.log"), "ab")
+        # perf's messages go to an unlinked file: nothing is left on disk if nodesleuth is killed
+        # (perf record, writing to a pipe, may die of SIGPIPE before its reaper learns why)
+        if self.log is not None:
+            self.log.close()
+        log = self.log = tempfile.TemporaryFile()
         try:
             # --no-bpf-event: perf 6.1's script dies on PERF_RECORD_KSYMBOL in pipe mode ("failed to
             # process type: 17") whenever a BPF program loads on the host
-            # -m: perf writes a CPU's ring out when it is half full; 64 KB per CPU at 49 Hz is about a
-            # second of stacks, so samples reach the store every `rotate` s (default rings hold ~20 s)
-            pages = "16" if self.freq <= 100 else "128"
-            self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m", pages,
-                                     "-o", "-"] + self.record_args(), self.dir, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=log)
-            self.script = spawn([self.perf, "script", "-F", STREAM_FIELDS, "-i", "-"], stdin=self.rec.stdout,
-                                stdout=subprocess.PIPE, stderr=log)
+            # -m: perf writes a CPU's ring out when it is half full; 64 KB per CPU at 49 Hz holds a few
+            # seconds of stacks, so samples reach the store every `rotate` s (default rings hold ~20 s);
+            # at higher rates the rings grow with the rate (so a store pause of ~1 s loses nothing)
+            pages = 16
+            while pages < 1024 and pages * 49 < 16 * self.freq:
+                pages *= 2
+            self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m",
+                                     str(pages), "-o", "-"] + self.record_args(), self.dir,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+            self.namer = ScriptNamer(self.perf, log)
         except OSError as e:
             self.error = str(e)
-            self.rec = self.script = None
-        finally:
-            log.close()
-            if self.rec is not None and self.rec.stdout is not None:
-                self.rec.stdout.close()  # perf script holds the pipe now
+            if self.rec is not None:
+                self.rec.kill()
+                self.rec.wait()
+            self.rec = self.namer = None
 
-    def _store(self, text: str) -> None:
+    def _store(self, final: bool = False) -> None:
+        # never wait while perf record runs: its rings fill in well under a second at high rates;
+        # samples whose stacks are still being named are stored with the next batch
+        self.namer.answer(30.0 if final else 0.0)
         c0 = time.process_time()
-        offset = wall_minus_monotonic()
-        b = parse_text(text, cache=self.cache)
+        stream = self.namer.stream
+        b, dropped = stream.take(final or len(stream.pending) > self.PENDING_LIMIT)
+        self.dropped_samples += dropped
+        if dropped:
+            self.dropped_chunks += 1
+            self.error = f"{dropped} samples dropped: perf script did not name their stacks"
         if len(b):
-            b.events = [EVENT] * len(b.events)  # -F without `event`: the one event we asked for
-            t0, payload = encode(b, offset)
-            self.append("profile", t0, payload)
-            self.agg.add(b, offset)
-            self.samples += len(b)
-            self.chunks += 1
-        self.ingest_cpu += time.process_time() - c0
-
-    def _drain(self, final: bool = False) -> None:
-        """Read what perf script has written; store whole samples every `rotate` seconds."""
-        import select
-
-        fd = self.script.stdout.fileno()
-        eof = False
-        deadline = time.monotonic() + (self.rotate if not final else 60)
-        while time.monotonic() < deadline and not (self.stop_ev.is_set() and not final):
-            r, _, _ = select.select([fd], [], [], 0.5)
-            if r:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    eof = True
-                    break
-                self.buf.append(chunk)
-        text = b"".join(self.buf).decode(errors="replace")
-        cut = len(text) if eof else text.rfind("\n\n") + 2
-        self.buf = [text[cut:].encode()] if cut < len(text) else []
-        if cut > 0:
             try:
-                self._store(text[:cut])
+                offset = wall_minus_monotonic()
+                t0, payload = encode(b, offset)
+                self.append("profile", t0, payload)
+                self.agg.add(b, offset)
+                self.samples += len(b)
+                self.chunks += 1
             except Exception as e:  # noqa: BLE001 - one bad batch must not stop the profiler
                 self.error = f"batch not stored: {e}"
                 self.dropped_chunks += 1
-        self.eof = eof
+        self.ingest_cpu += time.process_time() - c0
+
+    def _feed(self, chunk: bytes) -> None:
+        c0 = time.process_time()
+        try:
+            self.namer.answer(0.0)  # addresses named so far name the stacks of this chunk
+            self.namer.stream.feed(chunk)
+        finally:
+            self.ingest_cpu += time.process_time() - c0
+
+    def _end_perf(self) -> None:
+        """perf record has stopped: read the rest, let perf script name it, store it, reap both."""
+        if self.rec is not None and self.rec.poll() is None:
+            self.rec.send_signal(signal.SIGINT)
+        if self.rec is not None:
+            fd = self.rec.stdout.fileno()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 1.0)
+                if r:
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        break
+                    try:
+                        self._feed(chunk)
+                    except InputError as e:
+                        self.error = str(e)
+                        break
+        if self.namer is not None:
+            self.namer.stream.flush()
+            self.namer.close()
+            self._store(final=True)
+            self.namer.wait()
+            self.error = self.error or self.namer.error
+        if self.rec is not None:
+            try:
+                self.rec.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.rec.kill()
+                self.rec.wait()
+            self.rec.stdout.close()
+
+    def _perf_error(self) -> str:
+        try:
+            self.log.seek(0)
+            err = self.log.read().decode(errors="replace").strip()
+        except (OSError, ValueError, AttributeError):
+            err = ""
+        return err.splitlines()[-1] if err else f"perf exited with {self.rec.returncode}"
 
     def _loop(self) -> None:
-        self.buf: list[bytes] = []
-        self.eof = False
         self._start_perf()
         self.started.set()
         backoff = 1.0
         try:
-            while not self.stop_ev.is_set() and self.script is not None:
-                self._drain()
-                if self.eof and not self.stop_ev.is_set():
-                    self.script.wait()
-                    self.rec.wait()
-                    try:
-                        with open(os.path.join(self.dir, "perf.log"), errors="replace") as f:
-                            err = f.read().strip()
-                    except OSError:
-                        err = ""
-                    self.error = err.splitlines()[-1] if err else f"perf exited with {self.rec.returncode}"
-                    self.stop_ev.wait(backoff)
-                    backoff = min(30.0, backoff * 2)
-                    if not self.stop_ev.is_set():
-                        self.restarts += 1
-                        self.buf, self.eof = [], False
-                        self._start_perf()
+            while not self.stop_ev.is_set() and self.rec is not None:
+                fd = self.rec.stdout.fileno()
+                next_store = time.monotonic() + self.rotate
+                eof = False
+                while not self.stop_ev.is_set():
+                    r, _, _ = select.select([fd], [], [], 0.5)
+                    if r:
+                        chunk = os.read(fd, 1 << 20)
+                        if not chunk:
+                            eof = True
+                            break
+                        try:
+                            self._feed(chunk)
+                        except InputError as e:  # not perf's format: stop this perf, restart below
+                            self.error = str(e)
+                            eof = True
+                            break
+                    if time.monotonic() >= next_store:
+                        self._store()
+                        next_store = time.monotonic() + self.rotate
+                        backoff = 1.0
+                if not eof:
+                    break  # stopping: _finish stores the rest
+                self._end_perf()
+                self.error = self.error or self._perf_error()
+                self.stop_ev.wait(backoff)
+                backoff = min(30.0, backoff * 2)
+                if not self.stop_ev.is_set():
+                    self.restarts += 1
+                    self._start_perf()
                 else:
-                    backoff = 1.0
+                    self.rec = self.namer = None
         finally:
             self._finish()
 
     def _finish(self) -> None:
-        """On this thread: stop perf record (its pipe then ends perf script), store the rest."""
-        if self.rec is not None and self.rec.poll() is None:
-            self.rec.send_signal(signal.SIGINT)
-        if self.script is not None and not self.eof:
-            self._drain(final=True)
+        """On this thread: stop perf record (its end ends perf script), store the rest."""
         try:
-            self.agg.flush()
-        except Exception as e:  # noqa: BLE001 - the raw samples are stored; only the summary is lost
-            self.error = f"aggregates not stored: {e}"
-        for p in (self.rec, self.script):
-            if p is None:
-                continue
+            if self.rec is not None:
+                self._end_perf()
+        finally:
             try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+                self.agg.flush()
+            except Exception as e:  # noqa: BLE001 - the raw samples are stored; only the summary is lost
+                self.error = f"aggregates not stored: {e}"
+            if self.log is not None:
+                self.log.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def stop(self, timeout: float = 300) -> bool:
         """Stop perf and store what it wrote; False when that did not finish within `timeout` (a slow
