@@ -101,12 +101,15 @@ def _load_profile(store, frm, to, stacks_only=False, cpus=None):
              else load(reader, t0, t1, on_segment=cb))
     _warn(reader.problems)
     if not len(s):
-        from ..timeparse import iso
-
-        rng = f"{iso(t0) if t0 else 'the start'} .. {iso(t1) if t1 else 'the end'}"
-        raise InputError(store, f"no profile samples in {rng}" + (" (parts of the store could not be read)"
-                                                                   if reader.problems else ""))
+        _no_samples(store, t0, t1, reader)
     return s, t0, t1
+
+def _no_samples(store, t0, t1, reader):
+    from ..timeparse import iso
+
+    rng = f"{iso(t0) if t0 else 'the start'} .. {iso(t1) if t1 else 'the end'}"
+    raise InputError(store, f"no profile samples in {rng}" + (" (parts of the store could not be read)"
+                                                               if reader.problems else ""))
 
 def _span(text: str) -> tuple[str, str]:
     a, sep, b = text.partition("..")
@@ -195,10 +198,27 @@ def heatmap(store, frm, to, cpu, rows, as_json):
     """FlameScope-style subsecond-offset heatmap, per CPU or all CPUs, with hot cores marked."""
     import json
 
-    from ..profile.query import heatmap as hm
+    import math
 
-    s, t0, t1 = _load_profile(store, frm, to)
-    h = hm(s, _pfilter(cpu, None, None), rows=rows, start=t0, end=t1)
+    from ..profile.query import heatmap as hm, heatmap_fast
+
+    # whole seconds, as FlameScope's columns: the per-minute heatmap aggregates then answer
+    reader, t0, t1 = _range(store, frm, to)
+    t0 = None if t0 is None else float(math.floor(t0))
+    t1 = None if t1 is None else float(math.ceil(t1))
+    flt = _pfilter(cpu, None, None)
+    prog, cb = _progress(reader, "profile_heat60")
+    with prog:
+        h = heatmap_fast(reader, flt, rows=rows, start=t0, end=t1, on_segment=cb)
+    problems = list(reader.problems)
+    if h is not None and not h.found:
+        _no_samples(store, t0, t1, reader)
+    if h is None:
+        s, t0, t1 = _load_profile(store, None if t0 is None else repr(t0), None if t1 is None else repr(t1))
+        h = hm(s, flt, rows=rows, start=t0, end=t1)
+        problems = s.problems
+    else:
+        _warn(reader.problems)
     if as_json:
         click.echo(json.dumps({"start": h.start, "rows": list(range(h.rows)), "columns": h.columns,
                                "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus,
@@ -209,7 +229,7 @@ def heatmap(store, frm, to, cpu, rows, as_json):
     click.echo(render_text(h), nl=False)
     if h.hot_note:
         click.echo(h.hot_note)
-    sys.exit(2 if s.problems else 0)
+    sys.exit(2 if problems else 0)
 
 @main.command("top-functions")
 @click.option("--store", required=True, type=click.Path())
