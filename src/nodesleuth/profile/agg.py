@@ -31,7 +31,7 @@ from ..errors import InputError
 from .codec import stored_times
 from .parse import Batch, is_idle
 
-LEVELS = (60, 3600)
+LEVELS = (60, 600, 3600)  # a minute, ten minutes (an unaligned hour reads <= 23 records), an hour
 ALL_CPUS = -32768  # rows summed over every CPU
 HEAT = "profile_heat60"
 HEAT_ROWS = 50  # FlameScope's rows per second (20 ms)

@@ -5,12 +5,14 @@ and the hottest kernel functions of one CPU."""
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..store.segment import segment_start
 from ..store.store import StoreReader
 from .codec import Decoded, _names
 from .parse import SUFFIXES, is_clock, is_idle
@@ -103,7 +105,17 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     Rows carry counts (Samples.count) and no meaningful time; stores without aggregates read raw."""
     from .agg import LEVELS, AggRecord, pid_column, pid_of, stream
 
-    if not all(reader.segments(stream(lv, cpus is None)) for lv in LEVELS):
+    # a level serves windows from its first record on, or from its second where raw samples may be older
+    # than that record (a store written before the level existed: the first record began mid-window);
+    # earlier windows come from finer levels or raw samples
+    segs = reader.segments(STREAM)
+    raw_from = segment_start(os.path.basename(segs[0])) if segs else math.inf
+    since = {}
+    for lv in LEVELS:
+        first = _first(reader, stream(lv, cpus is None))
+        since[lv] = first if raw_from >= first else first + lv
+    levels = tuple(lv for lv in LEVELS if since[lv] < math.inf)
+    if LEVELS[0] not in levels:
         return load(reader, t0, t1, on_segment)
     if t0 is None or t1 is None:
         span = reader.span(STREAM)
@@ -120,7 +132,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
             pieces.append((0, a, b))
             return
         lv = levels[-1]
-        a2, b2 = math.ceil(a / lv) * lv, math.floor(b / lv) * lv
+        a2, b2 = math.ceil(max(a, since[lv]) / lv) * lv, math.floor(b / lv) * lv
         if b2 <= a2:
             cover(a, b, levels[:-1])
             return
@@ -128,7 +140,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
         cover(a, a2, levels[:-1])
         cover(b2, b, levels[:-1])
 
-    cover(lo, hi, LEVELS)
+    cover(lo, hi, levels)
     if all(lv == 0 for lv, _, _ in pieces):
         return load(reader, t0, t1, on_segment)  # under a minute: the raw samples are all there is
     stack_ix: dict[tuple[str, ...], int] = {}
@@ -179,6 +191,17 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     idle = np.array([is_idle(0, st) for st in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
     return Samples(np.zeros(len(cpu)), cpu, pid, pid, comm, stack, comms, stacks, idle, problems, None, known,
                    ",".join(events), count)
+
+
+def _first(reader: StoreReader, name: str) -> float:
+    """The time of a stream's first record (inf: none), from its first segment's frame headers."""
+    from ..store.segment import SegmentReader
+
+    for p in reader.segments(name):
+        t = SegmentReader(p).first_time()
+        if t is not None:
+            return t
+    return math.inf
 
 
 def _raw_batches(reader: StoreReader, a: float, b: float, on_segment=None):
