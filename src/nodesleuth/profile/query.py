@@ -5,14 +5,12 @@ and the hottest kernel functions of one CPU."""
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..store.segment import segment_start
 from ..store.store import StoreReader
 from .codec import Decoded, _names
 from .parse import SUFFIXES, is_clock, is_idle
@@ -108,8 +106,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     # a level serves windows from its first record on, or from its second where raw samples may be older
     # than that record (a store written before the level existed: the first record began mid-window);
     # earlier windows come from finer levels or raw samples
-    segs = reader.segments(STREAM)
-    raw_from = segment_start(os.path.basename(segs[0])) if segs else math.inf
+    raw_from = _first(reader, STREAM)
     since = {}
     for lv in LEVELS:
         first = _first(reader, stream(lv, cpus is None))
@@ -143,9 +140,9 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     cover(lo, hi, levels)
     if all(lv == 0 for lv, _, _ in pieces):
         return load(reader, t0, t1, on_segment)  # under a minute: the raw samples are all there is
-    stack_ix: dict[tuple[str, ...], int] = {}
+    table = _StackTable()
+    stacks = table.stacks
     comm_ix: dict[str, int] = {}
-    stacks: list[tuple[str, ...]] = []
     comms: list[str] = []
     cols: list[list[np.ndarray]] = [[] for _ in range(5)]
     events: list[str] = []
@@ -163,7 +160,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
                 cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms] or [0], dtype=np.int64)
                 used = np.unique(stack)
                 smap = np.zeros(len(d.stack_frames), dtype=np.int64)
-                smap[used] = [_intern(stack_ix, stacks, d.stack_names(i)) for i in used.tolist()]
+                smap[used] = [table.of(d.stack_names(i)) for i in used.tolist()]
                 for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
                     cols[i].append(c.astype(np.int64))
                 events += [e for e in (d.event or "").split(",") if e and e not in events]
@@ -179,8 +176,12 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
                 continue
             cmap = np.array([_intern(comm_ix, comms, c) for c in rec.comms], dtype=np.int64)
             used = np.unique(stack)
-            smap = np.zeros(len(rec.stack_frames), dtype=np.int64)
-            smap[used] = [_intern(stack_ix, stacks, _frames_of(rec, i)) for i in used.tolist()]
+            if rec.hashes is not None:  # by their hashes: the record's frame tables stay unparsed
+                smap = np.zeros(len(rec.hashes), dtype=np.int64)
+                smap[used] = table.hashed(rec, used)
+            else:
+                smap = np.zeros(len(rec.stack_frames), dtype=np.int64)
+                smap[used] = [table.of(_frames_of(rec, i)) for i in used.tolist()]
             for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
                 cols[i].append(c.astype(np.int64))
             if rec.event and rec.event not in events:
@@ -223,6 +224,33 @@ def _count_rows(*cols: np.ndarray) -> tuple[np.ndarray, ...]:
     key = np.ravel_multi_index([c - l for c, l in zip(cs, lo)], dims)
     u, counts = np.unique(key, return_counts=True)
     return (*[x + l for x, l in zip(np.unravel_index(u, dims), lo)], counts)
+
+
+class _StackTable:
+    """Global stack ids for load_fast, by name tuple and by stack hash (profile/agg.py stack_hash)."""
+
+    def __init__(self):
+        self.stacks: list[tuple[str, ...]] = []
+        self.ix: dict[tuple[str, ...], int] = {}
+        self.by_hash: dict[int, int] = {}
+
+    def of(self, names: tuple[str, ...]) -> int:
+        i = self.ix.get(names)
+        if i is None:
+            from .agg import stack_hash
+
+            i = self.ix[names] = len(self.stacks)
+            self.stacks.append(names)
+            self.by_hash[stack_hash(names)] = i
+        return i
+
+    def hashed(self, rec, used: np.ndarray) -> list[int]:
+        out = []
+        get = self.by_hash.get
+        for h, i in zip(rec.hashes[used].tolist(), used.tolist()):
+            g = get(h)
+            out.append(self.of(_frames_of(rec, i)) if g is None else g)
+        return out
 
 
 def _frames_of(rec, i: int) -> tuple[str, ...]:
