@@ -152,6 +152,13 @@ def test_cli_and_web_api_serve_ranges_from_the_aggregates(corpus, tmp_path):
     f = Filter(pids={pid})
     want_fc = folded(load(r, t - 61.5, t + 4.25), f)
     assert fl == "".join(f"{k} {want_fc[k]}\n" for k in sorted(want_fc, key=lambda k: k.encode())) and want_fc
+    comm = b.comms[b.comm_ids[0]]
+    hc = json.loads(nodesleuth("heatmap", "--store", st, "--comm", comm, "--json", "--from", str(lo),
+                               "--to", str(hi)).stdout)  # a comm filter: read from the raw samples
+    assert hc["values"] == heatmap(raw, Filter(comms={comm}), start=lo, end=hi).values
+    top = json.loads(nodesleuth("top-functions", "--store", st, "--comm", comm, "--json", "--from", str(t - 61.5),
+                                "--to", str(t + 4.25)).stdout)
+    assert top == top_functions(load(r, t - 61.5, t + 4.25), Filter(comms={comm}), kernel_only=False, n=15) and top
     port = free_port()
     srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", st, "--port", str(port)],
                            stderr=subprocess.DEVNULL)
@@ -166,7 +173,6 @@ def test_cli_and_web_api_serve_ranges_from_the_aggregates(corpus, tmp_path):
         h = _get(f"{base}/heatmap?from={lo}&to={hi}&cpu=0")
         want = heatmap(raw, Filter(cpus={0}), start=lo, end=hi)
         assert h["values"] == want.values and h["hot_cpus"] == want.hot_cpus and sum(map(sum, h["values"])) > 0
-        comm = b.comms[b.comm_ids[0]]
         for q, f in (("cpu=1", Filter(cpus={1})), (f"comm={comm}", Filter(comms={comm})),
                      (f"pid={pid}", Filter(pids={pid}))):
             doc = _get(f"{base}/flame?from={t - 61.5}&to={t + 4.25}&{q}")

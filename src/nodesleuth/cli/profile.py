@@ -191,10 +191,13 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth,
 @click.option("--from", "frm")
 @click.option("--to")
 @click.option("--cpu", type=int, multiple=True, help="Per-CPU heatmap for these CPUs; default all CPUs.")
+@click.option("--pid", type=int, multiple=True, help="Only these processes (reads raw samples).")
+@click.option("--comm", multiple=True, help="Only these command names (reads raw samples).")
+@click.option("--cgroup", help="Only processes now in this cgroup (reads raw samples).")
 @click.option("--rows", default=50, show_default=True, help="Subsecond rows (FlameScope: 50).")
 @click.option("--json", "as_json", is_flag=True, help="FlameScope's API shape plus hot_cpus per column.")
 @one_line_errors
-def heatmap(store, frm, to, cpu, rows, as_json):
+def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, as_json):
     """FlameScope-style subsecond-offset heatmap, per CPU or all CPUs, with hot cores marked."""
     import json
 
@@ -206,7 +209,7 @@ def heatmap(store, frm, to, cpu, rows, as_json):
     reader, t0, t1 = _range(store, frm, to)
     t0 = None if t0 is None else float(math.floor(t0))
     t1 = None if t1 is None else float(math.ceil(t1))
-    flt = _pfilter(cpu, None, None)
+    flt = _pfilter(cpu, pid, comm, cgroup=cgroup)
     prog, cb = _progress(reader, "profile_heat60")
     with prog:
         h = heatmap_fast(reader, flt, rows=rows, start=t0, end=t1, on_segment=cb)
@@ -237,12 +240,14 @@ def heatmap(store, frm, to, cpu, rows, as_json):
 @click.option("--to")
 @click.option("--cpu", type=int, multiple=True)
 @click.option("--pid", type=int, multiple=True)
+@click.option("--comm", multiple=True, help="Only these command names (repeatable).")
+@click.option("--cgroup", help="Only processes now in this cgroup (and below).")
 @click.option("--kernel-only", is_flag=True, help="Only kernel functions (default: user and kernel, marked).")
 @click.option("--all-functions", is_flag=True, hidden=True, help="Kept for old scripts: user and kernel is the default.")
 @click.option("-n", default=15, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @one_line_errors
-def top_functions(store, frm, to, cpu, pid, kernel_only, all_functions, n, as_json):
+def top_functions(store, frm, to, cpu, pid, comm, cgroup, kernel_only, all_functions, n, as_json):
     """The hottest functions (user and kernel, a column says which) on CPU N in a range, by self and
     total samples; the shares of user and kernel samples are printed under the table."""
     import json
@@ -255,7 +260,7 @@ def top_functions(store, frm, to, cpu, pid, kernel_only, all_functions, n, as_js
     s, _, _ = _load_profile(store, frm, to, True, cpu)
     import numpy as np
 
-    flt = _pfilter(cpu, pid, None)
+    flt = _pfilter(cpu, pid, comm, cgroup=cgroup)
     rows = tf(s, flt, kernel_only=kernel_only, n=n)
     if as_json:
         click.echo(json.dumps(rows))

@@ -550,10 +550,11 @@ def top_functions(s: Samples, f: Filter, kernel_only: bool = True, n: int = 20) 
         st = s.stacks[sid]
         if st:
             self_c[st[-1]] += c
-        for fr in set(st):
+        for fr in dict.fromkeys(st):
             incl[fr] += c
     names = [k for k in incl if (k.endswith("_[k]") or not kernel_only)]
-    rows = sorted(names, key=lambda k: (-self_c.get(k, 0), -incl[k]))[:n]
+    # ties by name: the same order whatever order the stacks were read in (aggregates or raw samples)
+    rows = sorted(names, key=lambda k: (-self_c.get(k, 0), -incl[k], k))[:n]
     return [{"function": k[:-4] if k[-4:] in ("_[k]", "_[j]") else k, "kernel": k.endswith("_[k]"),
              "self": self_c.get(k, 0), "total": incl[k],
              "self_pct": round(100 * self_c.get(k, 0) / max(1, total), 2),
