@@ -98,11 +98,11 @@ def spec_of(ranges: dict) -> list[dict]:
     out = []
     for label, (lo, hi, heat_filters) in ranges.items():
         for fname, flt in FILTERS.items():
-            out.append({"name": f"flame_{label}{fname}", "kind": "flame", "lo": lo, "hi": hi, **flt})
-        out.append({"name": f"top_functions_{label}", "kind": "top", "lo": lo, "hi": hi})
+            out.append({"name": f"flame_{label}{fname}", "kind": "flame", "lo": lo, "hi": hi, "label": label, **flt})
+        out.append({"name": f"top_functions_{label}", "kind": "top", "lo": lo, "hi": hi, "label": label})
         for fname in heat_filters:
             out.append({"name": f"heatmap_{label}{fname}", "kind": "heatmap", "lo": float(int(lo)),
-                        "hi": float(-int(-hi)), **FILTERS[fname]})
+                        "hi": float(-int(-hi)), "label": label, **FILTERS[fname]})
     return out
 
 
@@ -212,10 +212,15 @@ def main(argv=None) -> dict:
         raw = [dict(q, name="raw_" + q["name"], kind="raw_flame") for q in spec
                if q["kind"] == "flame" and (q["name"].startswith("flame_1s") or q["name"] == "flame_1h_unaligned_cpu39")]
         work = tempfile.mkdtemp(prefix="ns-bench-prof-work-", dir="/var/tmp")
-        after = run_worker(here, d, spec + raw, work, "after")
-        before = run_worker(a.baseline_src, d, [q for q in spec if not (q["kind"] == "heatmap" and (
-            q["name"].startswith("heatmap_1day") or q["name"] in ("heatmap_1h", "heatmap_1h_unaligned")))],
-            work, "before") if a.baseline_src else {}
+        # range by range, after then before, so both see the same load of this shared machine
+        after, before = {}, {}
+        for label in ranges:
+            group = [q for q in spec + raw if q["label"] == label]
+            after.update(run_worker(here, d, group, work, "after"))
+            if a.baseline_src:
+                before.update(run_worker(a.baseline_src, d, [q for q in group if q["kind"] != "raw_flame" and not (
+                    q["kind"] == "heatmap" and (q["name"].startswith("heatmap_1day") or q["name"] in (
+                        "heatmap_1h", "heatmap_1h_unaligned")))], work, "before"))
         for q in spec:
             n = q["name"]
             row = {"after_s": after[n]["s"], "samples": after[n]["samples"]}

@@ -490,14 +490,14 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
     if end is None:
         end = float(math.ceil(max(r.tmax for r in recs)))
     ncols = max(1, int(math.ceil(end - start)))
-    vals = np.zeros(ncols * rows, dtype=np.int64)
+    # a minute of margin on both sides, so that each record adds its 60 columns into one slice
+    vals = np.zeros((ncols + 120) * rows, dtype=np.int64)
     tcols, tcpus, ttot, tbusy = [], [], [], []
     events: list[str] = []
     for r in recs:
-        cells = r.cells_of(f.cpus).astype(np.int64)
-        col = (r.t0 - start) + cells // rows
-        m = (col >= 0) & (col < ncols)
-        vals += np.bincount((col[m] * rows + cells[m] % rows).astype(np.int64), minlength=ncols * rows)
+        base = int(r.t0 - start) + 60
+        if 0 <= base <= ncols + 60:
+            vals[base * rows:(base + 60) * rows] += np.bincount(r.cells_of(f.cpus), minlength=60 * rows)
         js = [j for j, c in enumerate(r.tcpus) if f.cpus is None or c in f.cpus]
         if not js:
             continue
@@ -529,7 +529,7 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
         busy = np.zeros((ncols, ncpu), dtype=np.int64)
         np.add.at(tot, (tc, cc), n_all)
         np.add.at(busy, (tc, cc), n_work)
-    h = _heatmap(start, rows, vals.reshape(ncols, rows), tot, busy, hot, hz, f, note)
+    h = _heatmap(start, rows, vals[60 * rows:(60 + ncols) * rows].reshape(ncols, rows), tot, busy, hot, hz, f, note)
     h.found = bool(len(tc))
     return h
 
