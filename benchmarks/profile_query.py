@@ -36,7 +36,7 @@ import numpy as np
 import orjson
 
 from benchmarks.common import emit
-from nodesleuth.profile.agg import HEAT, LEVELS, Aggregator, stream
+from nodesleuth.profile.agg import HEAT, HEAT_ALL, LEVELS, Aggregator, stream
 from nodesleuth.profile.codec import encode
 from nodesleuth.profile.parse import Batch
 from nodesleuth.store.store import StoreReader, StoreWriter
@@ -183,7 +183,7 @@ def main(argv=None) -> dict:
         w.close()
         build = time.perf_counter() - t
         reader = StoreReader(d)
-        names = ["profile", HEAT] + [stream(lv, al) for lv in LEVELS for al in (False, True)]
+        names = ["profile", HEAT, HEAT_ALL] + [stream(lv, al) for lv in LEVELS for al in (False, True)]
         sizes = {s: sum(os.path.getsize(p) for p in reader.segments(s)) for s in names}
         res["profile_hour"] = {"seconds": 3600, "cpus": a.cpus, "hz": a.hz, "samples": 3600 * a.cpus * a.hz,
                                "build_seconds": round(build, 1),
@@ -195,13 +195,14 @@ def main(argv=None) -> dict:
                   "1h_unaligned": (t0 + 0.5, t0 + 3599.5, ["", "_cpu39"])}
         if not a.no_day:
             recs = {s: next(p for _, p in reader.read(s)) for s in (stream(3600), stream(3600, True))}
-            heat = list(reader.read(HEAT))
+            heat = {s: list(reader.read(s)) for s in (HEAT, HEAT_ALL)}
             w = StoreWriter(d, segment_seconds=3600 * 2)
             for h in range(1, 23):
                 for s, rec in recs.items():
                     w.append(s, t0 + h * 3600, restamp(rec, t0 + h * 3600))
-                for ht, p in heat:
-                    w.append(HEAT, ht + h * 3600, restamp(p, ht + h * 3600))
+                for s, recs_ in heat.items():
+                    for ht, p in recs_:
+                        w.append(s, ht + h * 3600, restamp(p, ht + h * 3600))
             w.close()
             w = StoreWriter(d, segment_seconds=3600 * 2)
             write_hour(w, t0 + 23 * 3600, a, rng, stacks)

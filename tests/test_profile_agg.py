@@ -21,7 +21,7 @@ import pytest
 
 from conftest import free_port, nodesleuth
 from fixtures.perfscript import make_capture
-from nodesleuth.profile.agg import HEAT, Aggregator
+from nodesleuth.profile.agg import HEAT, HEAT_ALL, Aggregator
 from nodesleuth.profile.codec import encode
 from nodesleuth.profile.parse import parse_file, pick_event
 from nodesleuth.profile.query import Filter, folded, heatmap, heatmap_fast, load, load_fast, top_functions
@@ -79,7 +79,7 @@ def test_recorded_profiles_aggregated_equal_raw(corpus, tmp_path, name):
     st = str(tmp_path / "st")
     store_batches(st, b, off, max(1, len(b) // 5))
     r = StoreReader(st)
-    assert r.segments(HEAT)
+    assert r.segments(HEAT) and r.segments(HEAT_ALL)
     t = min(b.times) + off
     pids = sorted(set(b.pids))
     comm = b.comms[b.comm_ids[len(b) // 2]]

@@ -12,7 +12,8 @@ stamped with its window's start.
 
 The subsecond heatmap has its own per-minute stream, `profile_heat60` (HEAT): per CPU the cells of
 its work samples (second of the minute * 50 + FlameScope row, u16, one entry per sample, sorted), and
-per second and CPU the counts of all and of work samples (for the hot-CPU marks). A heatmap of an
+per second and CPU the counts of all and of work samples (for the hot-CPU marks); `profile_heat60all`
+(HEAT_ALL) holds the same minutes with the cells summed over CPUs, a dense grid, for all-CPU views. A heatmap of an
 hour or a day for any CPUs reads these instead of the samples; it is exact for FlameScope's 50 rows
 and whole-second columns with a CPU filter only; pid, comm and cgroup filters and other row counts
 read the raw samples (query.heatmap_fast says which). Payload: u32 header length | JSON {level, t0,
@@ -35,6 +36,7 @@ from .parse import Batch, is_idle
 LEVELS = (60, 600, 3600)  # a minute, ten minutes (an unaligned hour reads <= 23 records), an hour
 ALL_CPUS = -32768  # rows summed over every CPU
 HEAT = "profile_heat60"
+HEAT_ALL = "profile_heat60all"  # the same minutes with the cells summed over CPUs (a dense 60 x 50 grid)
 HEAT_ROWS = 50  # FlameScope's rows per second (20 ms)
 
 
@@ -193,6 +195,7 @@ class Aggregator:
         cpu = np.concatenate([p[1] for p in parts])
         work = np.concatenate([p[2] for p in parts])
         self.append(HEAT, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event))
+        self.append(HEAT_ALL, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event, summed=True))
 
     def encode(self, lvl: int, t0: float, cols, counts) -> bytes:
         cpu, pid, comm, stack = cols
@@ -216,8 +219,9 @@ class Aggregator:
                 + tail + struct.pack("<I", len(tail)))
 
 
-def encode_heat(t0: int, t: np.ndarray, cpu: np.ndarray, work: np.ndarray, event: str) -> bytes:
-    """One minute of heatmap cells (module doc); t are decoded sample times within [t0, t0 + 60)."""
+def encode_heat(t0: int, t: np.ndarray, cpu: np.ndarray, work: np.ndarray, event: str, summed: bool = False) -> bytes:
+    """One minute of heatmap cells (module doc); t are decoded sample times within [t0, t0 + 60).
+    summed: the cells of all CPUs as one dense grid (u32[60 * 50], header `dense`) instead of per CPU."""
     sec = np.floor(t).astype(np.int64)
     row = HEAT_ROWS - np.floor(HEAT_ROWS * (t - np.floor(t))).astype(np.int64) - 1  # query.heatmap's rows
     rel = sec - t0
@@ -232,12 +236,16 @@ def encode_heat(t0: int, t: np.ndarray, cpu: np.ndarray, work: np.ndarray, event
     np.add.at(tot, (rel, ti), 1)
     np.add.at(busy, (rel[work], ti[work]), 1)
     tdt = "<u2" if tot.max(initial=0) < 65536 else "<u4"
+    if summed:
+        body = np.bincount(cells, minlength=60 * HEAT_ROWS).astype("<u4").tobytes()
+        n, ranges = 60 * HEAT_ROWS, []
+    else:
+        body = cells.astype("<u2").tobytes()
+        n, ranges = len(cells), [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]
     head = orjson.dumps({"level": 60, "t0": float(t0), "rows": HEAT_ROWS, "event": event,
-                         "tmin": float(t.min()), "tmax": float(t.max()), "n": len(cells),
-                         "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)],
-                         "tcpus": tcpus.tolist(), "tdtype": tdt})
-    return (struct.pack("<I", len(head)) + head + cells.astype("<u2").tobytes() + tot.astype(tdt).tobytes()
-            + busy.astype(tdt).tobytes())
+                         "tmin": float(t.min()), "tmax": float(t.max()), "n": n, "dense": summed,
+                         "cpus": ranges, "tcpus": tcpus.tolist(), "tdtype": tdt})
+    return struct.pack("<I", len(head)) + head + body + tot.astype(tdt).tobytes() + busy.astype(tdt).tobytes()
 
 
 class HeatRecord:
@@ -248,7 +256,8 @@ class HeatRecord:
             (hl,) = struct.unpack_from("<I", payload)
             h = orjson.loads(payload[4:4 + hl])
             off = 4 + hl
-            self.cells = np.frombuffer(payload, dtype="<u2", count=h["n"], offset=off)
+            self.dense = bool(h.get("dense"))
+            self.cells = np.frombuffer(payload, dtype="<u4" if self.dense else "<u2", count=h["n"], offset=off)
             off += self.cells.nbytes
             k = 60 * len(h["tcpus"])
             self.tot = np.frombuffer(payload, dtype=h["tdtype"], count=k, offset=off).reshape(60, -1)
@@ -260,6 +269,14 @@ class HeatRecord:
         self.tmin, self.tmax = h["tmin"], h["tmax"]
         self.cpu_ranges = {c: (s, e) for c, s, e in h["cpus"]}
         self.tcpus = h["tcpus"]
+
+    def grid(self, cpus: set[int] | None) -> np.ndarray:
+        """Work samples per cell (second of the minute * rows + row) of these CPUs (None: all)."""
+        if self.dense:
+            if cpus is not None:
+                raise ValueError("a summed heatmap record has no per-CPU cells")
+            return self.cells
+        return np.bincount(self.cells_of(cpus), minlength=60 * self.rows)
 
     def cells_of(self, cpus: set[int] | None) -> np.ndarray:
         if cpus is None:

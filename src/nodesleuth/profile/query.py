@@ -472,13 +472,14 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
     answer exactly, and the caller reads the samples: no aggregates, rows other than FlameScope's 50,
     a start that is not a whole second, or a pid, comm or cgroup filter (cells are per CPU only).
     An empty range gives a heatmap with no columns of samples (Heatmap.values all 0) and `found` False."""
-    from .agg import HEAT, HEAT_ROWS, HeatRecord
+    from .agg import HEAT, HEAT_ALL, HEAT_ROWS, HeatRecord
 
     if (rows != HEAT_ROWS or f.pids is not None or f.comms is not None or f.cgroup_pids is not None
             or (start is not None and start != math.floor(start)) or not reader.segments(HEAT)):
         return None
     recs = []
-    for t, p in reader.read(HEAT, None if start is None else math.floor(start / 60) * 60, end, on_segment):
+    name = HEAT_ALL if f.cpus is None and reader.segments(HEAT_ALL) else HEAT  # all CPUs: the summed grid
+    for t, p in reader.read(name, None if start is None else math.floor(start / 60) * 60, end, on_segment):
         r = HeatRecord(p)
         if (start is None or r.tmax >= start) and (end is None or r.tmin < end):
             recs.append(r)
@@ -497,7 +498,7 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
     for r in recs:
         base = int(r.t0 - start) + 60
         if 0 <= base <= ncols + 60:
-            vals[base * rows:(base + 60) * rows] += np.bincount(r.cells_of(f.cpus), minlength=60 * rows)
+            vals[base * rows:(base + 60) * rows] += r.grid(f.cpus)
         js = [j for j, c in enumerate(r.tcpus) if f.cpus is None or c in f.cpus]
         if not js:
             continue
