@@ -102,12 +102,15 @@ def _load_profile(store, frm, to, stacks_only=False, cpus=None):
              else load(reader, t0, t1, on_segment=cb))
     _warn(reader.problems)
     if not len(s):
-        from ..timeparse import iso
-
-        rng = f"{iso(t0) if t0 else 'the start'} .. {iso(t1) if t1 else 'the end'}"
-        raise InputError(store, f"no profile samples in {rng}" + (" (parts of the store could not be read)"
-                                                                   if reader.problems else ""))
+        _no_samples(store, t0, t1, reader)
     return s, t0, t1
+
+def _no_samples(store, t0, t1, reader):
+    from ..timeparse import iso
+
+    rng = f"{iso(t0) if t0 else 'the start'} .. {iso(t1) if t1 else 'the end'}"
+    raise InputError(store, f"no profile samples in {rng}" + (" (parts of the store could not be read)"
+                                                               if reader.problems else ""))
 
 def _span(text: str) -> tuple[str, str]:
     a, sep, b = text.partition("..")
@@ -189,17 +192,37 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth,
 @click.option("--from", "frm")
 @click.option("--to")
 @click.option("--cpu", type=int, multiple=True, help="Per-CPU heatmap for these CPUs; default all CPUs.")
+@click.option("--pid", type=int, multiple=True, help="Only these processes (reads raw samples).")
+@click.option("--comm", multiple=True, help="Only these command names (reads raw samples).")
+@click.option("--cgroup", help="Only processes now in this cgroup (reads raw samples).")
 @click.option("--rows", default=50, show_default=True, help="Subsecond rows (FlameScope: 50).")
 @click.option("--json", "as_json", is_flag=True, help="FlameScope's API shape plus hot_cpus per column.")
 @one_line_errors
-def heatmap(store, frm, to, cpu, rows, as_json):
+def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, as_json):
     """FlameScope-style subsecond-offset heatmap, per CPU or all CPUs, with hot cores marked."""
     import json
 
-    from ..profile.query import heatmap as hm
+    import math
 
-    s, t0, t1 = _load_profile(store, frm, to)
-    h = hm(s, _pfilter(cpu, None, None), rows=rows, start=t0, end=t1)
+    from ..profile.query import heatmap as hm, heatmap_fast
+
+    # whole seconds, as FlameScope's columns: the per-minute heatmap aggregates then answer
+    reader, t0, t1 = _range(store, frm, to)
+    t0 = None if t0 is None else float(math.floor(t0))
+    t1 = None if t1 is None else float(math.ceil(t1))
+    flt = _pfilter(cpu, pid, comm, cgroup=cgroup)
+    prog, cb = _progress(reader, "profile_heat60")
+    with prog:
+        h = heatmap_fast(reader, flt, rows=rows, start=t0, end=t1, on_segment=cb)
+    problems = list(reader.problems)
+    if h is not None and not h.found:
+        _no_samples(store, t0, t1, reader)
+    if h is None:
+        s, t0, t1 = _load_profile(store, None if t0 is None else repr(t0), None if t1 is None else repr(t1))
+        h = hm(s, flt, rows=rows, start=t0, end=t1)
+        problems = s.problems
+    else:
+        _warn(reader.problems)
     if as_json:
         click.echo(json.dumps({"start": h.start, "rows": list(range(h.rows)), "columns": h.columns,
                                "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus,
@@ -210,7 +233,7 @@ def heatmap(store, frm, to, cpu, rows, as_json):
     click.echo(render_text(h), nl=False)
     if h.hot_note:
         click.echo(h.hot_note)
-    sys.exit(2 if s.problems else 0)
+    sys.exit(2 if problems else 0)
 
 @main.command("top-functions")
 @click.option("--store", required=True, type=click.Path())
@@ -218,12 +241,14 @@ def heatmap(store, frm, to, cpu, rows, as_json):
 @click.option("--to")
 @click.option("--cpu", type=int, multiple=True)
 @click.option("--pid", type=int, multiple=True)
+@click.option("--comm", multiple=True, help="Only these command names (repeatable).")
+@click.option("--cgroup", help="Only processes now in this cgroup (and below).")
 @click.option("--kernel-only", is_flag=True, help="Only kernel functions (default: user and kernel, marked).")
 @click.option("--all-functions", is_flag=True, hidden=True, help="Kept for old scripts: user and kernel is the default.")
 @click.option("-n", default=15, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @one_line_errors
-def top_functions(store, frm, to, cpu, pid, kernel_only, all_functions, n, as_json):
+def top_functions(store, frm, to, cpu, pid, comm, cgroup, kernel_only, all_functions, n, as_json):
     """The hottest functions (user and kernel, a column says which) on CPU N in a range, by self and
     total samples; the shares of user and kernel samples are printed under the table."""
     import json
@@ -236,7 +261,7 @@ def top_functions(store, frm, to, cpu, pid, kernel_only, all_functions, n, as_js
     s, _, _ = _load_profile(store, frm, to, True, cpu)
     import numpy as np
 
-    flt = _pfilter(cpu, pid, None)
+    flt = _pfilter(cpu, pid, comm, cgroup=cgroup)
     rows = tf(s, flt, kernel_only=kernel_only, n=n)
     if as_json:
         click.echo(json.dumps(rows))

@@ -6,23 +6,38 @@ Each aggregator counts exactly the samples it was given, and each record is self
 comm and stack tables), so restarts mid-window (two partial records for one hour) and retention
 (dropping any record) keep every sum right. Payload: u32 header length | JSON
 {level, t0, t1, n, comms, frames, stacks, event, cpus: [[cpu, start, end]...]} | columns sorted by
-cpu: cpu i16, pid i32 (-1: not printed), comm u32, stack u32, count u32. Per level two streams:
+cpu: cpu i16, pid i32 (pid_column), comm u32, stack u32, count u32. Per level two streams:
 `profile_agg60` (rows per CPU) and `profile_agg60all` (summed over CPUs, cpu = ALL_CPUS), each record
 stamped with its window's start.
+
+The subsecond heatmap has its own per-minute stream, `profile_heat60` (HEAT): per CPU the cells of
+its work samples (second of the minute * 50 + FlameScope row, u16, one entry per sample, sorted), and
+per second and CPU the counts of all and of work samples (for the hot-CPU marks); `profile_heat60all`
+(HEAT_ALL) holds the same minutes with the cells summed over CPUs, a dense grid, for all-CPU views. A heatmap of an
+hour or a day for any CPUs reads these instead of the samples; it is exact for FlameScope's 50 rows
+and whole-second columns with a CPU filter only; pid, comm and cgroup filters and other row counts
+read the raw samples (query.heatmap_fast says which). Payload: u32 header length | JSON {level, t0,
+rows, event, tmin, tmax, n, cpus: [[cpu, start, end]...], tcpus: [cpu...], tdtype} | cells u16[n] |
+totals [60 x len(tcpus)] | work [60 x len(tcpus)].
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 import numpy as np
 import orjson
 
 from ..errors import InputError
-from .parse import Batch
+from .codec import stored_times
+from .parse import Batch, is_idle
 
-LEVELS = (60, 3600)
+LEVELS = (60, 600, 3600)  # a minute, ten minutes (an unaligned hour reads <= 23 records), an hour
 ALL_CPUS = -32768  # rows summed over every CPU
+HEAT = "profile_heat60"
+HEAT_ALL = "profile_heat60all"  # the same minutes with the cells summed over CPUs (a dense 60 x 50 grid)
+HEAT_ROWS = 50  # FlameScope's rows per second (20 ms)
 
 
 def stream(level: int, all_cpus: bool = False) -> str:
@@ -31,6 +46,21 @@ def stream(level: int, all_cpus: bool = False) -> str:
     return f"profile_agg{level}" + ("all" if all_cpus else "")
 
 COLS = (("cpu", "<i2"), ("pid", "<i4"), ("comm", "<u4"), ("stack", "<u4"), ("count", "<u4"))
+
+
+def pid_column(pid: np.ndarray, tid: np.ndarray | None) -> np.ndarray:
+    """The stored pid: the pid, or where perf printed only a tid (its default -a fields) -2 - tid, so
+    the reader still has the number the raw path falls back to (the idle rule and pid filters use it);
+    -1: neither printed (and records of the first version)."""
+    pid = pid.astype(np.int64)
+    if tid is None:
+        return pid
+    return np.where(pid >= 0, pid, -2 - tid.astype(np.int64))
+
+
+def pid_of(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the pid the raw path uses: pid, else tid, else -1; whether perf printed the pid)."""
+    return np.where(col >= 0, col, np.where(col <= -2, -2 - col, -1)), col >= 0
 
 
 def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -60,6 +90,7 @@ class Aggregator:
         self.stack_ix: dict[tuple[str, ...], int] = {}
         self.event = ""
         self.open: dict[int, tuple[int, list]] = {}  # level -> (window number, [(cols, counts, tmin, tmax)])
+        self.heat: tuple[int, list] | None = None  # (minute number, [(t, cpu, work)])
 
     def _intern(self, ix: dict, table: list, item) -> int:
         i = ix.get(item)
@@ -89,15 +120,21 @@ class Aggregator:
             return
         if len(self.stacks) > 200_000:
             self._compact()
-        self.add_arrays(np.asarray(b.times, dtype=np.float64) + offset, np.asarray(b.cpus), np.asarray(b.pids),
-                        np.asarray(b.comm_ids), np.asarray(b.stack_ids), b.comms, b.stacks, b.event)
+        # the times a reader will decode (codec.stored_times), so both paths bin a sample alike
+        t = stored_times(np.asarray(b.times, dtype=np.float64) + offset)[2]
+        self.add_arrays(t, np.asarray(b.cpus), np.asarray(b.pids), np.asarray(b.comm_ids),
+                        np.asarray(b.stack_ids), b.comms, b.stacks, b.event, np.asarray(b.tids))
 
-    def add_arrays(self, t, cpu, pid, comm_ids, stack_ids, comms, stacks, event="") -> None:
+    def add_arrays(self, t, cpu, pid, comm_ids, stack_ids, comms, stacks, event="", tid=None) -> None:
         """Columns of samples (wall-clock times), comm and stack ids into the given tables."""
         self.event = self.event or event
+        # work = not the idle task idling (query.Samples.select; pid falls back to the tid as there)
+        eff = pid if tid is None else np.where(pid >= 0, pid, tid)
+        idle = np.array([is_idle(0, st) for st in stacks] or [False], dtype=bool)
+        self._heat(t, cpu.astype(np.int64), ~idle[stack_ids.astype(np.int64)] | (eff != 0))
         cmap = np.array([self._intern(self.comm_ix, self.comms, c) for c in comms], dtype=np.int64)
         smap = np.array([self._intern(self.stack_ix, self.stacks, s) for s in stacks], dtype=np.int64)
-        cols = [cpu.astype(np.int64), pid.astype(np.int64), cmap[comm_ids.astype(np.int64)],
+        cols = [cpu.astype(np.int64), pid_column(pid, tid), cmap[comm_ids.astype(np.int64)],
                 smap[stack_ids.astype(np.int64)]]
         lvl = self.levels[0]
         win = np.floor(t / lvl).astype(np.int64)
@@ -138,6 +175,27 @@ class Aggregator:
         for lvl in self.levels:
             if lvl in self.open:
                 self._close(lvl)
+        if self.heat is not None:
+            self._heat_close()
+
+    def _heat(self, t: np.ndarray, cpu: np.ndarray, work: np.ndarray) -> None:
+        win = np.floor(t / 60).astype(np.int64)
+        for w in np.unique(win).tolist():
+            m = win == w
+            if self.heat is not None and self.heat[0] != w:
+                self._heat_close()
+            if self.heat is None:
+                self.heat = (w, [])
+            self.heat[1].append((t[m], cpu[m], work[m]))
+
+    def _heat_close(self) -> None:
+        w, parts = self.heat
+        self.heat = None
+        t = np.concatenate([p[0] for p in parts])
+        cpu = np.concatenate([p[1] for p in parts])
+        work = np.concatenate([p[2] for p in parts])
+        self.append(HEAT, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event))
+        self.append(HEAT_ALL, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event, summed=True))
 
     def encode(self, lvl: int, t0: float, cols, counts) -> bytes:
         cpu, pid, comm, stack = cols
@@ -153,28 +211,152 @@ class Aggregator:
                              "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
         arrs = [cpu.astype("<i2"), pid.astype("<i4"), comm_l.astype("<u4"), stack_l.astype("<u4"),
                 counts.astype("<u4")]
-        return struct.pack("<I", len(head)) + head + b"".join(a.tobytes() for a in arrs)
+        hashes = np.array([stack_hash(self.stacks[s]) for s in ustack.tolist()], dtype="<u8")
+        tail = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts), "nstacks": len(hashes),
+                             "comms": [self.comms[c] for c in ucomm.tolist()], "event": self.event,
+                             "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
+        return (struct.pack("<I", len(head)) + head + b"".join(a.tobytes() for a in arrs) + hashes.tobytes()
+                + tail + struct.pack("<I", len(tail)))
 
 
-class AggRecord:
-    """One decoded aggregate record; `rows(cpus)` slices the rows of some CPUs without a scan."""
+def encode_heat(t0: int, t: np.ndarray, cpu: np.ndarray, work: np.ndarray, event: str, summed: bool = False) -> bytes:
+    """One minute of heatmap cells (module doc); t are decoded sample times within [t0, t0 + 60).
+    summed: the cells of all CPUs as one dense grid (u32[60 * 50], header `dense`) instead of per CPU."""
+    sec = np.floor(t).astype(np.int64)
+    row = HEAT_ROWS - np.floor(HEAT_ROWS * (t - np.floor(t))).astype(np.int64) - 1  # query.heatmap's rows
+    rel = sec - t0
+    cell = rel * HEAT_ROWS + row
+    order = np.lexsort((cell[work], cpu[work]))
+    wc, cells = cpu[work][order], cell[work][order]
+    cpus, starts = np.unique(wc, return_index=True)
+    ends = np.append(starts[1:], len(wc))
+    tcpus, ti = np.unique(cpu, return_inverse=True)
+    tot = np.zeros((60, len(tcpus)), dtype=np.int64)
+    busy = np.zeros((60, len(tcpus)), dtype=np.int64)
+    np.add.at(tot, (rel, ti), 1)
+    np.add.at(busy, (rel[work], ti[work]), 1)
+    tdt = "<u2" if tot.max(initial=0) < 65536 else "<u4"
+    if summed:
+        body = np.bincount(cells, minlength=60 * HEAT_ROWS).astype("<u4").tobytes()
+        n, ranges = 60 * HEAT_ROWS, []
+    else:
+        body = cells.astype("<u2").tobytes()
+        n, ranges = len(cells), [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]
+    head = orjson.dumps({"level": 60, "t0": float(t0), "rows": HEAT_ROWS, "event": event,
+                         "tmin": float(t.min()), "tmax": float(t.max()), "n": n, "dense": summed,
+                         "cpus": ranges, "tcpus": tcpus.tolist(), "tdtype": tdt})
+    return struct.pack("<I", len(head)) + head + body + tot.astype(tdt).tobytes() + busy.astype(tdt).tobytes()
 
-    def __init__(self, payload: bytes, where: str = "profile aggregate"):
+
+class HeatRecord:
+    """One decoded minute of heatmap cells."""
+
+    def __init__(self, payload: bytes, where: str = "profile heatmap aggregate"):
         try:
             (hl,) = struct.unpack_from("<I", payload)
             h = orjson.loads(payload[4:4 + hl])
+            off = 4 + hl
+            self.dense = bool(h.get("dense"))
+            self.cells = np.frombuffer(payload, dtype="<u4" if self.dense else "<u2", count=h["n"], offset=off)
+            off += self.cells.nbytes
+            k = 60 * len(h["tcpus"])
+            self.tot = np.frombuffer(payload, dtype=h["tdtype"], count=k, offset=off).reshape(60, -1)
+            off += self.tot.nbytes
+            self.busy = np.frombuffer(payload, dtype=h["tdtype"], count=k, offset=off).reshape(60, -1)
+        except (struct.error, ValueError, KeyError) as e:
+            raise InputError(where, f"undecodable profile heatmap aggregate: {e}") from None
+        self.t0, self.rows, self.event = h["t0"], h["rows"], h.get("event", "")
+        self.tmin, self.tmax = h["tmin"], h["tmax"]
+        self.cpu_ranges = {c: (s, e) for c, s, e in h["cpus"]}
+        self.tcpus = h["tcpus"]
+
+    def grid(self, cpus: set[int] | None) -> np.ndarray:
+        """Work samples per cell (second of the minute * rows + row) of these CPUs (None: all)."""
+        if self.dense:
+            if cpus is not None:
+                raise ValueError("a summed heatmap record has no per-CPU cells")
+            return self.cells
+        return np.bincount(self.cells_of(cpus), minlength=60 * self.rows)
+
+    def cells_of(self, cpus: set[int] | None) -> np.ndarray:
+        if cpus is None:
+            return self.cells
+        sel = [self.cpu_ranges[c] for c in sorted(cpus) if c in self.cpu_ranges]
+        return np.concatenate([self.cells[s:e] for s, e in sel]) if sel else self.cells[:0]
+
+
+def stack_hash(frames: tuple[str, ...]) -> int:
+    """A stack's 64-bit name, the same in every record: a reader merging many records maps their stacks
+    by it without decoding their frame tables (two distinct stacks of a store share one with
+    probability ~ n^2 / 2^65: 1e-9 for 200,000 stacks)."""
+    return int.from_bytes(hashlib.blake2b("\0".join(frames).encode(), digest_size=8).digest(), "little")
+
+
+class AggRecord:
+    """One decoded aggregate record; `rows(cpus)` slices the rows of some CPUs without a scan.
+
+    Records since the ten-minute level also end with the stacks' hashes (stack_hash) and a small
+    trailer {level, t0, t1, n, nstacks, comms, event, cpus} | u32 its length, so a reader gets the rows
+    and stack hashes without parsing the frame tables (`frames`, `stack_frames`, parsed on first use);
+    readers of the first version read the leading header and columns and ignore the rest."""
+
+    def __init__(self, payload: bytes, where: str = "profile aggregate"):
+        self.where = where
+        self.payload = payload
+        self.hashes = None
+        self._head = None
+        try:
+            (hl,) = struct.unpack_from("<I", payload)
+            h = self._trailer(payload, hl)
+            if h is None:
+                h = self._head = orjson.loads(payload[4:4 + hl])
             n, off = h["n"], 4 + hl
             self.cols = []
             for _, dt in COLS:
                 a = np.frombuffer(payload, dtype=dt, count=n, offset=off)
                 off += a.nbytes
                 self.cols.append(a)
+            if "nstacks" in h:
+                self.hashes = np.frombuffer(payload, dtype="<u8", count=h["nstacks"], offset=off)
         except (struct.error, ValueError, KeyError) as e:
             raise InputError(where, f"undecodable profile aggregate: {e}") from None
         self.level, self.t0, self.t1 = h["level"], h["t0"], h["t1"]
-        self.comms, self.frames, self.stack_frames = h["comms"], h["frames"], h["stacks"]
+        self.comms = h["comms"]
         self.event = h.get("event", "")
         self.cpu_ranges = {c: (s, e) for c, s, e in h["cpus"]}
+
+    @staticmethod
+    def _trailer(payload: bytes, hl: int) -> dict | None:
+        if len(payload) < 8 + hl:
+            return None
+        (tl,) = struct.unpack_from("<I", payload, len(payload) - 4)
+        start = len(payload) - 4 - tl
+        if tl < 2 or start < 4 + hl or payload[start:start + 1] != b"{":
+            return None
+        try:
+            h = orjson.loads(payload[start:len(payload) - 4])
+        except ValueError:
+            return None
+        if not isinstance(h, dict) or 4 + hl + h.get("n", -1) * 18 + h.get("nstacks", -1) * 8 != start:
+            return None
+        return h
+
+    def _header(self) -> dict:
+        if self._head is None:
+            (hl,) = struct.unpack_from("<I", self.payload)
+            try:
+                self._head = orjson.loads(self.payload[4:4 + hl])
+            except ValueError as e:
+                raise InputError(self.where, f"undecodable profile aggregate: {e}") from None
+        return self._head
+
+    @property
+    def frames(self) -> list[str]:
+        return self._header()["frames"]
+
+    @property
+    def stack_frames(self) -> list[list[int]]:
+        return self._header()["stacks"]
 
     def rows(self, cpus: set[int] | None):
         """The rows of these CPUs (None: all rows)."""

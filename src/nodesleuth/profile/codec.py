@@ -21,10 +21,19 @@ from .parse import Batch
 COLS = (("dt_us", "<u4"), ("cpu", "<i2"), ("pid", "<i4"), ("tid", "<i4"), ("comm", "<u4"), ("stack", "<u4"))
 
 
+def stored_times(times: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """(t0, offsets in µs as stored, times as a reader decodes them): write-time aggregates bin the
+    decoded times, so a sample falls in the same second and 20 ms row whichever path reads it."""
+    t0 = float(times.min()) if len(times) else 0.0
+    us = np.round((times - t0) * 1e6).astype("<u4")
+    return t0, us, t0 + us.astype(np.float64) / 1e6
+
+
 def encode(b: Batch, offset: float = 0.0) -> tuple[float, bytes]:
     """`offset` turns perf's clock into wall-clock seconds; returns (batch start time, payload)."""
     times = np.asarray(b.times, dtype=np.float64) + offset
-    t0 = float(times.min()) if len(times) else offset
+    t0, us, _ = stored_times(times)
+    t0 = t0 if len(times) else offset
     frames: dict[str, int] = {}
     stacks = []
     for st in b.stacks:
@@ -33,7 +42,7 @@ def encode(b: Batch, offset: float = 0.0) -> tuple[float, bytes]:
     one = int(periods[0]) if len(periods) and (periods == periods[0]).all() else None
     head = orjson.dumps({"t0": t0, "n": len(b), "comms": b.comms, "frames": list(frames), "stacks": stacks,
                          "event": b.event, "period": one if one is not None or not len(periods) else "col"})
-    cols = [np.round((times - t0) * 1e6).astype("<u4"), np.asarray(b.cpus, "<i2"), np.asarray(b.pids, "<i4"),
+    cols = [us, np.asarray(b.cpus, "<i2"), np.asarray(b.pids, "<i4"),
             np.asarray(b.tids, "<i4"), np.asarray(b.comm_ids, "<u4"), np.asarray(b.stack_ids, "<u4")]
     if one is None and len(periods):
         cols.append(periods)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..store.store import StoreReader
-from .codec import Decoded
+from .codec import Decoded, _names
 from .parse import SUFFIXES, is_clock, is_idle
 
 STREAM = "profile"
@@ -101,9 +101,18 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     """Stacks of [t0, t1) for flame graphs and top functions: whole hours and minutes from the
     pre-aggregated records (profile/agg.py), only the partial minutes at the edges from raw samples.
     Rows carry counts (Samples.count) and no meaningful time; stores without aggregates read raw."""
-    from .agg import LEVELS, AggRecord, stream
+    from .agg import LEVELS, AggRecord, pid_column, pid_of, stream
 
-    if not all(reader.segments(stream(lv, cpus is None)) for lv in LEVELS):
+    # a level serves windows from its first record on, or from its second where raw samples may be older
+    # than that record (a store written before the level existed: the first record began mid-window);
+    # earlier windows come from finer levels or raw samples
+    raw_from = _first(reader, STREAM)
+    since = {}
+    for lv in LEVELS:
+        first = _first(reader, stream(lv, cpus is None))
+        since[lv] = first if raw_from >= first else first + lv
+    levels = tuple(lv for lv in LEVELS if since[lv] < math.inf)
+    if LEVELS[0] not in levels:
         return load(reader, t0, t1, on_segment)
     if t0 is None or t1 is None:
         span = reader.span(STREAM)
@@ -120,7 +129,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
             pieces.append((0, a, b))
             return
         lv = levels[-1]
-        a2, b2 = math.ceil(a / lv) * lv, math.floor(b / lv) * lv
+        a2, b2 = math.ceil(max(a, since[lv]) / lv) * lv, math.floor(b / lv) * lv
         if b2 <= a2:
             cover(a, b, levels[:-1])
             return
@@ -128,26 +137,33 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
         cover(a, a2, levels[:-1])
         cover(b2, b, levels[:-1])
 
-    cover(lo, hi, LEVELS)
+    cover(lo, hi, levels)
     if all(lv == 0 for lv, _, _ in pieces):
         return load(reader, t0, t1, on_segment)  # under a minute: the raw samples are all there is
-    raw = [load(reader, a, b, on_segment) for lv, a, b in pieces if lv == 0]
-    stack_ix: dict[tuple[str, ...], int] = {}
+    table = _StackTable()
+    stacks = table.stacks
     comm_ix: dict[str, int] = {}
-    stacks: list[tuple[str, ...]] = []
     comms: list[str] = []
     cols: list[list[np.ndarray]] = [[] for _ in range(5)]
     events: list[str] = []
     problems: list = []
-    for r in raw:
-        m = np.ones(len(r), dtype=bool) if cpus is None else np.isin(r.cpu, list(cpus))
-        cmap = np.array([_intern(comm_ix, comms, c) for c in r.comms] or [0], dtype=np.int64)
-        smap = np.array([_intern(stack_ix, stacks, st) for st in r.stacks] or [0], dtype=np.int64)
-        pid = np.where(r.pid_known, r.pid, -1) if r.pid_known is not None else r.pid
-        for i, c in enumerate((r.cpu[m], pid[m], cmap[r.comm[m]], smap[r.stack[m]], np.ones(int(m.sum()), np.int64))):
-            cols[i].append(c.astype(np.int64))
-        events += [e for e in r.event.split(",") if e and e not in events]
-        problems += r.problems
+    for lv, a, b in pieces:
+        if lv == 0:  # an edge: its raw samples, counted per (cpu, pid, comm, stack) batch by batch
+            for d in _raw_batches(reader, a, b, on_segment):
+                m = (d.t >= a) & (d.t < b)
+                if cpus is not None:
+                    m &= np.isin(d.cpu, list(cpus))
+                if not m.any():
+                    continue
+                cpu, pid, comm, stack, count = _count_rows(d.cpu[m], pid_column(d.pid[m], d.tid[m]), d.comm[m],
+                                                           d.stack[m])
+                cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms] or [0], dtype=np.int64)
+                used = np.unique(stack)
+                smap = np.zeros(len(d.stack_frames), dtype=np.int64)
+                smap[used] = [table.of(d.stack_names(i)) for i in used.tolist()]
+                for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
+                    cols[i].append(c.astype(np.int64))
+                events += [e for e in (d.event or "").split(",") if e and e not in events]
     for lv, a, b in pieces:
         if lv == 0:
             continue
@@ -160,23 +176,85 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
                 continue
             cmap = np.array([_intern(comm_ix, comms, c) for c in rec.comms], dtype=np.int64)
             used = np.unique(stack)
-            smap = np.zeros(len(rec.stack_frames), dtype=np.int64)
-            smap[used] = [_intern(stack_ix, stacks, _frames_of(rec, i)) for i in used.tolist()]
+            if rec.hashes is not None:  # by their hashes: the record's frame tables stay unparsed
+                smap = np.zeros(len(rec.hashes), dtype=np.int64)
+                smap[used] = table.hashed(rec, used)
+            else:
+                smap = np.zeros(len(rec.stack_frames), dtype=np.int64)
+                smap[used] = [table.of(_frames_of(rec, i)) for i in used.tolist()]
             for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
                 cols[i].append(c.astype(np.int64))
             if rec.event and rec.event not in events:
                 events.append(rec.event)
     problems += reader.problems
     cpu, pid, comm, stack, count = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in cols)
-    known = pid >= 0
+    pid, known = pid_of(pid)
     idle = np.array([is_idle(0, st) for st in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
     return Samples(np.zeros(len(cpu)), cpu, pid, pid, comm, stack, comms, stacks, idle, problems, None, known,
                    ",".join(events), count)
 
 
+def _first(reader: StoreReader, name: str) -> float:
+    """The time of a stream's first record (inf: none), from its first segment's frame headers."""
+    from ..store.segment import SegmentReader
+
+    for p in reader.segments(name):
+        t = SegmentReader(p).first_time()
+        if t is not None:
+            return t
+    return math.inf
+
+
+def _raw_batches(reader: StoreReader, a: float, b: float, on_segment=None):
+    """Decoded raw batches that may hold samples of [a, b) (as load reads them)."""
+    for _, p in reader.read(STREAM, a - 30.0, b, on_segment):
+        yield Decoded(p)
+
+
+def _count_rows(*cols: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Identical rows of small non-negative-able integer columns summed: (unique columns..., count)."""
+    cs = [c.astype(np.int64) for c in cols]
+    lo = [int(c.min()) for c in cs]
+    dims = [int(c.max()) - l + 1 for c, l in zip(cs, lo)]
+    if math.prod(dims) >= 2 ** 62:  # cannot pack: sort the rows
+        from .agg import reduce_rows
+
+        out, counts = reduce_rows(cs, np.ones(len(cs[0]), dtype=np.int64))
+        return (*out, counts)
+    key = np.ravel_multi_index([c - l for c, l in zip(cs, lo)], dims)
+    u, counts = np.unique(key, return_counts=True)
+    return (*[x + l for x, l in zip(np.unravel_index(u, dims), lo)], counts)
+
+
+class _StackTable:
+    """Global stack ids for load_fast, by name tuple and by stack hash (profile/agg.py stack_hash)."""
+
+    def __init__(self):
+        self.stacks: list[tuple[str, ...]] = []
+        self.ix: dict[tuple[str, ...], int] = {}
+        self.by_hash: dict[int, int] = {}
+
+    def of(self, names: tuple[str, ...]) -> int:
+        i = self.ix.get(names)
+        if i is None:
+            from .agg import stack_hash
+
+            i = self.ix[names] = len(self.stacks)
+            self.stacks.append(names)
+            self.by_hash[stack_hash(names)] = i
+        return i
+
+    def hashed(self, rec, used: np.ndarray) -> list[int]:
+        out = []
+        get = self.by_hash.get
+        for h, i in zip(rec.hashes[used].tolist(), used.tolist()):
+            g = get(h)
+            out.append(self.of(_frames_of(rec, i)) if g is None else g)
+        return out
+
+
 def _frames_of(rec, i: int) -> tuple[str, ...]:
-    ids = rec.stack_frames[i]
-    return tuple(rec.frames[j] for j in ids)
+    return _names(rec.frames, rec.stack_frames[i])
 
 
 def assemble(decoded, t0: float | None = None, t1: float | None = None) -> Samples:
@@ -269,8 +347,7 @@ def folded(s: Samples, f: Filter, name: str = "comm", annotate: str = "kernel", 
     out: Counter = Counter()
     if not keys.shape[1]:
         return out
-    uniq, inv = np.unique(keys, axis=1, return_inverse=True)
-    counts = np.bincount(inv.ravel(), weights=w, minlength=uniq.shape[1])
+    uniq, counts = _sum_keys(keys, w)
     shown: dict[tuple[str, bool], str] = {}
     for col, c in zip(uniq.T.tolist(), counts.tolist()):
         cm = s.comms[col[0]]
@@ -285,6 +362,20 @@ def folded(s: Samples, f: Filter, name: str = "comm", annotate: str = "kernel", 
                                   else cm.replace(" ", "_").replace(";", ":"),)
         out[";".join(root + tuple(frames))] += int(c)
     return out
+
+
+def _sum_keys(keys: np.ndarray, w: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct columns of `keys` and their summed weights; packs the rows into one int64 key (a 1-D
+    sort, ~10x faster than np.unique(axis=1) on the millions of rows of an hour's edges)."""
+    lo = keys.min(axis=1)
+    dims = (keys.max(axis=1) - lo + 1).tolist()
+    if math.prod(dims) < 2 ** 62:
+        key = np.ravel_multi_index(keys - lo[:, None], dims)
+        u, inv = np.unique(key, return_inverse=True)
+        uniq = np.stack(np.unravel_index(u, dims)) + lo[:, None]
+    else:
+        uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+    return uniq, np.bincount(inv.ravel(), weights=w, minlength=uniq.shape[1])
 
 
 def _show(fr: str, java: bool, annotate: str, tidy_names: bool) -> str:
@@ -318,6 +409,7 @@ class Heatmap:
     hot_cpus: list[list[int]]
     cpus: list[int] | None
     hot_note: str | None = None  # why hot_cpus is empty when it cannot be known
+    found: bool = True  # the range held samples (heatmap_fast: else the caller says so)
 
 
 def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, end: float | None = None,
@@ -336,22 +428,34 @@ def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, e
     row = rows - np.floor(rows * (t % 1.0)).astype(np.int64) - 1
     np.add.at(vals, (col, row), 1)
     # per-CPU busy fraction per second: samples that are work / all samples of that CPU
-    hot_cpus: list[list[int]] = [[] for _ in range(ncols)]
     tc = (s.t[m_all] - start).astype(np.int64)
     cc = s.cpu[m_all].astype(np.int64)
     wk = work[m_all]
-    note = None
-    if not s.clock:
-        note = (f"hot-CPU marks unavailable: the profile samples {s.event}, not a clock event (cpu-clock); "
-                "its sample counts do not measure time")
-    elif len(tc) and (cc < 0).any():
-        note = "hot-CPU marks unavailable: the profile has no CPU column"
+    note = _hot_note(s.clock, s.event, len(tc) and (cc < 0).any())
+    tot = busy = None
     if len(tc) and note is None:
         ncpu = int(cc.max()) + 1
         tot = np.zeros((ncols, ncpu), dtype=np.int64)
         busy = np.zeros((ncols, ncpu), dtype=np.int64)
         np.add.at(tot, (tc, cc), 1)
         np.add.at(busy, (tc[wk], cc[wk]), 1)
+    return _heatmap(start, rows, vals, tot, busy, hot, hz, f, note)
+
+
+def _hot_note(clock: bool, event: str, no_cpu: bool) -> str | None:
+    if not clock:
+        return (f"hot-CPU marks unavailable: the profile samples {event}, not a clock event (cpu-clock); "
+                "its sample counts do not measure time")
+    if no_cpu:
+        return "hot-CPU marks unavailable: the profile has no CPU column"
+    return None
+
+
+def _heatmap(start, rows, vals, tot, busy, hot, hz, f, note) -> Heatmap:
+    """The heatmap from its cells and per (second, CPU) all/work sample counts (None: no marks)."""
+    ncols = vals.shape[0]
+    hot_cpus: list[list[int]] = [[] for _ in range(ncols)]
+    if tot is not None:
         expected = hz or max(1.0, float(np.median(tot[tot > 0])) if (tot > 0).any() else 1.0)
         frac = busy / np.maximum(tot, 1)
         full = tot >= 0.5 * expected  # enough samples in that second to judge
@@ -359,6 +463,77 @@ def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, e
             hot_cpus[int(c_)].append(int(cpu_))
     return Heatmap(start, rows, list(range(ncols)), vals.tolist(), int(vals.max()) if vals.size else 0, hot_cpus,
                    sorted(f.cpus) if f.cpus is not None else None, note)
+
+
+def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | None = None,
+                 end: float | None = None, hot: float = 0.9, hz: float | None = None,
+                 on_segment=None) -> Heatmap | None:
+    """heatmap() of the stored range [start, end) from the per-minute heatmap aggregates (profile/agg.py):
+    the same cells and marks, from ~one record a minute instead of every sample. None where they cannot
+    answer exactly, and the caller reads the samples: no aggregates, rows other than FlameScope's 50,
+    a start that is not a whole second, or a pid, comm or cgroup filter (cells are per CPU only).
+    An empty range gives a heatmap with no columns of samples (Heatmap.values all 0) and `found` False."""
+    from .agg import HEAT, HEAT_ALL, HEAT_ROWS, HeatRecord
+
+    if (rows != HEAT_ROWS or f.pids is not None or f.comms is not None or f.cgroup_pids is not None
+            or (start is not None and start != math.floor(start)) or not reader.segments(HEAT)):
+        return None
+    recs = []
+    name = HEAT_ALL if f.cpus is None and reader.segments(HEAT_ALL) else HEAT  # all CPUs: the summed grid
+    for t, p in reader.read(name, None if start is None else math.floor(start / 60) * 60, end, on_segment):
+        r = HeatRecord(p)
+        if (start is None or r.tmax >= start) and (end is None or r.tmin < end):
+            recs.append(r)
+    if not recs and (start is None or end is None):
+        return Heatmap(start or 0.0, rows, [], [], 0, [], sorted(f.cpus) if f.cpus is not None else None,
+                       found=False)
+    if start is None:
+        start = float(math.floor(min(r.tmin for r in recs)))
+    if end is None:
+        end = float(math.ceil(max(r.tmax for r in recs)))
+    ncols = max(1, int(math.ceil(end - start)))
+    # a minute of margin on both sides, so that each record adds its 60 columns into one slice
+    vals = np.zeros((ncols + 120) * rows, dtype=np.int64)
+    tcols, tcpus, ttot, tbusy = [], [], [], []
+    events: list[str] = []
+    for r in recs:
+        base = int(r.t0 - start) + 60
+        if 0 <= base <= ncols + 60:
+            vals[base * rows:(base + 60) * rows] += r.grid(f.cpus)
+        js = [j for j, c in enumerate(r.tcpus) if f.cpus is None or c in f.cpus]
+        if not js:
+            continue
+        sec = np.arange(60)
+        col = (int(r.t0 - start) + sec)
+        m = (col >= 0) & (col < ncols)
+        tot, busy = r.tot[m][:, js].astype(np.int64), r.busy[m][:, js].astype(np.int64)
+        if not tot.any():
+            continue
+        events += [e for e in r.event.split(",") if e and e not in events]
+        cc = np.broadcast_to(np.array([r.tcpus[j] for j in js]), tot.shape)
+        tcols.append(np.broadcast_to(col[m][:, None], tot.shape).ravel())
+        tcpus.append(cc.ravel())
+        ttot.append(tot.ravel())
+        tbusy.append(busy.ravel())
+    event = ",".join(events)
+    tc = np.concatenate(tcols) if tcols else np.zeros(0, np.int64)
+    cc = np.concatenate(tcpus) if tcpus else np.zeros(0, np.int64)
+    n_all = np.concatenate(ttot) if ttot else np.zeros(0, np.int64)
+    n_work = np.concatenate(tbusy) if tbusy else np.zeros(0, np.int64)
+    seen = n_all > 0
+    tc, cc, n_all, n_work = tc[seen], cc[seen], n_all[seen], n_work[seen]
+    clock = not event or all(is_clock(e) for e in event.split(",") if e)
+    note = _hot_note(clock, event, bool(len(tc)) and bool((cc < 0).any()))
+    tot = busy = None
+    if len(tc) and note is None:
+        ncpu = int(cc.max()) + 1
+        tot = np.zeros((ncols, ncpu), dtype=np.int64)
+        busy = np.zeros((ncols, ncpu), dtype=np.int64)
+        np.add.at(tot, (tc, cc), n_all)
+        np.add.at(busy, (tc, cc), n_work)
+    h = _heatmap(start, rows, vals[60 * rows:(60 + ncols) * rows].reshape(ncols, rows), tot, busy, hot, hz, f, note)
+    h.found = bool(len(tc))
+    return h
 
 
 def top_functions(s: Samples, f: Filter, kernel_only: bool = True, n: int = 20) -> list[dict]:
@@ -377,10 +552,11 @@ def top_functions(s: Samples, f: Filter, kernel_only: bool = True, n: int = 20) 
         st = s.stacks[sid]
         if st:
             self_c[st[-1]] += c
-        for fr in set(st):
+        for fr in dict.fromkeys(st):
             incl[fr] += c
     names = [k for k in incl if (k.endswith("_[k]") or not kernel_only)]
-    rows = sorted(names, key=lambda k: (-self_c.get(k, 0), -incl[k]))[:n]
+    # ties by name: the same order whatever order the stacks were read in (aggregates or raw samples)
+    rows = sorted(names, key=lambda k: (-self_c.get(k, 0), -incl[k], k))[:n]
     return [{"function": k[:-4] if k[-4:] in ("_[k]", "_[j]") else k, "kernel": k.endswith("_[k]"),
              "self": self_c.get(k, 0), "total": incl[k],
              "self_pct": round(100 * self_c.get(k, 0) / max(1, total), 2),

@@ -368,6 +368,23 @@ class SegmentReader:
         return zstandard.ZstdDecompressor(
             dict_data=zstandard.ZstdCompressionDict(fr[2], dict_type=zstandard.DICT_TYPE_RAWCONTENT))
 
+    def first_time(self) -> float | None:
+        """The time of the segment's first record from frame headers alone (no payload is read)."""
+        try:
+            with open(self.path, "rb") as f:
+                while True:
+                    head = f.read(HEADER.size)
+                    if len(head) < HEADER.size:
+                        return None
+                    magic, length, _, t, kind = HEADER.unpack(head)
+                    if magic != MAGIC:
+                        return None
+                    if kind != KIND_DICT:
+                        return t
+                    f.seek(length, os.SEEK_CUR)
+        except OSError:
+            return None
+
     def frames(self, t0: float | None = None, t1: float | None = None) -> Iterator[tuple[float, bytes]]:
         try:
             with open(self.path, "rb") as f:

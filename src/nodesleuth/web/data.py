@@ -183,6 +183,13 @@ class ProfileCache:
             self.key, self.samples = (t0, t1, _mtime(reader)), s
             return s
 
+    def peek(self, reader: StoreReader, t0: float, t1: float):
+        """The cached samples if they cover [t0, t1] (a flame graph of a heatmap's selection), else None."""
+        with self.lock:
+            if self.key and self.key[0] <= t0 and t1 <= self.key[1] and self.key[2] == _mtime(reader):
+                return self.samples
+            return None
+
 
 def _mtime(reader: StoreReader) -> float:
     segs = reader.segments("profile")
@@ -194,6 +201,28 @@ def heatmap(samples, t0: float, t1: float, cpu: int | None, rows: int = 50) -> d
     h = pq.heatmap(samples, f, rows=rows, start=math.floor(t0), end=math.ceil(t1))
     return {"start": h.start, "rows": h.rows, "columns": h.columns, "values": h.values, "maxvalue": h.maxvalue,
             "hot_cpus": h.hot_cpus, "cpu": cpu}
+
+
+def heatmap_fast(reader: StoreReader, t0: float, t1: float, cpu: int | None, rows: int = 50) -> dict | None:
+    """The heatmap from the write-time per-minute aggregates (profile/agg.py); None: read samples."""
+    f = pq.Filter(cpus={cpu} if cpu is not None else None)
+    h = pq.heatmap_fast(reader, f, rows=rows, start=math.floor(t0), end=math.ceil(t1))
+    if h is None:
+        return None
+    return {"start": h.start, "rows": h.rows, "columns": h.columns, "values": h.values, "maxvalue": h.maxvalue,
+            "hot_cpus": h.hot_cpus, "cpu": cpu}
+
+
+def flame_filter(cpu: int | None, pid: int | None, comm: str | None, cgroup: str | None) -> pq.Filter:
+    """The flame graph's filter; a cgroup is resolved to the processes in it now (as the CLI's --cgroup)."""
+    pids = None
+    if cgroup:
+        from ..collect.cgroups import pids_in_cgroup
+        from ..collect.root import Root
+
+        pids = pids_in_cgroup(Root("/"), cgroup)
+    return pq.Filter(cpus={cpu} if cpu is not None else None, pids={pid} if pid is not None else None,
+                     comms={comm} if comm else None, cgroup_pids=pids)
 
 
 def _tree(fc, base=None) -> dict:

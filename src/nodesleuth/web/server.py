@@ -7,6 +7,7 @@ Referer headers or proxy logs. Scripts can send `Authorization: Bearer TOKEN` in
 from __future__ import annotations
 
 import hmac
+import math
 import ipaddress
 import os
 import secrets
@@ -15,7 +16,8 @@ import time
 
 from urllib.parse import urlencode
 
-from flask import Flask, abort, jsonify, redirect, request, send_from_directory
+import orjson
+from flask import Flask, Response, abort, jsonify, redirect, request, send_from_directory
 
 from ..profile import query as pq
 from ..store.store import StoreReader
@@ -102,10 +104,16 @@ def create_app(store: str, token: str | None = None) -> Flask:
     @app.get("/api/heatmap")
     def heatmap():
         t0, t1 = fnum("from"), fnum("to")
-        if t0 is None or t1 is None or t1 <= t0 or t1 - t0 > 3600:
-            abort(400, "from/to required, at most one hour apart")
-        s = cache.get(reader(), t0, t1)
-        return jsonify(data.heatmap(s, t0, t1, inum("cpu"), inum("rows") or 50))
+        if t0 is None or t1 is None or t1 <= t0 or t1 - t0 > 86400:
+            abort(400, "from/to required, at most one day apart")
+        r = reader()
+        cpu, rows = inum("cpu"), inum("rows") or 50
+        doc = data.heatmap_fast(r, t0, t1, cpu, rows)  # from the per-minute heatmap aggregates
+        if doc is None:
+            if t1 - t0 > 3600:
+                abort(400, "from/to at most one hour apart (this store has no heatmap aggregates)")
+            doc = data.heatmap(cache.get(r, math.floor(t0), math.ceil(t1)), t0, t1, cpu, rows)
+        return Response(orjson.dumps(doc), mimetype="application/json")
 
     @app.get("/api/flame")
     def flame():
@@ -113,15 +121,18 @@ def create_app(store: str, token: str | None = None) -> Flask:
         if t0 is None or t1 is None or t1 <= t0:
             abort(400, "from/to required")
         r = reader()
-        s = data.subset(cache.get(r, t0, t1), t0, t1)
         base = None
-        cpu, pid = inum("cpu"), inum("pid")
-        f = pq.Filter(cpus={cpu} if cpu is not None else None, pids={pid} if pid is not None else None)
+        cpu, pid, comm, cgroup = inum("cpu"), inum("pid"), request.args.get("comm"), request.args.get("cgroup")
+        f = data.flame_filter(cpu, pid, comm, cgroup)
+        # whole minutes and hours from the write-time aggregates, raw samples only at the edges;
+        # a range the last heatmap already loaded is cut from it
+        s = cache.peek(r, t0, t1)
+        s = data.subset(s, t0, t1) if s is not None else pq.load_fast(r, t0, t1, f.cpus)
         b0, b1 = fnum("base_from"), fnum("base_to")
         if (b0 is None) != (b1 is None) or (b0 is not None and b1 <= b0):
             return refuse("baseline: give base_from < base_to")
         if b0 is not None:
-            base = pq.load(r, b0, b1)
+            base = pq.load_fast(r, b0, b1, f.cpus)
             if not len(base) or not sum(pq.folded(base, f).values()):
                 span = r.span("profile")
                 where = (f"the profile covers {iso(span[0])} .. {iso(span[1])}" if span else "there is no profile")
