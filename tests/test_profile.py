@@ -599,3 +599,55 @@ def test_direct_reader_rejects_what_is_not_perfs_pipe_format(tmp_path):
     s = PerfStream(lambda b: None)
     with pytest.raises(InputError, match="before any event attribute"):
         s.feed(b"PERFILE2" + (16).to_bytes(8, "little") + (9).to_bytes(4, "little") + b"\0\0" + (8).to_bytes(2, "little"))
+
+
+def test_long_batches_are_stored_in_pieces_a_later_range_finds(corpus, tmp_path):
+    """A batch can cover far more than one rotation: perf did not rotate (seen in a 6.12 VM: one
+    280 s chunk), stacks waited to be named, or `profile ingest` of a long file. Stored whole, it is
+    stamped with its first sample, and a range late in it found nothing (explain then said "no
+    profile" of a core that was sampled 490 times in those 10 s)."""
+    from nodesleuth.profile.codec import Decoded, encode, encode_pieces
+    from nodesleuth.profile.query import assemble
+
+    d, _ = corpus
+    b = parse_file(str(d / "recorded" / "mix-cpuclock.header.txt"))  # 401 real samples over 7.6 s
+    pieces = encode_pieces(b, 100.0, span=2.0)
+    assert len(pieces) == 4
+    got = []
+    for t0, payload in pieces:
+        dec = Decoded(payload)
+        s = assemble([dec])
+        assert s.t.max() - s.t.min() < 2.0 and abs(s.t.min() - t0) < 1e-6
+        assert len(s.stacks) <= len(set(s.stack.tolist()))  # each piece keeps only the stacks it uses
+        got += [(round(t, 6), c, p, s.stacks[k]) for t, c, p, k in zip(s.t.tolist(), s.cpu.tolist(),
+                                                                       s.pid.tolist(), s.stack.tolist())]
+    w = assemble([Decoded(encode(b, 100.0)[1])])  # the same batch stored whole
+    want = [(round(t, 6), c, p, w.stacks[k]) for t, c, p, k in zip(w.t.tolist(), w.cpu.tolist(), w.pid.tolist(),
+                                                                  w.stack.tolist())]
+    assert len(want) == len(b) == 401
+    assert sorted(got) == sorted(want)
+
+
+@needs_root
+def test_ingest_of_a_long_recording_answers_its_last_seconds(tmp_path, spin):
+    """A real 40 s `perf record` ingested in one go: the flame graph of its last 5 s has the busy loop."""
+    data, txt = tmp_path / "perf.data", tmp_path / "perf.txt"
+    subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", "19", "-a", "-g", "-k", "CLOCK_MONOTONIC",
+                    "-o", str(data), "--", "sleep", "40"], check=True, capture_output=True, timeout=120)
+    with open(txt, "w") as f:
+        subprocess.run(["perf", "script", "-F", "comm,pid,tid,cpu,time,period,event,ip,sym,dso", "-i", str(data)],
+                       check=True, stdout=f, stderr=subprocess.DEVNULL, timeout=300)
+    store = str(tmp_path / "st")
+    p = nodesleuth("profile", "ingest", str(txt), "--store", store)
+    assert p.returncode == 0, p.stderr
+    b = parse_file(str(txt))
+    assert max(b.times) - min(b.times) > 35
+    from nodesleuth.profile.query import load
+    from nodesleuth.store.store import StoreReader
+
+    whole = load(StoreReader(store), None, None)
+    assert len(whole) == len(b)
+    t1 = float(whole.t.max())
+    last = load(StoreReader(store), t1 - 5, t1 + 0.001)
+    assert int(((last.t >= t1 - 5)).sum()) == int((whole.t >= t1 - 5).sum()) > 0
+    assert "ns-spin" in {last.comms[c] for c in last.comm[last.t >= t1 - 5].tolist()}

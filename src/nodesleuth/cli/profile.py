@@ -60,7 +60,7 @@ def profile_run(store, freq, rotate, duration, retention, max_size, chunked):
 def profile_ingest(script, store, offset, event):
     """Store a `perf script` text file (any -F field set; one event) for range queries."""
     from ..profile.agg import Aggregator
-    from ..profile.codec import encode
+    from ..profile.codec import encode_pieces
     from ..profile.parse import is_clock, parse_file, pick_event
     from ..store.store import StoreWriter
 
@@ -71,8 +71,8 @@ def profile_ingest(script, store, offset, event):
         click.echo(f"note: {b.event} is not a clock event: sample counts are not time, so hot-CPU marks "
                    "will be unavailable", err=True)
     w = StoreWriter(store)
-    t0, payload = encode(b, offset)
-    w.append("profile", t0, payload)
+    for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
+        w.append("profile", t0, payload)
     agg = Aggregator(w.append)
     agg.add(b, offset)
     agg.flush()

@@ -29,6 +29,28 @@ def stored_times(times: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
     return t0, us, t0 + us.astype(np.float64) / 1e6
 
 
+SPAN = 10.0  # s: the longest time one stored batch covers (readers look back 3 x SPAN for a range's start)
+
+
+def encode_pieces(b: Batch, offset: float = 0.0, span: float = SPAN) -> list[tuple[float, bytes]]:
+    """encode() in pieces of at most `span` seconds each. A batch can cover far more than one rotation
+    (perf did not rotate, or stacks waited minutes to be named on a slow machine); stored whole it is
+    stamped with its first sample and a reader of a later range, looking back only 3 x SPAN, misses it."""
+    if not len(b) or max(b.times) - min(b.times) < span:
+        return [encode(b, offset)]
+    order = sorted(range(len(b)), key=b.times.__getitem__)
+    out, start, piece = [], None, []
+    for i in order:
+        if start is not None and b.times[i] - start >= span:
+            out.append(encode(b.subset(piece), offset))
+            piece, start = [], None
+        if start is None:
+            start = b.times[i]
+        piece.append(i)
+    out.append(encode(b.subset(piece), offset))
+    return out
+
+
 def encode(b: Batch, offset: float = 0.0) -> tuple[float, bytes]:
     """`offset` turns perf's clock into wall-clock seconds; returns (batch start time, payload)."""
     times = np.asarray(b.times, dtype=np.float64) + offset

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..store.store import StoreReader
-from .codec import Decoded, _names
+from .codec import SPAN, Decoded, _names
 from .parse import SUFFIXES, is_clock, is_idle
 
 STREAM = "profile"
@@ -89,7 +89,7 @@ def _intern(ix: dict, table: list, item) -> int:
 
 def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=None) -> Samples:
     """Read batches overlapping [t0, t1] (a batch covers up to its rotation period)."""
-    slack = 30.0  # a batch is stamped with its first sample and spans one rotation (10 s by default)
+    slack = 3 * SPAN  # a batch is stamped with its first sample and covers at most SPAN (codec.encode_pieces)
     payloads = reader.read(STREAM, None if t0 is None else t0 - slack, t1, on_segment)
     s = assemble((Decoded(p) for _, p in payloads), t0, t1)
     s.problems = list(reader.problems)

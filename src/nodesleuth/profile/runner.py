@@ -24,7 +24,7 @@ import time
 
 from ..children import spawn, spawn_reaped
 from .agg import Aggregator
-from .codec import encode
+from .codec import encode_pieces
 from ..errors import InputError
 from .parse import FrameCache, parse_text
 from .perfdata import ScriptNamer
@@ -197,8 +197,8 @@ class ChunkedProfileRunner(PerfRotator):
             self.agg, self.cache = Aggregator(self.append), FrameCache()
         b = parse_text(script_text, path=path, cache=self.cache)
         if len(b):
-            t0, payload = encode(b, offset)
-            self.append("profile", t0, payload)
+            for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
+                self.append("profile", t0, payload)
             self.agg.add(b, offset)
         return len(b)
 
@@ -294,8 +294,8 @@ class ProfileRunner:
         if len(b):
             try:
                 offset = wall_minus_monotonic()
-                t0, payload = encode(b, offset)
-                self.append("profile", t0, payload)
+                for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
+                    self.append("profile", t0, payload)
                 self.agg.add(b, offset)
                 self.samples += len(b)
                 self.chunks += 1
