@@ -123,6 +123,7 @@ class PerfStream:
         self.held: dict[tuple, bytes] = {}  # stack key -> its sample, waiting for in-flight addresses
         self.waiters: dict[tuple, list[tuple]] = {}  # in-flight address -> stack keys waiting for it
         self.max_stack = max_stack
+        self.jit_maps: set[tuple] = set()  # anonymous maps whose perf map file was looked for
         self.seq = 0
         self.lines: dict[str, tuple[str, ...] | None] = {}
         self.pending: list[tuple] = []  # stack keys of the samples read, time order
@@ -423,10 +424,14 @@ class PerfStream:
         alike; the map is then named once, not address by address (a JIT's code is ever-new
         addresses). Not when the symbol file exists: then addresses have their own names."""
         pid, pgen, _, mode, ctx, _, start, end = a
+        mk = ("m", pid, pgen, start, end, mode, ctx)
+        if mk in self.jit_maps:
+            return
         nspid = f[0][len("[perf-"):-len(".map]_[j]")]
+        self.jit_maps.add(mk)  # looked at once per map
         if any(os.path.exists(p) for p in (f"/tmp/perf-{nspid}.map", f"/proc/{pid}/root/tmp/perf-{nspid}.map")):
             return
-        self.addrs[("m", pid, pgen, start, end, mode, ctx)] = f
+        self.addrs[mk] = f
 
     def _assemble(self, key: tuple) -> tuple[str, ...] | None:
         """A stack from its addresses' names (root first, as perf script's lines reversed), once all
@@ -498,7 +503,8 @@ class PerfStream:
             b.stack_ids = sids
         b.event_ids = [0] * n
         if len(stacks) + len(self.addrs) > self.CACHE_LIMIT and not self.asked and not self.held:
-            for d in (self.stacks, self.addrs, self.parts, self.lines, self.inflight, self.held, self.waiters):
+            for d in (self.stacks, self.addrs, self.parts, self.lines, self.inflight, self.held, self.waiters,
+                      self.jit_maps):
                 d.clear()
         return b, dropped
 
