@@ -7,7 +7,7 @@ same addresses. So the records are read here (struct, fixed offsets for the samp
 A sample's stack is named from a cache: by its whole callchain, else address by address (kernel
 addresses once for all processes; addresses in files by file identity + offset, from the MMAP/MMAP2
 maps tracked as perf tracks them; addresses in no map are `[unknown]` as perf names them; anonymous/JIT
-ones per address space). A sample with an unnamed address is forwarded to a long-lived
+ones per address space, or once per map when perf found no /tmp/perf-PID.map symbol file for it). A sample with an unnamed address is forwarded to a long-lived
 `perf script -F period,ip,sym,dso -i -` with its period replaced by a sequence number; its answer
 names the stack and, when perf printed one line per address (no inlined frames), each address.
 Side-band records (MMAP2, COMM, FORK, ...) are all forwarded, in the time order perf itself uses (its
