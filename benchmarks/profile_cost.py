@@ -256,6 +256,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--seconds", type=float, default=60.0, help="measured seconds per contender at 49 Hz")
     ap.add_argument("--replay-seconds", type=float, default=30.0, help="measured seconds at the 96-CPU rate")
     ap.add_argument("--warm", type=float, default=8.0)
+    ap.add_argument("--before-src", help="a src/ tree of an earlier nodesleuth: its `profile run` is the before "
+                                         "contender (instead of `--chunked`), e.g. `git archive` of main")
+    ap.add_argument("--before-label", default="nodesleuth_direct_before")
     a = ap.parse_args(argv)
     if not PERF or os.geteuid() != 0:
         return emit({"benchmark": "profile_cost", "skipped": "needs root and perf"})
@@ -269,7 +272,12 @@ def main(argv=None) -> dict:
     try:
         res["where_the_time_goes_10s_chunk_49hz"] = breakdown(d, 49, 10)
         kernel = res["kernel_sampling_cost"] = kernel_cost(loops, 4704 // len(loops.procs))
-        names = ("perf_record_alone", "nodesleuth_chunked_before", "nodesleuth_direct_after")
+        names = ("perf_record_alone", a.before_label if a.before_src else "nodesleuth_chunked_before",
+                 "nodesleuth_direct_after")
+        before = ({**os.environ, "PYTHONPATH": os.path.abspath(a.before_src)}, []) if a.before_src else (env, [
+            "--chunked"])
+        if a.before_src:
+            res["before_src"] = os.path.abspath(a.before_src)
         for label, hz, secs in (("49hz", 49, a.seconds), ("replay_96cpu_rate", 4704 // len(loops.procs),
                                                            a.replay_seconds)):
             runs = {}
@@ -278,10 +286,10 @@ def main(argv=None) -> dict:
                                       "CLOCK_MONOTONIC", "-o", alone], a.warm, secs, loops)
             runs[names[0]]["samples_recorded"] = count_samples(alone)
             os.unlink(alone)
-            for name, extra in ((names[1], ["--chunked"]), (names[2], [])):
+            for name, (e, extra) in ((names[1], before), (names[2], (env, []))):
                 store = os.path.join(d, f"st-{name}-{hz}")
                 r = measure([sys.executable, "-m", "nodesleuth", "profile", "run", "--store", store, "--freq",
-                             str(hz), *extra], a.warm, secs, loops, env=env)
+                             str(hz), *extra], a.warm, secs, loops, env=e)
                 m = re.search(r"(\d+) samples in (\d+) chunks", r["stderr"])
                 r["samples_stored"] = int(m.group(1)) if m else None
                 runs[name] = r
@@ -322,6 +330,10 @@ def main(argv=None) -> dict:
                 rep[f"ratio_{names[2]}_vs_perf_record_per_sample_end_to_end_incl_kernel_sampling"],
             "after_vs_perf_record_per_sample_steady_incl_kernel_sampling_96cpu_rate":
                 rep[f"ratio_{names[2]}_vs_perf_record_per_sample_steady_incl_kernel_sampling"],
+            "before_vs_perf_record_per_sample_end_to_end_incl_kernel_sampling_49hz":
+                h[f"ratio_{names[1]}_vs_perf_record_per_sample_end_to_end_incl_kernel_sampling"],
+            "before_vs_perf_record_per_sample_steady_incl_kernel_sampling_96cpu_rate":
+                rep[f"ratio_{names[1]}_vs_perf_record_per_sample_steady_incl_kernel_sampling"],
             "target_ratio": 2.0}
         res["load_average_at_end"] = os.getloadavg()
     finally:

@@ -7,7 +7,7 @@ same addresses. So the records are read here (struct, fixed offsets for the samp
 A sample's stack is named from a cache: by its whole callchain, else address by address (kernel
 addresses once for all processes; addresses in files by file identity + offset, from the MMAP/MMAP2
 maps tracked as perf tracks them; addresses in no map are `[unknown]` as perf names them; anonymous/JIT
-ones per address space). A sample with an unnamed address is forwarded to a long-lived
+ones per address space, or once per map when perf found no /tmp/perf-PID.map symbol file for it). A sample with an unnamed address is forwarded to a long-lived
 `perf script -F period,ip,sym,dso -i -` with its period replaced by a sequence number; its answer
 names the stack and, when perf printed one line per address (no inlined frames), each address.
 Side-band records (MMAP2, COMM, FORK, ...) are all forwarded, in the time order perf itself uses (its
@@ -33,6 +33,8 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InputError
 from .parse import Batch, frame_names
 
@@ -55,6 +57,7 @@ ROUND = HDR.pack(FINISHED_ROUND, 0, 8)
 # callchain context markers (u64 of the negative values in perf_event.h)
 CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_MAX = 2**64 - 128, 2**64 - 512, 2**64 - 4095
 SCRIPT_FIELDS = "period,ip,sym,dso"
+INF = float("inf")
 
 
 @dataclass
@@ -120,10 +123,11 @@ class PerfStream:
         self.held: dict[tuple, bytes] = {}  # stack key -> its sample, waiting for in-flight addresses
         self.waiters: dict[tuple, list[tuple]] = {}  # in-flight address -> stack keys waiting for it
         self.max_stack = max_stack
+        self.jit_maps: set[tuple] = set()  # anonymous maps whose perf map file was looked for
         self.seq = 0
         self.lines: dict[str, tuple[str, ...] | None] = {}
-        self.pending: list[tuple] = []  # (time ns, cpu, pid, tid, comm, period, stack key), time order
-        self.records = 0
+        self.pending: list[tuple] = []  # stack keys of the samples read, time order
+        self.rows: list[tuple] = []  # and their (time ns, cpu, pid, tid, period, comm)
         self.forwarded_samples = 0
 
     # --- reading perf record's stream
@@ -141,18 +145,38 @@ class PerfStream:
             self.header, off = True, 16
         n = len(buf)
         unpack = HDR.unpack_from
+        lo = self.lo
+        # samples, the bulk of the stream, are queued here inline (a method call per record costs as
+        # much as the rest of their reading); the rest goes through _record
+        queue = self.queue.append
+        t_at = lo.time if lo is not None else 0
+        q_unpack = Q.unpack_from
+        arrival, max_time = self.arrival, self.max_time
         while off + 8 <= n:
             typ, misc, size = unpack(buf, off)
             if size < 8:
                 raise InputError("perf record -o -", f"record of size {size} at byte {off}")
-            if off + size > n:
+            end = off + size
+            if end > n:
                 break
-            self._record(typ, misc, bytes(buf[off:off + size]))
-            off += size
+            if typ == SAMPLE and lo is not None:
+                t = q_unpack(buf, off + t_at)[0]
+                if t > max_time:
+                    max_time = t
+                arrival += 1
+                queue((t, arrival, SAMPLE, bytes(buf[off:end])))
+            else:
+                self.arrival, self.max_time = arrival, max_time
+                self._record(typ, misc, bytes(buf[off:end]))
+                arrival, max_time = self.arrival, self.max_time
+                if lo is None and self.lo is not None:
+                    lo = self.lo
+                    t_at = lo.time
+            off = end
+        self.arrival, self.max_time = arrival, max_time
         del buf[:off]
 
     def _record(self, typ: int, misc: int, rec: bytes) -> None:
-        self.records += 1
         if typ >= USER_TYPE_START:
             if typ == FINISHED_ROUND:
                 self._round()
@@ -195,18 +219,13 @@ class PerfStream:
         q = self.queue
         if not q:
             return
-        q.sort()
-        if upto is None:
-            k = len(q)
-        else:
-            k = 0
-            while k < len(q) and q[k][0] <= upto:
-                k += 1
-            if not k:
-                return
+        q.sort()  # per-CPU runs already in order: timsort merges them
+        k = len(q) if upto is None else bisect_right(q, (upto, INF))
+        if not k:
+            return
         out: list[bytes] = []
         lo = self.lo
-        add = self.pending.append
+        add_key, add_row = self.pending.append, self.rows.append
         stacks, comm, gen = self.stacks, self.comm, self.gen
         fields, at, cc, kgen = lo.fields.unpack_from, lo.tid, lo.callchain, self.kgen
         for t, _, typ, rec in q[:k]:
@@ -218,7 +237,8 @@ class PerfStream:
                     stacks[key] = None
                     self._ask(key, rec, out)
                 c = comm.get(tid)
-                add((t, f[-3], pid, tid, c if c is not None else f":{tid}", f[-1], key))
+                add_key(key)
+                add_row((t, f[-3], pid, tid, f[-1], c if c is not None else f":{tid}"))
                 continue
             out.append(rec)
             if typ in (MMAP, MMAP2):
@@ -297,6 +317,7 @@ class PerfStream:
         parts: list[tuple] | None = []
         ctx = None
         pm = self.maps.get(pid)
+        addrs = self.addrs
         for ip in ips:
             if ip >= CONTEXT_MAX:
                 if ip not in (CONTEXT_KERNEL, CONTEXT_USER):
@@ -316,8 +337,9 @@ class PerfStream:
             start, end, pgoff, ident = pm[1][i]
             if ident is not None:
                 parts.append(("f", ident, ip - start + pgoff, mode, ctx))
-            else:
-                parts.append((pid, pgen, kgen, mode, ctx, ip))
+                continue
+            mk = ("m", pid, pgen, start, end, mode, ctx)
+            parts.append(mk if mk in addrs else (pid, pgen, kgen, mode, ctx, ip, start, end))
         if parts is not None and (len(ips) != n or len(parts) > self.max_stack):
             parts = None
         if parts is not None:
@@ -377,6 +399,8 @@ class PerfStream:
                         self.addrs[a] = f
                         self.inflight.discard(a)
                         self.waiters.pop(a, None)  # its waiters assemble in take()
+                        if len(a) == 8 and len(f) == 1 and f[0].startswith("[perf-") and f[0].endswith(".map]_[j]"):
+                            self._symbolless(a, f)
             else:
                 failed.update(a for a in parts if a in self.inflight and a not in self.addrs)
             n += 1
@@ -393,6 +417,21 @@ class PerfStream:
             if out:
                 self.forward(b"".join(out) + ROUND + ROUND)
         return n
+
+    def _symbolless(self, a: tuple, f: tuple[str, ...]) -> None:
+        """An anonymous (JIT) address perf named `[unknown] (/tmp/perf-PID.map)`: perf found no
+        /tmp/perf-PID.map (JIT symbol file) for the process, so it names every address of that map
+        alike; the map is then named once, not address by address (a JIT's code is ever-new
+        addresses). Not when the symbol file exists: then addresses have their own names."""
+        pid, pgen, _, mode, ctx, _, start, end = a
+        mk = ("m", pid, pgen, start, end, mode, ctx)
+        if mk in self.jit_maps:
+            return
+        nspid = f[0][len("[perf-"):-len(".map]_[j]")]
+        self.jit_maps.add(mk)  # looked at once per map
+        if any(os.path.exists(p) for p in (f"/tmp/perf-{nspid}.map", f"/proc/{pid}/root/tmp/perf-{nspid}.map")):
+            return
+        self.addrs[mk] = f
 
     def _assemble(self, key: tuple) -> tuple[str, ...] | None:
         """A stack from its addresses' names (root first, as perf script's lines reversed), once all
@@ -417,48 +456,55 @@ class PerfStream:
         return len(self.asked)
 
     def take(self, final: bool = False) -> tuple[Batch, int]:
-        """The pending samples whose stacks are known, as a Batch (times in perf's clock, seconds at
-        perf script's microsecond precision), in time order; with `final`, the unanswered ones too
-        are dropped and counted. Returns (batch, dropped)."""
+        """The pending samples whose stacks are known, as a Batch of numpy columns (times in perf's
+        clock, seconds at perf script's microsecond precision), in time order; with `final`, the
+        unanswered ones too are dropped and counted. Returns (batch, dropped)."""
         stacks = self.stacks
         b = Batch(events=["cpu-clock"])
+        keys, rows = self.pending, self.rows
+        sid_of: dict[tuple, int] = {}  # stack key -> batch stack id (-1: not named yet, -2: dropped)
         stack_ix: dict[tuple, int] = {}
-        comm_ix: dict[str, int] = {}
-        keep: list[tuple] = []
-        dropped = 0
-        a_t, a_c, a_p, a_tid, a_cid, a_sid, a_per = (b.times.append, b.cpus.append, b.pids.append, b.tids.append,
-                                                    b.comm_ids.append, b.stack_ids.append, b.periods.append)
-        for row in self.pending:
-            key = row[6]
+        for key in dict.fromkeys(keys):
             st = stacks.get(key)
             if st is None:
                 st = self._assemble(key)
-                if st is None:
-                    if final or key not in stacks:
-                        dropped += 1
-                    else:
-                        keep.append(row)
-                    continue
+            if st is None:
+                sid_of[key] = -2 if final or key not in stacks else -1
+                continue
             sid = stack_ix.get(st)
             if sid is None:
                 sid = stack_ix[st] = len(b.stacks)
                 b.stacks.append(st)
-            c = row[4]
-            cid = comm_ix.get(c)
-            if cid is None:
-                cid = comm_ix[c] = len(b.comms)
+            sid_of[key] = sid
+        sids = np.fromiter(map(sid_of.__getitem__, keys), dtype=np.int64, count=len(keys))
+        ok = sids >= 0
+        dropped = int((sids == -2).sum())
+        if ok.all():
+            take_rows, self.pending, self.rows = rows, [], []
+        else:
+            idx = np.flatnonzero(ok).tolist()
+            take_rows = [rows[i] for i in idx]
+            wait = np.flatnonzero(sids == -1).tolist()
+            self.pending, self.rows = [keys[i] for i in wait], [rows[i] for i in wait]
+            sids = sids[ok]
+        n = len(take_rows)
+        if n:
+            t, cpu, pid, tid, period, comm = zip(*take_rows)
+            comm_ix: dict[str, int] = {}
+            for c in dict.fromkeys(comm):
+                comm_ix[c] = len(b.comms)
                 b.comms.append(c)
-            a_t((row[0] // 1000) / 1e6)
-            a_c(row[1])
-            a_p(row[2])
-            a_tid(row[3])
-            a_cid(cid)
-            a_sid(sid)
-            a_per(row[5])
-        b.event_ids = [0] * len(b.times)
-        self.pending = keep
+            b.times = (np.array(t, dtype=np.int64) // 1000) / 1e6
+            b.cpus = np.array(cpu, dtype=np.int64)
+            b.pids = np.array(pid, dtype=np.int64)
+            b.tids = np.array(tid, dtype=np.int64)
+            b.periods = np.array(period, dtype=np.uint64)
+            b.comm_ids = np.fromiter(map(comm_ix.__getitem__, comm), dtype=np.int64, count=n)
+            b.stack_ids = sids
+        b.event_ids = [0] * n
         if len(stacks) + len(self.addrs) > self.CACHE_LIMIT and not self.asked and not self.held:
-            for d in (self.stacks, self.addrs, self.parts, self.lines, self.inflight, self.held, self.waiters):
+            for d in (self.stacks, self.addrs, self.parts, self.lines, self.inflight, self.held, self.waiters,
+                      self.jit_maps):
                 d.clear()
         return b, dropped
 
