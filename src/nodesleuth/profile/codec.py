@@ -36,19 +36,17 @@ def encode_pieces(b: Batch, offset: float = 0.0, span: float = SPAN) -> list[tup
     """encode() in pieces of at most `span` seconds each. A batch can cover far more than one rotation
     (perf did not rotate, or stacks waited minutes to be named on a slow machine); stored whole it is
     stamped with its first sample and a reader of a later range, looking back only 3 x SPAN, misses it."""
-    if not len(b) or max(b.times) - min(b.times) < span:
+    times = np.asarray(b.times, dtype=np.float64)
+    if not len(times) or times.max() - times.min() < span:
         return [encode(b, offset)]
-    order = sorted(range(len(b)), key=b.times.__getitem__)
-    out, start, piece = [], None, []
-    for i in order:
-        if start is not None and b.times[i] - start >= span:
-            out.append(encode(b.subset(piece), offset))
-            piece, start = [], None
-        if start is None:
-            start = b.times[i]
-        piece.append(i)
-    out.append(encode(b.subset(piece), offset))
-    return out
+    order = np.argsort(times, kind="stable")
+    t = times[order]
+    cuts, start = [], t[0]
+    for i in range(1, len(t)):  # a new piece where a sample is `span` after the piece's first
+        if t[i] - start >= span:
+            cuts.append(i)
+            start = t[i]
+    return [encode(b.subset(part), offset) for part in np.split(order, cuts)]
 
 
 def encode(b: Batch, offset: float = 0.0) -> tuple[float, bytes]:

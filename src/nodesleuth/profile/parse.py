@@ -70,16 +70,21 @@ class Batch:
         """The event of the batch's samples (`,`-joined if several were kept together)."""
         return ",".join(self.events)
 
-    def subset(self, keep: list[int]) -> "Batch":
-        """The samples at `keep`, with comm and stack tables cut to what they use."""
-        comms: dict[int, int] = {}
-        stacks: dict[int, int] = {}
-        cids = [comms.setdefault(self.comm_ids[i], len(comms)) for i in keep]
-        sids = [stacks.setdefault(self.stack_ids[i], len(stacks)) for i in keep]
-        cols = [[col[i] for i in keep] for col in (self.times, self.cpus, self.pids, self.tids)]
-        return Batch(*cols, cids, sids, [self.periods[i] for i in keep] if self.periods else [],
-                     [self.event_ids[i] for i in keep] if self.event_ids else [],
-                     [self.comms[c] for c in comms], [self.stacks[x] for x in stacks], list(self.events), 0)
+    def subset(self, keep) -> "Batch":
+        """The samples at `keep` (indices), as numpy columns, with comm and stack tables cut to what they
+        use (columns may be lists, from the text parser, or numpy arrays, from the perf.data reader)."""
+        import numpy as np
+
+        keep = np.asarray(keep, dtype=np.int64)
+
+        def col(c):
+            return np.asarray(c)[keep] if len(c) else c
+
+        ucomm, cids = np.unique(col(self.comm_ids), return_inverse=True)
+        ustack, sids = np.unique(col(self.stack_ids), return_inverse=True)
+        return Batch(col(self.times), col(self.cpus), col(self.pids), col(self.tids), cids, sids,
+                     col(self.periods), col(self.event_ids), [self.comms[c] for c in ucomm.tolist()],
+                     [self.stacks[x] for x in ustack.tolist()], list(self.events), 0)
 
     def only(self, event: str) -> "Batch":
         """The samples of one event, sharing the stack and comm tables."""
