@@ -196,6 +196,12 @@ class LazyTick(Tick):
         return _nic_irqs(r, range(n + 1))
     starve = _OnRead(lambda self: _starve(self._r))
 
+    def __eq__(self, other):
+        """Equal to a Tick with equal fields (the dataclass's own __eq__ wants the same class)."""
+        if not isinstance(other, Tick):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in dataclasses.fields(Tick))
+
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         if "cpu" not in self.__dict__:
             got = cpu_busy(self._r)
