@@ -191,8 +191,8 @@ class LazyTick(Tick):
         r = self._r
         if "cpu_raw" in self.__dict__ or "ni" not in r or "c" not in r:
             return _nic_irqs(r, self.cpu_raw)
-        ci = r["ci"] if isinstance(r["ci"], list) else range(r["ci"])
-        n = len({c for c, _ in zip(ci, r["c"])} | {-1}) - 1  # len(cpu_raw) - 1 without making it
+        ci, rows = r["ci"], r["c"]  # len(cpu_raw) - 1 without making it:
+        n = len(set(ci[:len(rows)]) | {-1}) - 1 if isinstance(ci, list) else max(0, min(ci, len(rows)))
         return _nic_irqs(r, range(n + 1))
     starve = _OnRead(lambda self: _starve(self._r))
 
