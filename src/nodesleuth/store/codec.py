@@ -186,6 +186,8 @@ class LazyTick(Tick):
 
     procs = _OnRead(lambda self: _procs(self._r.get("p")))
     census = _OnRead(lambda self: _census(self._r, self._where))
+    starve = _OnRead(lambda self: _starve(self._r))
+
     @_OnRead
     def nic_irqs(self):
         r = self._r
@@ -194,7 +196,6 @@ class LazyTick(Tick):
         ci, rows = r["ci"], r["c"]  # len(cpu_raw) - 1 without making it:
         n = len(set(ci[:len(rows)]) | {-1}) - 1 if isinstance(ci, list) else max(0, min(ci, len(rows)))
         return _nic_irqs(r, range(n + 1))
-    starve = _OnRead(lambda self: _starve(self._r))
 
     def __eq__(self, other):
         """Equal to a Tick with equal fields (the dataclass's own __eq__ wants the same class)."""
