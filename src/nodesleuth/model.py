@@ -222,6 +222,16 @@ class Tick:
     nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
     starve: dict | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
 
+    def cpu_busy(self) -> tuple[list[int], list[float]]:
+        """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
+        every second (a decoded tick may answer without building `cpu`: store/codec.py)."""
+        cpus = [c for c in self.cpu if c >= 0]
+        return cpus, [self.cpu[c].busy for c in cpus]
+
+    def cpu_of(self, c: int) -> CpuUtil | None:
+        """`cpu.get(c)` (a decoded tick may answer without building `cpu`)."""
+        return self.cpu.get(c)
+
     def to_dict(self) -> dict:
         """The one dict form of a second: `dump --format json`, and what the web and tests read."""
         return {"time": self.time, "iso": iso(self.time), "interval": self.interval,

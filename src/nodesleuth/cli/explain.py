@@ -30,6 +30,7 @@ def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
     from ..explain import chain, load, report
     from ..timeparse import parse_time
 
+    load.one_shot()
     if trace:
         _trace_churn(trace)
     t0, t1 = _times(frm, to)
@@ -89,6 +90,7 @@ def remedy(store, frm, to, systemd_pid, units, do_apply, seconds):
     if store:
         from ..explain import chain, load
 
+        load.one_shot()
         t0, t1 = _times(frm, to)
         rec, problems = load.recording(store, t0, t1)
         _warn(problems)

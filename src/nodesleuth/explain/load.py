@@ -3,6 +3,7 @@ query range), the cgroup churn trace, and the profile of any window on demand.""
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 
 import orjson
@@ -55,6 +56,13 @@ class Recording:
         return self._cache[key]
 
 
+def one_shot() -> None:
+    """For a command that reads a recording once and exits: the cycle collector off. A day of
+    96 CPUs decodes into ~1 M small containers, none in a cycle; the collector's repeated passes
+    over them cost more CPU than the decoding itself (benchmarks/results/summary.md, issue 17)."""
+    gc.disable()
+
+
 def churn_rows(payload: bytes) -> list[CgEvent]:
     doc = orjson.loads(payload)
     if isinstance(doc, dict):  # schema 2: a field-name table
@@ -102,10 +110,10 @@ def windows(reader: StoreReader, t0: float | None, t1: float | None) -> list[tup
 def _ticks(reader: StoreReader, t0: float | None, t1: float | None) -> list:
     wins = windows(reader, t0, t1)
     if wins is None:
-        return list(query.ticks(reader, t0, t1))
+        return list(query.ticks(reader, t0, t1, lazy=True))
     out: list = []
     for w0, w1 in wins:
-        for tk in query.ticks(reader, w0, w1):
+        for tk in query.ticks(reader, w0, w1, lazy=True):
             if not out or tk.time > out[-1].time:  # windows are apart, but never twice the same tick
                 out.append(tk)
     return out

@@ -16,7 +16,6 @@ that look-back.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import orjson
 
@@ -128,18 +127,126 @@ class Encoder:
         return orjson.dumps(rec)
 
 
-def decode(payload: bytes, where: str = "tick") -> Tick:
+def _load(payload: bytes, where: str) -> dict:
     try:
         r = orjson.loads(payload)
     except orjson.JSONDecodeError as e:
         raise InputError(where, f"undecodable record: {e}") from None
     v = r.get("v", 1)
-    if v == 1:
-        return decode_v1(r)
-    if v not in READS:
+    if v != 1 and v not in READS:
         raise InputError(where, f"record schema {v} is newer than this nodesleuth reads ({max(READS)}); upgrade")
+    return r
+
+
+def decode(payload: bytes, where: str = "tick") -> Tick:
+    r = _load(payload, where)
+    if r.get("v", 1) == 1:
+        return decode_v1(r)
     cpu, raw = _cpus(r)
-    procs = _procs(r.get("p"))
+    return Tick(r["t"], r["iv"], cpu, _procs(r.get("p")), _census(r, where), r.get("mi", {}),
+                untable(r.get("ev"), KernelEvent, where), _nics(r), untable(r["u"], Unit, where) if "u" in r else None,
+                raw, r.get("si"), _nic_irqs(r, raw), _starve(r))
+
+
+class _OnRead:
+    """A tick field made from its record the first time it is read, then a plain attribute (a
+    non-data descriptor: the instance's value, once set, wins; assigning works as usual)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        v = self.make(obj)
+        obj.__dict__[self.name] = v
+        return v
+
+
+class LazyTick(Tick):
+    """A decoded tick whose bulky fields (per-CPU columns, processes, cgroup census, starvation,
+    NIC IRQ rows) are built from the record only when read. Explain reads a day of 96 CPUs: busy
+    per CPU for every second, the rest only around the seconds it explains; building all of it
+    for every second was most of its time. Equal to `decode`'s tick field by field."""
+
+    @_OnRead
+    def cpu(self):
+        cpu, raw = _cpus(self._r)
+        self.__dict__.setdefault("cpu_raw", raw)
+        return cpu
+
+    @_OnRead
+    def cpu_raw(self):
+        cpu, raw = _cpus(self._r)
+        self.__dict__.setdefault("cpu", cpu)
+        return raw
+
+    procs = _OnRead(lambda self: _procs(self._r.get("p")))
+    census = _OnRead(lambda self: _census(self._r, self._where))
+    starve = _OnRead(lambda self: _starve(self._r))
+
+    @_OnRead
+    def nic_irqs(self):
+        r = self._r
+        if "cpu_raw" in self.__dict__ or "ni" not in r or "c" not in r:
+            return _nic_irqs(r, self.cpu_raw)
+        ci, rows = r["ci"], r["c"]  # len(cpu_raw) - 1 without making it:
+        n = len(set(ci[:len(rows)]) | {-1}) - 1 if isinstance(ci, list) else max(0, min(ci, len(rows)))
+        return _nic_irqs(r, range(n + 1))
+
+    def __eq__(self, other):
+        """Equal to a Tick with equal fields (the dataclass's own __eq__ wants the same class)."""
+        if not isinstance(other, Tick):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in dataclasses.fields(Tick))
+
+    def cpu_busy(self) -> tuple[list[int], list[float]]:
+        if "cpu" not in self.__dict__:
+            got = cpu_busy(self._r)
+            if got is not None:
+                return got
+        return super().cpu_busy()
+
+    def cpu_of(self, c: int):
+        r = self._r
+        if "cpu" in self.__dict__ or "c" not in r or "ca" not in r or not _named(r):
+            return super().cpu_of(c)
+        if c < 0:
+            return _column(-1, tuple(r["ca"]))[1] if c == -1 else None  # "all" is always the "ca" row
+        rows, ci = r["c"], r["ci"]
+        if isinstance(ci, list):
+            n = min(len(ci), len(rows))
+            i = next((j for j in range(n - 1, -1, -1) if ci[j] == c), None)  # the last wins, as in a dict
+        else:
+            i = c if c < min(ci, len(rows)) else None
+        if i is None:
+            return None
+        k = (c, *rows[i])
+        hit = _COLS.get(k)
+        if hit is None:
+            hit = _COLS[k] = _column(c, tuple(rows[i]))
+        return hit[1]
+
+
+def decode_lazy(payload: bytes, where: str = "tick") -> Tick:
+    """`decode`, with the bulky fields built on first read (LazyTick). The record is parsed and
+    checked here, so an undecodable or too new record fails at once, as with `decode`."""
+    r = _load(payload, where)
+    if r.get("v", 1) == 1:
+        return decode_v1(r)
+    t = LazyTick.__new__(LazyTick)
+    t._r, t._where = r, where
+    t.time, t.interval, t.meminfo, t.softirqs = r["t"], r["iv"], r.get("mi", {}), r.get("si")
+    t.events = untable(r.get("ev"), KernelEvent, where)
+    t.nics = _nics(r)
+    t.units = untable(r["u"], Unit, where) if "u" in r else None
+    return t
+
+
+def _census(r: dict, where: str) -> Census:
     v1 = tuple(ControllerCount(x.get("name"), x.get("hierarchy", 0), x.get("tracked", 0), x.get("live"), None)
                for x in _rows(r.get("cg")))
     v2 = None
@@ -147,25 +254,41 @@ def decode(payload: bytes, where: str = "tick") -> Tick:
         c2 = r["c2"]
         v2 = V2Stat(c2.get("mount", ""), c2.get("nr_descendants", 0), c2.get("nr_dying_descendants", 0),
                     {k: tuple(x) for k, x in c2.get("subsys", {}).items()})
-    subtrees = tuple(untable(r.get("ds"), DyingSubtree, where))
-    census = Census(r["t"], v1, v2, subtrees, None)
-    events = untable(r.get("ev"), KernelEvent, where)
-    nics = None
-    if "nic" in r:
-        nics = []
-        for ifname, n in r["nic"].items():
-            eth = {k: x for k, x in n.get("ethtool", {}).items() if k != "queue_tx_timeout"}
-            nics.append(NicCounters(ifname, n.get("driver", ""), n.get("stats", {}), n.get("queue_tx_timeouts", 0),
-                                    eth, n.get("bus", "")))
-    units = untable(r["u"], Unit, where) if "u" in r else None
-    starve = None
-    if "sv" in r:
-        starve = dict(r["sv"])
-        for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms"):
-            d = starve.get(k, {})
-            starve[k] = dict(zip(map(int, d), d.values()))  # JSON keys are strings; 96+ per tick
-    return Tick(r["t"], r["iv"], cpu, procs, census, r.get("mi", {}), events, nics, units, raw,
-                r.get("si"), _nic_irqs(r, raw), starve)
+    return Census(r["t"], v1, v2, tuple(untable(r.get("ds"), DyingSubtree, where)), None)
+
+
+def _nics(r: dict) -> list[NicCounters] | None:
+    if "nic" not in r:
+        return None
+    nics = []
+    for ifname, n in r["nic"].items():
+        eth = {k: x for k, x in n.get("ethtool", {}).items() if k != "queue_tx_timeout"}
+        nics.append(NicCounters(ifname, n.get("driver", ""), n.get("stats", {}), n.get("queue_tx_timeouts", 0),
+                                eth, n.get("bus", "")))
+    return nics
+
+
+def _starve(r: dict) -> dict | None:
+    if "sv" not in r:
+        return None
+    starve = dict(r["sv"])
+    for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms"):
+        d = starve.get(k, {})
+        starve[k] = dict(zip(_int_keys(tuple(d)), d.values()))
+    return starve
+
+
+_INT_KEYS: dict = {}
+
+
+def _int_keys(keys: tuple[str, ...]) -> tuple[int, ...]:
+    """CPU numbers of JSON object keys (strings), converted once: every second has the same 96+."""
+    ints = _INT_KEYS.get(keys)
+    if ints is None:
+        if len(_INT_KEYS) > 64:
+            _INT_KEYS.clear()
+        ints = _INT_KEYS[keys] = tuple(map(int, keys))
+    return ints
 
 
 def _procs(d: dict | None) -> list[ProcUse]:
@@ -187,10 +310,13 @@ def _procs(d: dict | None) -> list[ProcUse]:
 _PADS = [(0,) * (len(FIELDS) - k) for k in range(len(FIELDS) + 1)]
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_COLS: dict = {}  # (cpu, *stored jiffies) -> (all columns, CpuUtil)
+_BUSY: dict = {}  # stored jiffies -> busy % (the same for every CPU with that row)
+MEMO_MAX = 1 << 16
+
+
 def _column(cpu: int, stored: tuple[int, ...]):
-    """(all columns, from_deltas) of one CPU's stored jiffies, remembered: a second's jiffies on a CPU
-    repeat (they sum to ~USER_HZ and are mostly idle), and a day of 96 CPUs is 8.3 M of them."""
+    """(all columns, from_deltas) of one CPU's stored jiffies."""
     full = stored + _PADS[len(stored)] if len(stored) <= len(FIELDS) else stored
     return full, from_deltas(cpu, full)
 
@@ -202,30 +328,71 @@ def _rows(d: dict | None) -> list[dict]:
     return [dict(zip(names, row)) for row in d.get("r", [])]
 
 
+def _named(r: dict) -> bool:
+    """Whether the record's per-CPU columns are in this version's order (all do; older ones unnamed)."""
+    order = r.get("cf")
+    return not order or order is FIELDS or list(order) == list(FIELDS)
+
+
 def _cpus(r: dict):
-    """Per-CPU jiffy deltas, mapped by column name when the record names its columns."""
+    """Per-CPU jiffy deltas, mapped by column name when the record names its columns. Rows are
+    remembered (a second's jiffies on a CPU repeat: they sum to ~USER_HZ and are mostly idle, and a
+    day of 96 CPUs is 8.3 M of them), in a plain dict looked up inline: a call per row cost more
+    than the row."""
     cpu, raw = {}, None
     if "c" in r:
         raw = {}
-        ci = r["ci"] if isinstance(r["ci"], list) else list(range(r["ci"]))
-        order = r.get("cf")
+        ci = r["ci"] if isinstance(r["ci"], list) else range(r["ci"])
+        # "ca" is what the recorder kept for "all": since the mpstat arithmetic, the sum of the shown
+        # CPUs' deltas (older stores: the aggregate line's delta, read back as it was)
+        if _named(r):
+            memo = _COLS
+            if len(memo) > MEMO_MAX:
+                memo.clear()
+            get = memo.get
+            for c, v in zip(ci, r["c"]):
+                k = (c, *v)
+                hit = get(k)
+                if hit is None:
+                    hit = memo[k] = _column(c, tuple(v))
+                raw[c], cpu[c] = hit
+            full, u = _column(-1, tuple(r["ca"]))
+        else:
+            order = r["cf"]
 
-        if order and list(order) != list(FIELDS):
             def col(c, v):
                 named = dict(zip(order, v))
                 full = tuple(named.get(f, 0) for f in FIELDS)
                 return full, from_deltas(c, full)
-        else:
-            col = _column
-        # "ca" is what the recorder kept for "all": since the mpstat arithmetic, the sum of the shown
-        # CPUs' deltas (older stores: the aggregate line's delta, read back as it was)
-        for c, v in zip(ci, r["c"]):
-            raw[c], cpu[c] = col(c, tuple(v))
-        full, u = col(-1, tuple(r["ca"]))
+            for c, v in zip(ci, r["c"]):
+                raw[c], cpu[c] = col(c, v)
+            full, u = col(-1, r["ca"])
         raw[-1] = full
         if u is not None:
             cpu[-1] = u
     return cpu, raw
+
+
+def cpu_busy(r: dict) -> tuple[list[int], list[float]] | None:
+    """The CPUs of a record and their busy %, equal to from_deltas(...).busy, without making a
+    CpuUtil per CPU (the hot-core rule reads this for every second). None: not a record it knows."""
+    if "c" not in r or "ca" not in r or not _named(r):
+        return None
+    ci = r["ci"] if isinstance(r["ci"], list) else list(range(r["ci"]))
+    if len(ci) != len(r["c"]) or len(set(ci)) != len(ci) or min(ci, default=0) < 0:
+        return None  # rows `cpu` would map otherwise (zip, dict): let it
+    memo = _BUSY
+    if len(memo) > MEMO_MAX:
+        memo.clear()
+    get = memo.get
+    busy = []
+    for v in r["c"]:
+        k = tuple(v)
+        b = get(k)
+        if b is None:  # TICKLESS rows depend on cpu >= 0 only: every CPU here is
+            b = memo[k] = _column(0, k)[1].busy
+        busy.append(b)
+    return ci, busy
 
 
 def _nic_irqs(r: dict, raw):

@@ -11,20 +11,21 @@ import orjson
 from ..collect.cpu import COLUMNS
 from ..collect.sampler import Tick
 from ..timeparse import iso
-from .codec import KEYFRAME, decode
+from .codec import KEYFRAME, decode, decode_lazy
 from .store import TICKS, StoreReader
 
 
 def ticks(reader: StoreReader, t0: float | None, t1: float | None, on_segment=None,
-          carry: bool = True) -> Iterator[Tick]:
+          carry: bool = True, lazy: bool = False) -> Iterator[Tick]:
     """Decoded ticks in [t0, t1]; NIC counters and units are carried forward from up to a keyframe
-    before t0, so every tick in the range has them."""
+    before t0, so every tick in the range has them. `lazy`: bulky fields built on first read
+    (codec.LazyTick), for readers of many seconds that look closely at few."""
     start = None if t0 is None else t0 - KEYFRAME if carry else t0
     nics = units = None
     for t, payload in reader.read(TICKS, start, t1, on_segment):
         if t0 is not None and t < t0 and b'"nic"' not in payload and b'"u"' not in payload:
             continue  # before the range and carrying nothing forward: not worth decoding
-        tk = decode(payload)
+        tk = decode_lazy(payload) if lazy else decode(payload)
         if tk.nics is not None:
             nics = tk.nics
         elif carry:

@@ -385,14 +385,14 @@ class SegmentReader:
         except OSError:
             return None
 
-    def frames(self, t0: float | None = None, t1: float | None = None) -> Iterator[tuple[float, bytes]]:
+    def _records(self) -> Iterator[tuple[int, float, bytes, int]]:
+        """(kind, time, payload, end offset) of every whole, checksum-valid frame; damage noted in `problems`."""
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
         except OSError as e:
             self.problems.append(Problem(self.path, 0, f"cannot read: {e.strerror or e}"))
             return
-        dctx = None
         off = 0
         n = len(data)
         while off + HEADER.size <= n:
@@ -415,6 +415,12 @@ class SegmentReader:
                 off = nxt
                 continue
             kind, t, payload, off = fr
+            yield kind, t, payload, off
+
+    def _data(self) -> Iterator[tuple[float, bytes, object, int]]:
+        """(time, compressed payload, its decompressor, offset) of every data frame."""
+        dctx = None
+        for kind, t, payload, off in self._records():
             if kind == KIND_DICT:
                 dctx = zstandard.ZstdDecompressor(
                     dict_data=zstandard.ZstdCompressionDict(payload, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
@@ -425,12 +431,28 @@ class SegmentReader:
                     self.problems.append(Problem(self.path, off, "segment dictionary lost (first frame and "
                                                  ".dict sidecar unreadable); rest of segment skipped"))
                     return
+            yield t, payload, dctx, off
+
+    def frames(self, t0: float | None = None, t1: float | None = None) -> Iterator[tuple[float, bytes]]:
+        for t, payload, dctx, off in self._data():
             if (t0 is not None and t < t0) or (t1 is not None and t > t1):
                 continue
             try:
                 yield t, dctx.decompress(payload)
             except zstandard.ZstdError as e:
                 self.problems.append(Problem(self.path, off, f"undecodable frame: {e}"))
+
+    def last_time(self) -> float | None:
+        """The time of the last record `frames()` yields, decompressing from the end back only until
+        one decodes (a store's span needs its end: a whole segment decompressed was 3,600 records)."""
+        data = list(self._data())
+        for t, payload, dctx, off in reversed(data):
+            try:
+                dctx.decompress(payload)
+                return t
+            except zstandard.ZstdError as e:
+                self.problems.append(Problem(self.path, off, f"undecodable frame: {e}"))
+        return None
 
 
 def summarise(problems: list[Problem]) -> str:

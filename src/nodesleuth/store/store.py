@@ -209,9 +209,7 @@ class StoreReader:
                 break
         last = None
         for p in reversed(segs):
-            r = SegmentReader(p, growing=p == segs[-1] and self.writing())
-            for t, _ in r.frames():
-                last = t
+            last = SegmentReader(p, growing=p == segs[-1] and self.writing()).last_time()
             if last is not None:
                 break
         return (first, last) if first is not None else None
