@@ -13,7 +13,7 @@ import numpy as np
 
 from ..store.store import StoreReader
 from .codec import Decoded, _names
-from .parse import SUFFIXES, is_clock, is_idle
+from .parse import SUFFIXES, idle_stacks, is_clock
 
 STREAM = "profile"
 
@@ -189,7 +189,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     problems += reader.problems
     cpu, pid, comm, stack, count = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in cols)
     pid, known = pid_of(pid)
-    idle = np.array([is_idle(0, st) for st in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
+    idle = idle_stacks(stacks)
     return Samples(np.zeros(len(cpu)), cpu, pid, pid, comm, stack, comms, stacks, idle, problems, None, known,
                    ",".join(events), count)
 
@@ -233,6 +233,8 @@ class _StackTable:
         self.stacks: list[tuple[str, ...]] = []
         self.ix: dict[tuple[str, ...], int] = {}
         self.by_hash: dict[int, int] = {}
+        self._sorted = (np.zeros(0, np.uint64), np.zeros(0, np.int64))  # by_hash as sorted arrays
+        self._stale = False
 
     def of(self, names: tuple[str, ...]) -> int:
         i = self.ix.get(names)
@@ -242,14 +244,28 @@ class _StackTable:
             i = self.ix[names] = len(self.stacks)
             self.stacks.append(names)
             self.by_hash[stack_hash(names)] = i
+            self._stale = True
         return i
 
-    def hashed(self, rec, used: np.ndarray) -> list[int]:
-        out = []
-        get = self.by_hash.get
-        for h, i in zip(rec.hashes[used].tolist(), used.tolist()):
-            g = get(h)
-            out.append(self.of(_frames_of(rec, i)) if g is None else g)
+    def hashed(self, rec, used: np.ndarray) -> np.ndarray:
+        """Global ids of a record's stacks `used`, looked up by hash in one sorted search; only stacks
+        not seen before are named (their frame tables parsed)."""
+        if self._stale:
+            hs = np.fromiter(self.by_hash.keys(), dtype=np.uint64, count=len(self.by_hash))
+            ix = np.fromiter(self.by_hash.values(), dtype=np.int64, count=len(self.by_hash))
+            o = np.argsort(hs)
+            self._sorted, self._stale = (hs[o], ix[o]), False
+        hs, ix = self._sorted
+        h = rec.hashes[used].astype(np.uint64)
+        pos = np.minimum(np.searchsorted(hs, h), max(len(hs) - 1, 0))
+        hit = (hs[pos] == h) if len(hs) else np.zeros(len(h), dtype=bool)
+        out = np.zeros(len(h), dtype=np.int64)
+        out[hit] = ix[pos[hit]]
+        miss = np.flatnonzero(~hit)
+        for j in miss.tolist():
+            out[j] = self.of(_frames_of(rec, int(used[j])))
+        if len(miss):
+            self._stale = True
         return out
 
 
@@ -291,7 +307,7 @@ def assemble(decoded, t0: float | None = None, t1: float | None = None) -> Sampl
         cols = [np.zeros(0, dtype=np.float64)] + [np.zeros(0, dtype=np.int64)] * 5 + [np.zeros(0, np.uint64)]
     known = cols[2] >= 0
     pid = np.where(known, cols[2], cols[3])
-    idle = np.array([is_idle(0, s) for s in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
+    idle = idle_stacks(stacks)
     return Samples(cols[0], cols[1], pid, cols[3], cols[4], cols[5], comms, stacks, idle, [], cols[6], known,
                    ",".join(events))
 
