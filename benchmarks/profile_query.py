@@ -210,6 +210,9 @@ def main(argv=None) -> dict:
             ranges["1day_unaligned"] = (t0 + 0.5, t0 + 86400 - 0.5, ["", "_cpu39"])
             ranges["1day"] = (t0, t0 + 86400, ["", "_cpu39"])
         spec = spec_of(ranges)
+        if not a.no_day:  # a day as the web view shows it: 3,600 columns of 24 s (web/data.py HEAT_COLS)
+            spec += [{"name": f"heatmap_1day_step24{fn}", "kind": "heatmap", "lo": t0, "hi": t0 + 86400,
+                      "label": "1day", "step": 24, **FILTERS[fn]} for fn in ("", "_cpu39")]
         raw = [dict(q, name="raw_" + q["name"], kind="raw_flame") for q in spec
                if q["kind"] == "flame" and (q["name"].startswith("flame_1s") or q["name"] == "flame_1h_unaligned_cpu39")]
         work = tempfile.mkdtemp(prefix="ns-bench-prof-work-", dir="/var/tmp")
@@ -219,7 +222,7 @@ def main(argv=None) -> dict:
             group = [q for q in spec + raw if q["label"] == label]
             after.update(run_worker(here, d, group, work, "after"))
             if a.baseline_src:
-                before.update(run_worker(a.baseline_src, d, [q for q in group if q["kind"] != "raw_flame" and not (
+                before.update(run_worker(a.baseline_src, d, [q for q in group if q["kind"] != "raw_flame" and "step" not in q and not (
                     q["kind"] == "heatmap" and (q["name"].startswith("heatmap_1day") or q["name"] in (
                         "heatmap_1h", "heatmap_1h_unaligned")))], work, "before"))
         for q in spec:
@@ -251,7 +254,8 @@ def main(argv=None) -> dict:
         if not a.no_day:
             calls.update({"web_flame_1day_unaligned": f"/api/flame?from={t0 + 0.5}&to={t0 + 86399.5}",
                           "web_flame_1day_unaligned_cpu39": f"/api/flame?from={t0 + 0.5}&to={t0 + 86399.5}&cpu=39",
-                          "web_heatmap_1day_cpu39": f"/api/heatmap?from={t0}&to={t0 + 86400}&cpu=39"})
+                          "web_heatmap_1day_cpu39": f"/api/heatmap?from={t0}&to={t0 + 86400}&cpu=39",
+                          "web_heatmap_1day": f"/api/heatmap?from={t0}&to={t0 + 86400}"})
         wa = web_calls(here, d, calls, free_port())
         wb = {}
         if a.baseline_src and not a.no_web_baseline:

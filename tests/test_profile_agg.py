@@ -120,10 +120,33 @@ def test_96cpu_heatmap_and_flame_of_aggregates_equal_raw(tmp_path):
     hm = same_heatmap(r, h0, h0 + 20, Filter())
     assert [c for c, hc in enumerate(hm["hot_cpus"]) if hc] == [8, 9, 10, 11, 12]
     h39 = same_heatmap(r, h0 - 30, h0 + 50, Filter(cpus={facts["hot_cpu"]}))
+    # columns of 7 s (a long range's view): cells summed, hot CPUs of any second of the column
+    for f in (Filter(), Filter(cpus={facts["hot_cpu"]})):
+        raw = heatmap(load(r, h0 - 30, h0 + 50), f, start=h0 - 30, end=h0 + 50)
+        fast = heatmap_fast(r, f, start=h0 - 30, end=h0 + 50, step=7)
+        assert fast.step == 7 and len(fast.values) == len(fast.hot_cpus) == 12  # 80 s: 11 x 7 s and 3 s
+        for c in range(12):
+            assert fast.values[c] == [sum(v[i] for v in raw.values[7 * c:7 * c + 7]) for i in range(50)]
+            assert fast.hot_cpus[c] == sorted(set().union(*raw.hot_cpus[7 * c:7 * c + 7]))
+        assert fast.maxvalue == max(map(max, fast.values))
+    assert [c for c, hc in enumerate(fast.hot_cpus) if hc] == [5, 6]  # seconds 38..42 of the range
     assert sum(sum(c) for c in h39["values"][38:43]) >= 5 * 45
     for f in (Filter(cpus={39}), Filter(comms={"kworker/39:1"}), Filter()):
         lo, hi = t + 3.3, t + 17.9
         assert folded(load_fast(r, lo, hi, f.cpus), f) == folded(load(r, lo, hi), f)
+
+
+def _parents(root, node):
+    """The ancestors of `node` in a d3 tree."""
+    def walk(n, path):
+        if n is node:
+            return path
+        for k in n["children"]:
+            p = walk(k, path + [n])
+            if p is not None:
+                return p
+        return None
+    return walk(root, [])
 
 
 def _get(url: str):
@@ -173,10 +196,34 @@ def test_cli_and_web_api_serve_ranges_from_the_aggregates(corpus, tmp_path):
         h = _get(f"{base}/heatmap?from={lo}&to={hi}&cpu=0")
         want = heatmap(raw, Filter(cpus={0}), start=lo, end=hi)
         assert h["values"] == want.values and h["hot_cpus"] == want.hot_cpus and sum(map(sum, h["values"])) > 0
+        assert h["step"] == 1
+        hs = _get(f"{base}/heatmap?from={lo}&to={hi}&cpu=0&cols=10")  # 131 s in at most 10 columns: 14 s each
+        assert hs["step"] == 14 and len(hs["values"]) == 10
+        assert hs["values"][3] == [sum(v[i] for v in want.values[42:56]) for i in range(50)]
+        assert sum(map(sum, hs["values"])) == sum(map(sum, want.values))
         for q, f in (("cpu=1", Filter(cpus={1})), (f"comm={comm}", Filter(comms={comm})),
                      (f"pid={pid}", Filter(pids={pid}))):
             doc = _get(f"{base}/flame?from={t - 61.5}&to={t + 4.25}&{q}")
             assert doc["samples"] == sum(folded(load(r, t - 61.5, t + 4.25), f).values()) > 0
+        # frames under min_share of the graph are not sent; their samples are reported, widths kept
+        whole = _get(f"{base}/flame?from={t - 61.5}&to={t + 4.25}&min_share=0")
+        part = _get(f"{base}/flame?from={t - 61.5}&to={t + 4.25}&min_share=0.05")
+        total = whole["samples"]
+        assert whole["pruned"] == 0 and part["samples"] == total == whole["tree"]["value"] == part["tree"]["value"]
+
+        def nodes(n):
+            yield n
+            for k in n["children"]:
+                yield from nodes(k)
+
+        def leaves_self(n):  # samples ending at each node (its width minus its children's)
+            return sum(x["value"] - sum(k["value"] for k in x["children"]) for x in nodes(n))
+
+        small = [x for x in nodes(whole["tree"]) if x["value"] < 0.05 * total]
+        assert small and all(x["value"] >= 0.05 * total for x in nodes(part["tree"]))
+        assert 0 < part["pruned"] < total and leaves_self(part["tree"]) == leaves_self(whole["tree"]) == total
+        assert part["pruned"] == sum(x["value"] for x in nodes(whole["tree"]) if x["value"] < 0.05 * total
+                                     and all(p["value"] >= 0.05 * total for p in _parents(whole["tree"], x)))
         # a cgroup: the processes now in it (this test's own cgroup, resolved as the server does)
         from nodesleuth.collect.cgroups import pids_in_cgroup
         from nodesleuth.collect.root import Root

@@ -196,9 +196,12 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth,
 @click.option("--comm", multiple=True, help="Only these command names (reads raw samples).")
 @click.option("--cgroup", help="Only processes now in this cgroup (reads raw samples).")
 @click.option("--rows", default=50, show_default=True, help="Subsecond rows (FlameScope: 50).")
+@click.option("--step", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Seconds per column (from the heatmap aggregates: cells summed, a column's hot CPUs those "
+                   "hot in any of its seconds).")
 @click.option("--json", "as_json", is_flag=True, help="FlameScope's API shape plus hot_cpus per column.")
 @one_line_errors
-def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, as_json):
+def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, step, as_json):
     """FlameScope-style subsecond-offset heatmap, per CPU or all CPUs, with hot cores marked."""
     import json
 
@@ -213,7 +216,7 @@ def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, as_json):
     flt = _pfilter(cpu, pid, comm, cgroup=cgroup)
     prog, cb = _progress(reader, "profile_heat60")
     with prog:
-        h = heatmap_fast(reader, flt, rows=rows, start=t0, end=t1, on_segment=cb)
+        h = heatmap_fast(reader, flt, rows=rows, start=t0, end=t1, on_segment=cb, step=step)
     problems = list(reader.problems)
     if h is not None and not h.found:
         _no_samples(store, t0, t1, reader)
@@ -221,12 +224,14 @@ def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, as_json):
         s, t0, t1 = _load_profile(store, None if t0 is None else repr(t0), None if t1 is None else repr(t1))
         h = hm(s, flt, rows=rows, start=t0, end=t1)
         problems = s.problems
+        if step > 1:
+            raise click.UsageError("--step needs the heatmap aggregates (CPU filters only, 50 rows)")
     else:
         _warn(reader.problems)
     if as_json:
         click.echo(json.dumps({"start": h.start, "rows": list(range(h.rows)), "columns": h.columns,
                                "values": h.values, "maxvalue": h.maxvalue, "hot_cpus": h.hot_cpus, "cpus": h.cpus,
-                               "notes": [h.hot_note] if h.hot_note else []}))
+                               "step": h.step, "notes": [h.hot_note] if h.hot_note else []}))
         return
     from ..report.heatmap import render_text
 

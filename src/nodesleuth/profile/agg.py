@@ -7,7 +7,7 @@ comm and stack tables), so restarts mid-window (two partial records for one hour
 (dropping any record) keep every sum right. Payload: u32 header length | JSON
 {level, t0, t1, n, comms, frames, stacks, event, cpus: [[cpu, start, end]...]} | columns sorted by
 cpu: cpu i16, pid i32 (pid_column), comm u32, stack u32, count u32. Per level two streams:
-`profile_agg60` (rows per CPU) and `profile_agg60all` (summed over CPUs, cpu = ALL_CPUS), each record
+`profile_agg10` / `profile_agg60` ... (rows per CPU) and `profile_agg10all` ... (summed over CPUs, cpu = ALL_CPUS), each record
 stamped with its window's start.
 
 The subsecond heatmap has its own per-minute stream, `profile_heat60` (HEAT): per CPU the cells of
@@ -33,7 +33,9 @@ from ..errors import InputError
 from .codec import stored_times
 from .parse import Batch, is_idle
 
-LEVELS = (60, 600, 3600)  # a minute, ten minutes (an unaligned hour reads <= 23 records), an hour
+# ten seconds (the raw samples an unaligned range decodes at its edges: < 10 s each, not < 60 s), a minute,
+# ten minutes (an unaligned hour reads <= 33 records), an hour
+LEVELS = (10, 60, 600, 3600)
 ALL_CPUS = -32768  # rows summed over every CPU
 HEAT = "profile_heat60"
 HEAT_ALL = "profile_heat60all"  # the same minutes with the cells summed over CPUs (a dense 60 x 50 grid)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..store.store import StoreReader
 from .codec import SPAN, Decoded, _names
-from .parse import SUFFIXES, is_clock, is_idle
+from .parse import SUFFIXES, idle_stacks, is_clock
 
 STREAM = "profile"
 
@@ -112,7 +112,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
         first = _first(reader, stream(lv, cpus is None))
         since[lv] = first if raw_from >= first else first + lv
     levels = tuple(lv for lv in LEVELS if since[lv] < math.inf)
-    if LEVELS[0] not in levels:
+    if not levels:  # a store without aggregates (stores written before the 10 s level lack only it)
         return load(reader, t0, t1, on_segment)
     if t0 is None or t1 is None:
         span = reader.span(STREAM)
@@ -189,7 +189,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     problems += reader.problems
     cpu, pid, comm, stack, count = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in cols)
     pid, known = pid_of(pid)
-    idle = np.array([is_idle(0, st) for st in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
+    idle = idle_stacks(stacks)
     return Samples(np.zeros(len(cpu)), cpu, pid, pid, comm, stack, comms, stacks, idle, problems, None, known,
                    ",".join(events), count)
 
@@ -233,6 +233,8 @@ class _StackTable:
         self.stacks: list[tuple[str, ...]] = []
         self.ix: dict[tuple[str, ...], int] = {}
         self.by_hash: dict[int, int] = {}
+        self._sorted = (np.zeros(0, np.uint64), np.zeros(0, np.int64))  # by_hash as sorted arrays
+        self._stale = False
 
     def of(self, names: tuple[str, ...]) -> int:
         i = self.ix.get(names)
@@ -242,14 +244,28 @@ class _StackTable:
             i = self.ix[names] = len(self.stacks)
             self.stacks.append(names)
             self.by_hash[stack_hash(names)] = i
+            self._stale = True
         return i
 
-    def hashed(self, rec, used: np.ndarray) -> list[int]:
-        out = []
-        get = self.by_hash.get
-        for h, i in zip(rec.hashes[used].tolist(), used.tolist()):
-            g = get(h)
-            out.append(self.of(_frames_of(rec, i)) if g is None else g)
+    def hashed(self, rec, used: np.ndarray) -> np.ndarray:
+        """Global ids of a record's stacks `used`, looked up by hash in one sorted search; only stacks
+        not seen before are named (their frame tables parsed)."""
+        if self._stale:
+            hs = np.fromiter(self.by_hash.keys(), dtype=np.uint64, count=len(self.by_hash))
+            ix = np.fromiter(self.by_hash.values(), dtype=np.int64, count=len(self.by_hash))
+            o = np.argsort(hs)
+            self._sorted, self._stale = (hs[o], ix[o]), False
+        hs, ix = self._sorted
+        h = rec.hashes[used].astype(np.uint64)
+        pos = np.minimum(np.searchsorted(hs, h), max(len(hs) - 1, 0))
+        hit = (hs[pos] == h) if len(hs) else np.zeros(len(h), dtype=bool)
+        out = np.zeros(len(h), dtype=np.int64)
+        out[hit] = ix[pos[hit]]
+        miss = np.flatnonzero(~hit)
+        for j in miss.tolist():
+            out[j] = self.of(_frames_of(rec, int(used[j])))
+        if len(miss):
+            self._stale = True
         return out
 
 
@@ -291,7 +307,7 @@ def assemble(decoded, t0: float | None = None, t1: float | None = None) -> Sampl
         cols = [np.zeros(0, dtype=np.float64)] + [np.zeros(0, dtype=np.int64)] * 5 + [np.zeros(0, np.uint64)]
     known = cols[2] >= 0
     pid = np.where(known, cols[2], cols[3])
-    idle = np.array([is_idle(0, s) for s in stacks], dtype=bool) if stacks else np.zeros(0, dtype=bool)
+    idle = idle_stacks(stacks)
     return Samples(cols[0], cols[1], pid, cols[3], cols[4], cols[5], comms, stacks, idle, [], cols[6], known,
                    ",".join(events))
 
@@ -410,6 +426,7 @@ class Heatmap:
     cpus: list[int] | None
     hot_note: str | None = None  # why hot_cpus is empty when it cannot be known
     found: bool = True  # the range held samples (heatmap_fast: else the caller says so)
+    step: int = 1  # seconds per column (long ranges: see _heatmap)
 
 
 def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, end: float | None = None,
@@ -451,28 +468,44 @@ def _hot_note(clock: bool, event: str, no_cpu: bool) -> str | None:
     return None
 
 
-def _heatmap(start, rows, vals, tot, busy, hot, hz, f, note) -> Heatmap:
-    """The heatmap from its cells and per (second, CPU) all/work sample counts (None: no marks)."""
+def _heatmap(start, rows, vals, tot, busy, hot, hz, f, note, step: int = 1) -> Heatmap:
+    """The heatmap from its per-second cells and per (second, CPU) all/work sample counts (None: no
+    marks). step > 1: a column covers `step` seconds (the last one may hold fewer): its cells are the
+    sums of its seconds' cells at the same row, its hot CPUs those hot in any of its seconds."""
     ncols = vals.shape[0]
-    hot_cpus: list[list[int]] = [[] for _ in range(ncols)]
+    hotm = None
     if tot is not None:
         expected = hz or max(1.0, float(np.median(tot[tot > 0])) if (tot > 0).any() else 1.0)
         frac = busy / np.maximum(tot, 1)
         full = tot >= 0.5 * expected  # enough samples in that second to judge
-        for c_, cpu_ in zip(*np.nonzero((frac >= hot) & full)):
-            hot_cpus[int(c_)].append(int(cpu_))
+        hotm = (frac >= hot) & full
+    if step > 1:
+        out = -(-ncols // step)
+        pad = out * step - ncols
+        vals = np.concatenate([vals, np.zeros((pad, rows), vals.dtype)]).reshape(out, step, rows).sum(axis=1)
+        if hotm is not None:
+            hotm = np.concatenate([hotm, np.zeros((pad, hotm.shape[1]), bool)]).reshape(out, step, -1).any(axis=1)
+        ncols = out
+    if hotm is None:
+        hot_cpus: list[list[int]] = [[] for _ in range(ncols)]
+    else:  # nonzero is row-major: CPUs come out grouped by column, in order
+        cols_i, cpus_i = np.nonzero(hotm)
+        bounds = np.searchsorted(cols_i, np.arange(ncols + 1)).tolist()
+        cl = cpus_i.tolist()
+        hot_cpus = [cl[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     return Heatmap(start, rows, list(range(ncols)), vals.tolist(), int(vals.max()) if vals.size else 0, hot_cpus,
-                   sorted(f.cpus) if f.cpus is not None else None, note)
+                   sorted(f.cpus) if f.cpus is not None else None, note, step=step)
 
 
 def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | None = None,
                  end: float | None = None, hot: float = 0.9, hz: float | None = None,
-                 on_segment=None) -> Heatmap | None:
+                 on_segment=None, step: int = 1) -> Heatmap | None:
     """heatmap() of the stored range [start, end) from the per-minute heatmap aggregates (profile/agg.py):
     the same cells and marks, from ~one record a minute instead of every sample. None where they cannot
     answer exactly, and the caller reads the samples: no aggregates, rows other than FlameScope's 50,
     a start that is not a whole second, or a pid, comm or cgroup filter (cells are per CPU only).
-    An empty range gives a heatmap with no columns of samples (Heatmap.values all 0) and `found` False."""
+    An empty range gives a heatmap with no columns of samples (Heatmap.values all 0) and `found` False.
+    step: seconds per column (_heatmap), for views of long ranges."""
     from .agg import HEAT, HEAT_ALL, HEAT_ROWS, HeatRecord
 
     if (rows != HEAT_ROWS or f.pids is not None or f.comms is not None or f.cgroup_pids is not None
@@ -486,7 +519,7 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
             recs.append(r)
     if not recs and (start is None or end is None):
         return Heatmap(start or 0.0, rows, [], [], 0, [], sorted(f.cpus) if f.cpus is not None else None,
-                       found=False)
+                       found=False, step=step)
     if start is None:
         start = float(math.floor(min(r.tmin for r in recs)))
     if end is None:
@@ -494,8 +527,14 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
     ncols = max(1, int(math.ceil(end - start)))
     # a minute of margin on both sides, so that each record adds its 60 columns into one slice
     vals = np.zeros((ncols + 120) * rows, dtype=np.int64)
-    tcols, tcpus, ttot, tbusy = [], [], [], []
+    ncpu = 1 + max((c for r in recs for c in r.tcpus if f.cpus is None or c in f.cpus), default=-1)
+    # per (second, CPU) all / work samples, filled record by record (each record's seconds and CPUs are
+    # distinct, so a fancy-indexed += adds each once)
+    tot = np.zeros((ncols, max(ncpu, 1)), dtype=np.int64)
+    busy = np.zeros_like(tot)
     events: list[str] = []
+    found = no_cpu = False
+    sec = np.arange(60)
     for r in recs:
         base = int(r.t0 - start) + 60
         if 0 <= base <= ncols + 60:
@@ -503,36 +542,26 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
         js = [j for j, c in enumerate(r.tcpus) if f.cpus is None or c in f.cpus]
         if not js:
             continue
-        sec = np.arange(60)
-        col = (int(r.t0 - start) + sec)
+        col = int(r.t0 - start) + sec
         m = (col >= 0) & (col < ncols)
-        tot, busy = r.tot[m][:, js].astype(np.int64), r.busy[m][:, js].astype(np.int64)
-        if not tot.any():
+        rt = r.tot[m][:, js]
+        if not rt.any():
             continue
+        found = True
         events += [e for e in r.event.split(",") if e and e not in events]
-        cc = np.broadcast_to(np.array([r.tcpus[j] for j in js]), tot.shape)
-        tcols.append(np.broadcast_to(col[m][:, None], tot.shape).ravel())
-        tcpus.append(cc.ravel())
-        ttot.append(tot.ravel())
-        tbusy.append(busy.ravel())
+        cc = np.array([r.tcpus[j] for j in js])
+        no_cpu |= bool((rt[:, cc < 0] > 0).any())
+        pos = cc >= 0
+        ix = np.ix_(col[m], cc[pos])
+        tot[ix] += rt[:, pos]
+        busy[ix] += r.busy[m][:, js][:, pos]
     event = ",".join(events)
-    tc = np.concatenate(tcols) if tcols else np.zeros(0, np.int64)
-    cc = np.concatenate(tcpus) if tcpus else np.zeros(0, np.int64)
-    n_all = np.concatenate(ttot) if ttot else np.zeros(0, np.int64)
-    n_work = np.concatenate(tbusy) if tbusy else np.zeros(0, np.int64)
-    seen = n_all > 0
-    tc, cc, n_all, n_work = tc[seen], cc[seen], n_all[seen], n_work[seen]
     clock = not event or all(is_clock(e) for e in event.split(",") if e)
-    note = _hot_note(clock, event, bool(len(tc)) and bool((cc < 0).any()))
-    tot = busy = None
-    if len(tc) and note is None:
-        ncpu = int(cc.max()) + 1
-        tot = np.zeros((ncols, ncpu), dtype=np.int64)
-        busy = np.zeros((ncols, ncpu), dtype=np.int64)
-        np.add.at(tot, (tc, cc), n_all)
-        np.add.at(busy, (tc, cc), n_work)
-    h = _heatmap(start, rows, vals[60 * rows:(60 + ncols) * rows].reshape(ncols, rows), tot, busy, hot, hz, f, note)
-    h.found = bool(len(tc))
+    note = _hot_note(clock, event, no_cpu)
+    marks = found and note is None
+    h = _heatmap(start, rows, vals[60 * rows:(60 + ncols) * rows].reshape(ncols, rows), tot if marks else None,
+                 busy if marks else None, hot, hz, f, note, step)
+    h.found = found
     return h
 
 

@@ -17,14 +17,16 @@ def render_text(h) -> str:
     """Rows = subsecond offsets (top = end of the second), one character per second; a time label
     (UTC) above every 10th second with a tick under it, and the hot CPUs listed by wall-clock time."""
     n = len(h.columns)
+    st = getattr(h, "step", 1)  # seconds per column
+    per = "second" if st == 1 else f"{st} seconds"
     pad = " " * 8  # width of the "NNNNms |" row prefix
     labels, ticks = [" "] * (n + LABEL_EVERY), [" "] * n
     for c in range(0, n, LABEL_EVERY):
-        for i, ch in enumerate(_hms(h.start + c)):
+        for i, ch in enumerate(_hms(h.start + c * st)):
             labels[c + i] = ch
         ticks[c] = "|"
     day = datetime.fromtimestamp(h.start, timezone.utc).strftime("%Y-%m-%d")
-    out = [f"subsecond heatmap, {day} UTC, one column per second from {_hms(h.start)}, "
+    out = [f"subsecond heatmap, {day} UTC, one column per {per} from {_hms(h.start)}, "
            f"rows = offset within the second; {'CPUs ' + ','.join(map(str, h.cpus)) if h.cpus else 'all CPUs'}, "
            f"darkest = {h.maxvalue} samples",
            pad + "".join(labels).rstrip(), pad + "".join(ticks).rstrip()]
@@ -33,6 +35,6 @@ def render_text(h) -> str:
         out.append(f"{1000 - (r + 1) * 1000 // h.rows:>4}ms |{line}|")
     out.append(pad + "".join(ticks).rstrip())
     out.append(pad + "".join(labels).rstrip())
-    hot = [f"{_hms(h.start + c)} CPU {','.join(map(str, hc))}" for c, hc in zip(h.columns, h.hot_cpus) if hc]
-    out.append("hot CPUs (>= 90% busy) per second: " + ("; ".join(hot) if hot else "none"))
+    hot = [f"{_hms(h.start + c * st)} CPU {','.join(map(str, hc))}" for c, hc in zip(h.columns, h.hot_cpus) if hc]
+    out.append(f"hot CPUs (>= 90% busy) per {per}: " + ("; ".join(hot) if hot else "none"))
     return "\n".join(out) + "\n"

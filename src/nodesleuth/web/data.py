@@ -200,17 +200,26 @@ def heatmap(samples, t0: float, t1: float, cpu: int | None, rows: int = 50) -> d
     f = pq.Filter(cpus={cpu} if cpu is not None else None)
     h = pq.heatmap(samples, f, rows=rows, start=math.floor(t0), end=math.ceil(t1))
     return {"start": h.start, "rows": h.rows, "columns": h.columns, "values": h.values, "maxvalue": h.maxvalue,
-            "hot_cpus": h.hot_cpus, "cpu": cpu}
+            "hot_cpus": h.hot_cpus, "cpu": cpu, "step": 1}
 
 
-def heatmap_fast(reader: StoreReader, t0: float, t1: float, cpu: int | None, rows: int = 50) -> dict | None:
-    """The heatmap from the write-time per-minute aggregates (profile/agg.py); None: read samples."""
+HEAT_COLS = 3600  # columns of a subsecond heatmap: an hour stays one column per second
+
+
+def heatmap_fast(reader: StoreReader, t0: float, t1: float, cpu: int | None, rows: int = 50,
+                 cols: int = HEAT_COLS) -> dict | None:
+    """The heatmap from the write-time per-minute aggregates (profile/agg.py); None: read samples.
+    Ranges longer than `cols` seconds get columns of step = ceil(seconds / cols) seconds each (a day:
+    24 s): a cell sums its seconds' cells at that 20 ms row, a column's hot CPUs are those hot in any
+    of its seconds (query._heatmap)."""
     f = pq.Filter(cpus={cpu} if cpu is not None else None)
-    h = pq.heatmap_fast(reader, f, rows=rows, start=math.floor(t0), end=math.ceil(t1))
+    a, b = math.floor(t0), math.ceil(t1)
+    step = max(1, math.ceil((b - a) / max(1, cols)))
+    h = pq.heatmap_fast(reader, f, rows=rows, start=a, end=b, step=step)
     if h is None:
         return None
     return {"start": h.start, "rows": h.rows, "columns": h.columns, "values": h.values, "maxvalue": h.maxvalue,
-            "hot_cpus": h.hot_cpus, "cpu": cpu}
+            "hot_cpus": h.hot_cpus, "cpu": cpu, "step": h.step}
 
 
 def flame_filter(cpu: int | None, pid: int | None, comm: str | None, cgroup: str | None) -> pq.Filter:
@@ -289,12 +298,34 @@ def _cap(fc, depth: int):
     return out, cut
 
 
-def flame(samples, base_samples, f: pq.Filter, max_depth: int = MAX_DEPTH) -> dict:
+MIN_SHARE = 1 / 5000  # frames narrower than this share of the graph are not sent (< 0.3 px at 1,200 px)
+
+
+def _prune(node: dict, least: float) -> int:
+    """Drop subtrees narrower than `least` samples; a parent keeps its width, so its dropped children
+    show as its own (self) time. Returns the samples of the dropped subtrees."""
+    kids, gone = [], 0
+    for k in node["children"]:
+        if k["value"] < least:
+            gone += k["value"]
+        else:
+            gone += _prune(k, least)
+            kids.append(k)
+    node["children"] = kids
+    return gone
+
+
+def flame(samples, base_samples, f: pq.Filter, max_depth: int = MAX_DEPTH, min_share: float = MIN_SHARE) -> dict:
+    """The d3 tree of the range; frames under `min_share` of the total are pruned (`pruned`: their
+    samples, still counted in their parents' widths and in `samples`)."""
     fc, cut = _cap(pq.folded(samples, f), max_depth)
     base = _cap(pq.folded(base_samples, f), max_depth)[0] if base_samples is not None else None
     top = pq.top_functions(samples, f, kernel_only=False, n=10)
-    doc = {"tree": _tree(fc, base), "samples": sum(fc.values()), "top": top, "diff": base is not None,
-           "depth_cap": max_depth, "cut": cut}
+    tree = _tree(fc, base)
+    total = sum(fc.values())
+    pruned = _prune(tree, min_share * tree["value"]) if min_share > 0 else 0
+    doc = {"tree": tree, "samples": total, "top": top, "diff": base is not None,
+           "depth_cap": max_depth, "cut": cut, "pruned": round(pruned, 2), "min_share": min_share}
     if base is not None:
         doc["base_samples"] = sum(base.values())
     return doc

@@ -108,7 +108,8 @@ def create_app(store: str, token: str | None = None) -> Flask:
             abort(400, "from/to required, at most one day apart")
         r = reader()
         cpu, rows = inum("cpu"), inum("rows") or 50
-        doc = data.heatmap_fast(r, t0, t1, cpu, rows)  # from the per-minute heatmap aggregates
+        cols = max(10, min(86400, inum("cols") or data.HEAT_COLS))
+        doc = data.heatmap_fast(r, t0, t1, cpu, rows, cols)  # from the per-minute heatmap aggregates
         if doc is None:
             if t1 - t0 > 3600:
                 abort(400, "from/to at most one hour apart (this store has no heatmap aggregates)")
@@ -140,8 +141,10 @@ def create_app(store: str, token: str | None = None) -> Flask:
                 return refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
                               f"({where}): choose a baseline inside it", base_from=b0, base_to=b1)
         depth = max(2, min(512, inum("depth") or data.MAX_DEPTH))
-        return jsonify({**data.flame(s, base, f, depth), "from": t0, "to": t1, "cpu": cpu, "base_from": b0,
-                        "base_to": b1})
+        share = fnum("min_share")
+        doc = data.flame(s, base, f, depth, data.MIN_SHARE if share is None else max(0.0, share))
+        return Response(orjson.dumps({**doc, "from": t0, "to": t1, "cpu": cpu, "base_from": b0, "base_to": b1}),
+                        mimetype="application/json")
 
     def refuse(msg: str, **extra):
         """A request that cannot be answered truthfully: 422 with a sentence the page shows."""

@@ -349,6 +349,7 @@ async function openSubsecond(a, b, cpu) {
   catch (e) { if (gen === state.gen.sub) $("subsecond").textContent = e.message; return; }
   if (gen !== state.gen.sub) return;
   state.sub.h = h;
+  const st = h.step || 1;  // seconds per column (long ranges are folded server-side)
   const n = h.columns.length, cw = Math.max(6, Math.min(70, Math.floor(1100 / n))), ch = 6;
   const M = { l: 56, t: 30, b: 58 };
   const W = M.l + n * cw + 20, H = M.t + h.rows * ch + M.b;
@@ -361,21 +362,21 @@ async function openSubsecond(a, b, cpu) {
   g.selectAll("rect").data(cells).join("rect")
     .attr("class", "cell").attr("x", d => d.c * cw).attr("y", d => d.r * ch).attr("width", cw).attr("height", ch)
     .attr("fill", d => scale(d.v)).attr("data-col", d => d.c).attr("data-row", d => d.r)
-    .attr("data-tip", d => `${iso(h.start + d.c)} +${offMs(d.r)} ms\n${d.v} samples` +
-      (h.hot_cpus[d.c].length ? `\nhot CPUs this second: ${h.hot_cpus[d.c].join(", ")}` : ""))
+    .attr("data-tip", d => `${iso(h.start + d.c * st)}${st > 1 ? ` (+${st} s)` : ""} +${offMs(d.r)} ms\n${d.v} samples` +
+      (h.hot_cpus[d.c].length ? `\nhot CPUs ${st > 1 ? "in a second of this column" : "this second"}: ${h.hot_cpus[d.c].join(", ")}` : ""))
     .on("click", (ev, d) => pickCell(d))
     .on("mousemove", (ev) => showTip(ev.target.dataset.tip, ev)).on("mouseleave", hideTip);
   // axes: wall-clock time of each column, offset within the second
   const x = d3.scaleLinear().domain([0, n]).range([0, n * cw]);
   const every = Math.max(1, Math.ceil(n / Math.floor((n * cw) / 70)));
   g.append("g").attr("class", "axis-x").attr("transform", `translate(0,${h.rows * ch})`)
-    .call(d3.axisBottom(x).tickValues(d3.range(0, n, every)).tickFormat(c => hms(new Date((h.start + c) * 1000))));
+    .call(d3.axisBottom(x).tickValues(d3.range(0, n, every)).tickFormat(c => hms(new Date((h.start + c * st) * 1000))));
   const y = d3.scaleLinear().domain([1000, 0]).range([0, h.rows * ch]);
   g.append("g").attr("class", "axis-y").call(d3.axisLeft(y).ticks(5).tickFormat(v => `${v}`));
   svg.append("text").attr("class", "axis-title").attr("transform", `translate(12,${M.t + h.rows * ch / 2}) rotate(-90)`)
     .attr("text-anchor", "middle").text("ms within the second");
   svg.append("text").attr("class", "axis-title").attr("x", M.l).attr("y", H - 6).attr("text-anchor", "start")
-    .text(`time (UTC), ${d3.utcFormat("%Y-%m-%d")(new Date(h.start * 1000))}, one column per second`);
+    .text(`time (UTC), ${d3.utcFormat("%Y-%m-%d")(new Date(h.start * 1000))}, one column per ${st > 1 ? st + " seconds (cells summed)" : "second"}`);
   h.hot_cpus.forEach((hc, c) => { if (hc.length) g.append("text").attr("x", c * cw).attr("y", h.rows * ch + 34)
     .attr("font-size", 9).attr("class", "hot").attr("fill", "#c00").text(hc.join(","))
     .append("title").text(`CPUs >= 90% busy in this second: ${hc.join(", ")}`); });
@@ -392,7 +393,9 @@ async function openSubsecond(a, b, cpu) {
 }
 
 function cellTime(d, end) {
-  const h = state.sub.h; const ms = (h.rows - d.r - 1 + (end ? 1 : 0)) / h.rows;
+  const h = state.sub.h, st = h.step || 1;
+  if (st > 1) return h.start + (d.c + (end ? 1 : 0)) * st;  // a folded column: its whole seconds
+  const ms = (h.rows - d.r - 1 + (end ? 1 : 0)) / h.rows;
   return h.start + d.c + ms;
 }
 
