@@ -156,8 +156,15 @@ def test_lab_v2_chain_proven(staged):
     assert lk["resource"]["verdict"] == "proven" and lk["resource"]["share"] >= 0.5, lk["resource"]
     assert lk["saturated_core"]["data"]["sys"] >= 60  # the core is in the kernel
     top = lk["processes"]["data"]["top"][0]
-    assert top["comm"] == "dataloader" and top["source"] == "profile" and top["kernel"] >= 0.6
+    # the data loader by pid: its name in the profile is perf's (one CI run named it by its exec name,
+    # python3.11: its prctl rename was not in perf's records under emulation), /proc's is "dataloader"
+    loader = st["pids"]["dataloader"]
+    assert top["pid"] == loader and top["source"] == "profile" and top["kernel"] >= 0.6, top
+    assert top["comm"] in ("dataloader", "python3.11"), top
     assert lk["resource"]["data"]["dying"] >= LAB_ZOMBIES
-    assert lk["resource"]["data"]["walkers"][0]["comm"] == "dataloader"
+    assert lk["resource"]["data"]["walkers"][0]["pid"] == loader, lk["resource"]["data"]["walkers"]
     assert lk["creator"]["data"]["comm"] == "ecs-agent"
-    assert lk["unit_loop"]["data"]["exit_status"] == 1
+    # the agent exits 1 and is restarted 100 ms later: a read of systemd in that window says 1; reads
+    # that all find it running say nothing (None), never the running process's 0
+    assert lk["unit_loop"]["data"]["exit_status"] in (1, None), lk["unit_loop"]
+    assert lk["unit_loop"]["data"]["tied"] is True and lk["unit_loop"]["data"]["restarts"] >= 5

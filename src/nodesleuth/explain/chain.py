@@ -539,23 +539,29 @@ def _unit(rec, inc: Incident, creator: Link, found: dict) -> Link:
     status = _last_failure(rec, inc, unit)
     vd = PROVEN if creator.verdict == PROVEN and d > 0 else NOT_PROVEN
     share = 1.0 if vd == PROVEN else 0.0
-    summary = (f"{unit.id} restarted {d} times ({unit.n_restarts} in all), exit status {status}, "
+    summary = (f"{unit.id} restarted {d} times ({unit.n_restarts} in all), {_status_text(status)}, "
                f"enabled={unit.enabled}" + ("" if vd == PROVEN else "; its cgroups are not shown to stay dying"))
     return Link("unit_loop", vd, summary, share, rule, ev,
                 {"unit": unit.id, "restarts": d, "n_restarts": unit.n_restarts, "exit_status": status,
                  "enabled": unit.enabled, "tied": True, "tied_by": how, "protected": protected(unit.id)})
 
 
-def _last_failure(rec, inc, u) -> int:
-    # up to the incident's end: a unit stopped afterwards (SIGTERM: status 15) is not how it failed
+def _last_failure(rec, inc, u) -> int | None:
+    """The last non-zero exit status read up to the incident's end (a unit stopped afterwards, SIGTERM:
+    15, is not how it failed); None when every read found it running (systemd then reports the running
+    process's 0, which is not an exit status)."""
     fails = [x.exit_status for tk in rec.ticks if tk.units and tk.time <= inc.end
              for x in tk.units if x.id == u.id and x.exit_status]
-    return fails[-1] if fails else u.exit_status
+    return fails[-1] if fails else (u.exit_status or None)
+
+
+def _status_text(status: int | None) -> str:
+    return f"exit status {status}" if status is not None else "exit status not seen (running at every read)"
 
 
 def _unit_evidence(rec, inc, u) -> list[str]:
     return [f"state {u.active}/{u.sub}, Restart={u.restart}, RestartSec={u.restart_usec / 1e6:g}s, "
-            f"last exit status {_last_failure(rec, inc, u)}, enabled={u.enabled}",
+            f"last {_status_text(_last_failure(rec, inc, u))}, enabled={u.enabled}",
             f"unit file {u.fragment}" if u.fragment else "unit file unknown"]
 
 
