@@ -480,7 +480,8 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
         # a handful of cgroups freed late (page cache still charged, a busy node) is not a zombie maker:
         # below MIN_ZOMBIES its share of a tiny growth says nothing, whatever the ratio
         vd = NOT_PROVEN
-        summary = (f"{top.comm}'s cgroups ({top.made} made) do not stay dying: "
+        summary = (f"{top.comm}'s cgroups ({top.made} made) do not stay dying"
+                   + (f" (only {top.lasting}, under {MIN_ZOMBIES})" if top.lasting else "") + ": "
                    + (f"all freed within {max(top.lifetimes):.2f} s" if top.lifetimes and top.freed_fast == top.removed
                       else f"{top.lasting} stayed dying, {top.freed_fast} freed within {ZOMBIE_AGE:.0f} s, "
                            f"{top.young} too recent"))
