@@ -397,6 +397,14 @@ def _stat(tid: int, comm: str, utime: int, nthreads: int, cpu: int) -> str:
     return " ".join(f) + "\n"
 
 
+def _write_stat(proc, pid: int, utime: int, cpu: int) -> None:
+    """(Re)write PROC/PID/stat in place, as the kernel's file reads after the process ran."""
+    p = proc / str(pid) / "stat"
+    with open(p, "r+" if p.exists() else "w") as f:
+        f.write(_stat(pid, f"p{pid}", utime, 1, cpu))
+        f.truncate()
+
+
 def test_threads_attributed_after_an_idle_gap(tmp_path):
     """A two-thread process busy, idle for a second, then busy again on another CPU: the second busy
     second is still attributed per thread (to the CPU its busy thread ran on, not the main thread's)."""
@@ -438,21 +446,15 @@ def test_processes_beyond_the_open_file_limit_are_still_attributed(tmp_path):
     for pid in pids:
         (proc / str(pid)).mkdir(parents=True)
 
-    def write(pid: int, utime: int, cpu: int) -> None:
-        p = proc / str(pid) / "stat"
-        with open(p, "r+" if p.exists() else "w") as f:
-            f.write(_stat(pid, f"p{pid}", utime, 1, cpu))
-            f.truncate()
-
     for pid in pids:
-        write(pid, 10, 0)
+        _write_stat(proc, pid, 10, 0)
     ts = TaskSampler(Root(str(tmp_path)), threads=True, max_open=3)
     ts.sample(100)
     assert len(ts.fds) == 3  # the first three by pid order in the listing keep their file open
     hog = next(p for p in sorted(pids) if p not in ts.fds)
     seen_at = None
     for sec in range(1, 2 * OVERFLOW_EVERY + 1):
-        write(hog, 10 + 50 * sec, 7)  # half a CPU every second, on CPU 7
+        _write_stat(proc, hog, 10 + 50 * sec, 7)  # half a CPU every second, on CPU 7
         uses = {(u.pid, u.cpu): u.pct for u in ts.sample(100)}
         if seen_at is None and (hog, 7) in uses:
             seen_at = sec
@@ -476,20 +478,14 @@ def test_full_scan_deferred_while_every_cpu_is_explained(tmp_path, busy_cpu5, se
     for pid in range(100, 106):
         (proc / str(pid)).mkdir(parents=True)
 
-    def write(pid: int, utime: int, cpu: int) -> None:
-        p = proc / str(pid) / "stat"
-        with open(p, "r+" if p.exists() else "w") as f:
-            f.write(_stat(pid, f"p{pid}", utime, 1, cpu))
-            f.truncate()
-
     for pid in range(100, 106):
-        write(pid, 10, 2 if pid == 100 else 0)
+        _write_stat(proc, pid, 10, 2 if pid == 100 else 0)
     ts = TaskSampler(Root(str(tmp_path)), threads=True, full_every=3, full_max=10)
     found = None
     for n in range(1, 15):
-        write(100, 10 + 50 * n, 2)  # the known hog: half of CPU 2, read every second
+        _write_stat(proc, 100, 10 + 50 * n, 2)  # the known hog: half of CPU 2, read every second
         if n >= 4:
-            write(103, 10 + 30 * (n - 3), 5)
+            _write_stat(proc, 103, 10 + 30 * (n - 3), 5)
         busy = {2: 50, 5: 30 if busy_cpu5 and n >= 4 else 0}
         uses = {(u.pid, u.cpu): u.pct for u in ts.sample(100, None, busy)}
         if n > 1:

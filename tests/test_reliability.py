@@ -39,6 +39,23 @@ def _children_of(pid: int) -> list[int]:
     return out
 
 
+def _running(pid: int) -> bool:
+    """pid exists and is not a zombie (it may exit between any two reads: that is 'not running')."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read().replace("\0", " ")
+    except OSError:
+        return f"(pid {pid} gone)"
+
+
 def _perf_for(store: str) -> list[str]:
     out = subprocess.run(["pgrep", "-af", "perf (record|script)"], capture_output=True, text=True).stdout
     return [ln for ln in out.splitlines() if store in ln]
@@ -64,12 +81,11 @@ def test_kill_9_leaves_no_process_and_no_temp_file(tmp_path, after):
     p.wait()
     left = family
     while time.time() < killed_at + 2.0:
-        left = [pid for pid in family if os.path.exists(f"/proc/{pid}") and
-                open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] != "Z"]
+        left = [pid for pid in family if _running(pid)]
         if not left and not _perf_for(store) and not os.path.exists(os.path.join(store, ".work", "profile")):
             break
         time.sleep(0.05)
-    assert not left, [open(f"/proc/{x}/cmdline").read().replace("\0", " ") for x in left if os.path.exists(f"/proc/{x}")]
+    assert not left, [_cmdline(x) for x in left]
     assert not _perf_for(store)
     work = os.path.join(store, ".work")
     assert not glob.glob(os.path.join(work, "*", "*")), os.listdir(work)  # no perf chunk survives

@@ -69,3 +69,38 @@ def test_systemd_that_does_not_answer_stalls_no_tick(tmp_path):
     frozen_n = {restarts(r) for r in during}
     assert len(frozen_n) == 1 and min(frozen_n) >= 1, frozen_n  # one answer from before the freeze
     assert restarts(rows[-1]) > max(frozen_n), [restarts(r) for r in rows]  # answers came again after it
+
+
+def test_units_read_that_times_out_is_said_and_so_is_its_recovery(tmp_path):
+    """With --units-timeout 2, a systemd frozen for 6 s makes a units read fail: the recorder says so
+    once ("could not read units", naming systemctl and the timeout), keeps its ticks, and says when
+    systemd answers again (a note that stayed up would claim units are unread for the rest of the run)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from nodesleuth.children import spawn
+
+    store = str(tmp_path / "store")
+    with SystemdNamespace() as ns:
+        start_crasher(ns, 1)
+        rec = spawn([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", "18s",
+                     "--units-every", "1", "--units-timeout", "2", "--systemd-pid", str(ns.pid), "--quiet"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(5)
+            os.kill(ns.pid, signal.SIGSTOP)
+            time.sleep(6)
+            os.kill(ns.pid, signal.SIGCONT)
+            _, err = rec.communicate(timeout=120)
+        finally:
+            os.kill(ns.pid, signal.SIGCONT)
+            if rec.poll() is None:
+                rec.kill()
+    assert rec.returncode == 0, err
+    lines = err.splitlines()
+    failed = [i for i, ln in enumerate(lines) if "could not read units" in ln]
+    back = [i for i, ln in enumerate(lines) if "units read again" in ln]
+    assert len(failed) == 1 and "systemctl" in lines[failed[0]] and "timed out after 2" in lines[failed[0]], err
+    assert len(back) == 1 and back[0] > failed[0], err

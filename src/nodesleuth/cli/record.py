@@ -21,6 +21,8 @@ from .common import one_line_errors, _size, _duration, _range, _warn, _progress
 @click.option("--live-every", default=60.0, show_default=True, help="Seconds between cgroup directory walks.")
 @click.option("--units-every", default=5, show_default=True, help="Read systemd units every N ticks.")
 @click.option("--systemd-pid", type=int, help="Read units from the systemd that is PID 1 of this PID's namespace.")
+@click.option("--units-timeout", default=120.0, show_default=True,
+              help="Seconds a units read may wait for a busy systemd (on its own thread: ticks never wait).")
 @click.option("--kmsg", type=click.Path(), help="Recorded kernel log file instead of ROOT/dev/kmsg.")
 @click.option("--threads/--no-threads", default=True, show_default=True)
 @click.option("--quiet", is_flag=True, help="No status line.")
@@ -30,15 +32,15 @@ from .common import one_line_errors, _size, _duration, _range, _warn, _progress
 @click.option("--trace-churn", is_flag=True,
               help="Also trace cgroup mkdir/rmdir/release with perf: who creates cgroups, zombie lifetimes.")
 @one_line_errors
-def record(store, root, interval, duration, retention, max_size, segment, live_every, units_every, systemd_pid, kmsg,
-           threads, quiet, profile, profile_freq, profile_rotate, trace_churn):
+def record(store, root, interval, duration, retention, max_size, segment, live_every, units_every, systemd_pid,
+           units_timeout, kmsg, threads, quiet, profile, profile_freq, profile_rotate, trace_churn):
     """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE."""
     from ..record.recorder import RecordOptions, Recorder
 
     opt = RecordOptions(store=store, root=root, interval=interval,
                         duration=_duration(duration) if duration else None, retention=_duration(retention),
                         max_bytes=_size(max_size), segment_seconds=_duration(segment), live_every=live_every,
-                        units_every=units_every, threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
+                        units_every=units_every, units_timeout=units_timeout, threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
                         profile_freq=profile_freq, profile_rotate=profile_rotate, churn=trace_churn)
     status = None
     if not quiet and sys.stderr.isatty():

@@ -80,7 +80,7 @@ class Sampler:
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
                  procs_full_max: int = 0,
-                 starvation: bool = True, kmsg_boot: float | str | None = "root"):
+                 starvation: bool = True, kmsg_boot: float | str | None = "root", units_timeout: float = 120.0):
         self.root = root
         self.threads = threads
         self.nic_every = nic_every
@@ -108,7 +108,8 @@ class Sampler:
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every, full_max=procs_full_max or None)
         self._t: float | None = None
         self.units_seen = True
-        self.units = UnitWatcher(root, ns_pid) if units_every else None
+        self.units = UnitWatcher(root, ns_pid, units_timeout) if units_every else None
+        self.recovered: list[str] = []  # sections that failed and read again since the caller last looked
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
         self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
         self.nic_reader = NicReader(root, self.reader)
@@ -194,6 +195,8 @@ class Sampler:
                 self.units_seen = units is not None or err is not None
                 if err:
                     self.problems.setdefault("units", err)
+                elif units is not None and self.problems.pop("units", None) is not None:
+                    self.recovered.append("units")
         si = ni = None
         if self.irqs:
             cur = self._read("irqs", self.irqs.read)

@@ -30,6 +30,7 @@ class RecordOptions:
     segment_seconds: float = 3600.0
     live_every: float = 60.0
     units_every: int = 5
+    units_timeout: float = 120.0  # a units read waits this long for a busy systemd (never a tick)
     threads: bool = True
     ns_pid: int | None = None
     kmsg: str | None = None
@@ -56,7 +57,8 @@ class Recorder:
         preset = dataclasses.replace(RECORD, threads=opt.threads, live_every=opt.live_every,
                                      units_every=opt.units_every, procs_full_every=opt.procs_full_every,
                                      procs_full_max=opt.procs_full_max)
-        self.sampler = Sampler.preset(self.root, preset, kmsg=kmsg, ns_pid=opt.ns_pid)
+        self.sampler = Sampler.preset(self.root, preset, kmsg=kmsg, ns_pid=opt.ns_pid,
+                                      units_timeout=opt.units_timeout)
         self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every)
         self.enc = Encoder()
         self.rollup = Rollup()
@@ -106,7 +108,13 @@ class Recorder:
             self._said = now
 
     def _say_unread(self) -> None:
-        """A /proc or /sys file that cannot be read is said once on stderr; the rest is still recorded."""
+        """A /proc or /sys file that cannot be read is said once on stderr; the rest is still recorded.
+        A section that reads again (a systemd that answers again) is said too, and a later failure again."""
+        for section in self.sampler.recovered:
+            if section in self._unread_said:
+                self._unread_said.discard(section)
+                print(f"nodesleuth: {section} read again; recording them", file=sys.stderr, flush=True)
+        self.sampler.recovered.clear()
         for section, why in self.sampler.problems.items():
             if section not in self._unread_said:
                 self._unread_said.add(section)
