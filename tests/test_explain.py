@@ -258,3 +258,63 @@ while True:
             assert not [pr for pr in t["procs"] if pr["comm"] == name and pr["cpu"] != cpu and not pr["estimate"]]
     roam = [pr for t in ticks for pr in t["procs"] if pr["comm"] == "roamer"]
     assert roam and any(pr["estimate"] for pr in roam) or len({pr["cpu"] for pr in roam}) == 2
+
+
+def test_unnamed_frames_make_the_resource_share_a_range_never_a_stronger_verdict():
+    """Samples stored with frames perf script had not named in time ([unnamed]: it fell behind on a
+    busy host or under emulation) may have been memory-cgroup code. The numbers are those of a CI run
+    in the 6.12 VM (741 samples of CPU 1 in the hot window, 70 points of excess busy time): the
+    verdict is the lower bound's, and the text and JSON give the range it lies in."""
+    from types import SimpleNamespace
+
+    from nodesleuth.detect.incidents import Episode, Incident
+    from nodesleuth.explain.chain import CONTRIBUTING, PROVEN, CoreProfile, _functions, _resource
+
+    ep = Episode(cpu=1, start=100.0, end=127.0, seconds=27, busy_mean=100.0, busy_min=100.0, usr_mean=11.0,
+                 sys_mean=87.0, soft_mean=2.0, irq_mean=0.0, others_mean=30.0, node_mean=38.75)
+    inc = Incident("hot_core", 100.0, 100.0, 127.0, episode=ep)
+    rec = SimpleNamespace(ticks=[], cost=None)
+    by_pid = {586: ("dataloader", 600, 560, 52)}
+    prof = CoreProfile(741, "cpu-clock", by_pid, memcg=52, softirq=7, user=80, kernel_other=600, idle=2, top=[],
+                       unnamed=400)
+    r = _resource(rec, inc, ep, prof)
+    assert r.verdict == CONTRIBUTING and round(r.share, 2) == 0.10
+    assert r.data["share_upper"] == round((52 + 400) / 741 / 0.70, 4)
+    assert any("between 10% and 87%" in e and "[unnamed]" in e for e in r.evidence), r.evidence
+    f = _functions(ep, prof)
+    assert f.data["unnamed"] == round(400 / 741, 4)
+    assert any("lower bounds" in e for e in f.evidence)
+    # samples perf lost (its ring was full) are unknown too: the range widens, the verdict follows its low end
+    lossy = CoreProfile(741, "cpu-clock", by_pid, memcg=452, softirq=7, user=80, kernel_other=200, idle=2, top=[],
+                        lost=580)
+    r = _resource(rec, inc, ep, lossy)
+    assert r.verdict == CONTRIBUTING and round(r.share, 3) == round(452 / 1321 / 0.70, 3)  # 0.489: not >= 0.5
+    assert r.data["share_upper"] == round(min(1.0, (452 + 580) / 1321 / 0.70), 4)
+    assert any("perf lost 580" in e for e in r.evidence) and _functions(ep, lossy).data["lost"] == 580
+    # all named: one number, no note
+    named = CoreProfile(741, "cpu-clock", by_pid, memcg=452, softirq=7, user=80, kernel_other=200, idle=2, top=[])
+    r = _resource(rec, inc, ep, named)
+    assert r.verdict == PROVEN and r.data["share_upper"] == round(r.share, 4)
+    assert not any("[unnamed]" in e for e in r.evidence + _functions(ep, named).evidence)
+
+
+def test_lost_samples_are_read_back_per_cpu_and_window(tmp_path):
+    """What the runner stores when perf loses samples (profile/codec.encode_lost) is what explain reads
+    for a core's window: that CPU's and unknown-CPU losses noted in it (or up to LOST_AFTER s later,
+    when perf had room to say so); a damaged record is a store problem, not a crash."""
+    from nodesleuth.explain.load import LOST_AFTER, Recording
+    from nodesleuth.profile.codec import encode_lost
+    from nodesleuth.store.store import PROFILE_LOST, StoreReader, StoreWriter
+
+    st = str(tmp_path / "st")
+    w = StoreWriter(st)
+    w.append(PROFILE_LOST, *encode_lost([(1000.5, 1, 300), (1001.0, 0, 7), (1010.0, -1, 5)]))
+    w.append(PROFILE_LOST, *encode_lost([(1030.0 + LOST_AFTER - 1, 1, 40), (1030.0 + LOST_AFTER + 1, 1, 9)]))
+    w.append(PROFILE_LOST, 1031.0, b"not json")
+    w.close()
+    r = StoreReader(st)
+    rec = Recording([], [], r)
+    assert rec.lost(1000.0, 1030.0, 1) == 300 + 5 + 40
+    assert rec.lost(1000.0, 1030.0, 0) == 7 + 5
+    assert rec.lost(2000.0, 2010.0, 1) == 0
+    assert any("undecodable lost-samples record" in str(p) for p in r.problems)

@@ -48,7 +48,9 @@ def profile_run(store, freq, rotate, duration, retention, max_size, chunked):
         r.stop()
         w.enforce()
         w.close()
-    click.echo(f"{r.samples} samples in {r.chunks} chunks, {r.restarts} perf restarts", err=True)
+    click.echo(f"{r.samples} samples in {r.chunks} chunks, {r.restarts} perf restarts"
+               + (f", {r.lost_samples} lost by perf (ring buffer full)" if getattr(r, "lost_samples", 0) else "")
+               + (f", {r.unnamed_samples} with unnamed frames" if getattr(r, "unnamed_samples", 0) else ""), err=True)
 
 @profile.command("ingest")
 @click.argument("script", type=click.Path())

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..collect.churn import CgEvent, path_pattern, unit_of_path
+from ..profile.parse import UNNAMED
 from ..detect.incidents import HOT_BUSY, HOT_SECONDS, NIC_LOOKBACK, OTHERS_MAX, Episode, Incident, _window, episodes, victim
 from ..timeparse import iso
 from ..remedy.actions import Action, protected
@@ -222,6 +223,8 @@ class CoreProfile:
     kernel_other: int
     idle: int
     top: list
+    unnamed: int = 0  # samples not counted as memcg with frames perf script had not named (UNNAMED)
+    lost: int = 0  # samples of the core in the episode perf lost (ring buffer full)
 
 
 def _profile(rec, ep: Episode) -> CoreProfile | None:
@@ -238,7 +241,7 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
 
     sub = s.masked(m)
     by_pid: dict[int, list] = {}
-    memcg = soft = user = other = idle = 0
+    memcg = soft = user = other = idle = unnamed = 0
     ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
     for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
         st = s.stacks[sid]
@@ -252,6 +255,8 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
         slot[1] += c
         if leaf_k:
             slot[2] += c
+        if not is_memcg and any(f.startswith(UNNAMED) for f in st):
+            unnamed += c  # perf script had not named all of it: it may have been memcg code
         if is_memcg:
             memcg += c
             slot[3] += c
@@ -262,7 +267,8 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
         else:
             user += c
     top = top_functions(sub, Filter(cpus={ep.cpu}), kernel_only=False, n=8)
-    return CoreProfile(n, getattr(s, "event", ""), by_pid, memcg, soft, user, other, idle, top)
+    lost = rec.lost(ep.start, ep.end, ep.cpu) if hasattr(rec, "lost") else 0
+    return CoreProfile(n, getattr(s, "event", ""), by_pid, memcg, soft, user, other, idle, top, unnamed, lost)
 
 
 def _processes(rec, ep: Episode, prof: CoreProfile | None) -> Link:
@@ -306,12 +312,18 @@ def _functions(ep: Episode, prof: CoreProfile | None) -> Link:
     ev = [f"{k}: {pct(v / n)} of CPU {ep.cpu}'s samples" for k, v in parts.items()]
     if prof.event and "clock" not in prof.event:
         ev.append(f"note: the profile's event is {prof.event}, not a clock: shares are of samples, not of time")
+    if prof.unnamed:
+        ev.append(f"note: {pct(prof.unnamed / n)} of CPU {ep.cpu}'s samples have frames perf script had not named "
+                  f"when they were stored ({UNNAMED}): the shares above are lower bounds")
+    if prof.lost:
+        ev.append(f"note: perf lost {prof.lost} samples of CPU {ep.cpu} in the episode besides the {n} kept (its "
+                  "ring buffer was full); a full ring keeps short stacks, so deep ones are undercounted")
     ev += [f"{r['function']}{' [k]' if r['kernel'] else ''}: self {r['self_pct']:.0f}%, total {r['total_pct']:.0f}%"
            for r in prof.top[:6]]
     big = max(((k, v) for k, v in parts.items() if k != "idle"), key=lambda kv: kv[1])
     return Link("functions", OBSERVED, f"CPU {ep.cpu} ran {big[0]} {pct(big[1] / n)} of the time"
                 + (f"; hottest {prof.top[0]['function']}" if prof.top else ""), None, "measured by the profile", ev,
-                {"samples": n, "event": prof.event, **{k.replace(" ", "_").replace("/", "_"): round(v / n, 4)
+                {"samples": n, "event": prof.event, "unnamed": round(prof.unnamed / n, 4), "lost": prof.lost, **{k.replace(" ", "_").replace("/", "_"): round(v / n, 4)
                                                         for k, v in parts.items()}, "top": prof.top})
 
 
@@ -360,16 +372,25 @@ def _resource(rec, inc: Incident, ep: Episode, prof: CoreProfile | None) -> Link
     if prof is None:
         return Link("resource", UNKNOWN, f"cannot tell whether CPU {ep.cpu} walked memory cgroups: no profile of it"
                     + (f" ({dying} memcgs dying)" if dying else ""), None, rule, ev, data)
-    memcg_time = prof.memcg / prof.n  # fraction of the core's time
+    # samples perf lost and frames it had not named may have been memcg code: the share is a range,
+    # and the verdict is its lower end's (never stronger than what was seen)
+    total = prof.n + prof.lost
+    memcg_time = prof.memcg / total  # fraction of the core's time
     excess = ep.excess / 100
     share = min(1.0, memcg_time / excess) if excess > 0 else 0.0
+    upper = min(1.0, (prof.memcg + prof.unnamed + prof.lost) / total / excess) if excess > 0 else 0.0
     walkers = sorted(((pid, comm, mc) for pid, (comm, _, _, mc) in prof.by_pid.items() if mc),
                      key=lambda x: -x[2])
     ev.insert(0, f"memory-cgroup code took {pct(memcg_time)} of CPU {ep.cpu}'s time = {pct(share)} of its excess "
                  f"busy time ({ep.excess:.0f} points)")
+    gaps = ([f"{pct(prof.unnamed / total)} of them have frames perf script had not named ({UNNAMED})"]
+            if prof.unnamed else []) + ([f"perf lost {prof.lost} of CPU {ep.cpu}'s samples (its ring buffer was "
+                                         "full: deep stacks such as reclaim's are lost first)"] if prof.lost else [])
+    if gaps:
+        ev.insert(1, "; ".join(gaps) + f": the share is between {pct(share)} and {pct(upper)}")
     for pid, comm, mc in walkers[:3]:
         ev.append(f"{comm} (pid {pid}) was in memcg code for {mc} of the core's {prof.n} samples")
-    data.update({"memcg_time": round(memcg_time, 4), "excess": round(excess, 4),
+    data.update({"memcg_time": round(memcg_time, 4), "excess": round(excess, 4), "share_upper": round(upper, 4),
                  "walkers": [{"pid": p, "comm": cm, "samples": n} for p, cm, n in walkers[:5]]})
     vd = verdict(share)
     if vd != NOT_PROVEN and not dying:

@@ -112,3 +112,20 @@ class Decoded:
     @property
     def stacks(self) -> list[tuple[str, ...]]:
         return [self.stack_names(i) for i in range(len(self.stack_frames))]
+
+
+LOST_FIELDS = ("time", "cpu", "lost")
+
+
+def encode_lost(rows: list[tuple[float, int, int]]) -> tuple[float, bytes]:
+    """Samples perf lost, as (wall time perf noted it, CPU or -1, count) rows: (first time, payload)."""
+    return rows[0][0], orjson.dumps({"f": LOST_FIELDS, "r": [list(r) for r in rows]})
+
+
+def decode_lost(payload: bytes, where: str) -> list[tuple[float, int, int]]:
+    try:
+        doc = orjson.loads(payload)
+        ix = [doc["f"].index(k) for k in LOST_FIELDS]
+        return [(float(r[ix[0]]), int(r[ix[1]]), int(r[ix[2]])) for r in doc["r"]]
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        raise InputError(where, f"undecodable lost-samples record: {e}") from None

@@ -36,6 +36,7 @@ JIT_MAP = re.compile(r"/tmp/perf-\d+\.map")
 PIDTID = re.compile(r"^-?\d+(?:/-?\d+)?$")
 TIME = re.compile(r"^\d+\.\d+:$")
 SUFFIXES = ("_[k]", "_[j]", "_[i]")
+UNNAMED = "[unnamed]"  # a frame perf script had not named when its sample had to be stored (profile/perfdata.py)
 # softirq/IRQ work that runs on top of the idle task is work, not idle (FlameScope #83, #143)
 INTERRUPT = re.compile(r"irq|napi|net_rx_action|net_tx_action|tasklet|sysvec_|asm_common_interrupt|"
                        r"__do_softirq|handle_softirqs|apic_timer|hrtimer_interrupt|ena_io_poll|mlx5e_napi")

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
-from .parse import Batch, frame_names
+from .parse import UNNAMED, Batch, frame_names
 
 MAGIC = b"PERFILE2"
 # record types (include/uapi/linux/perf_event.h, tools/lib/perf/include/perf/event.h)
-MMAP, COMM, EXIT, FORK, SAMPLE, MMAP2, KSYMBOL = 1, 3, 4, 7, 9, 10, 17
+MMAP, LOST, COMM, EXIT, FORK, SAMPLE, MMAP2, KSYMBOL = 1, 2, 3, 4, 7, 9, 10, 17
 HEADER_ATTR, FINISHED_ROUND = 64, 68
 USER_TYPE_START = 64
 COMM_EXEC = 1 << 13  # PERF_RECORD_MISC_COMM_EXEC
@@ -72,6 +72,7 @@ class Layout:
     period: int = -1
     callchain: int = -1
     id_time_from_end: int = 0  # in the sample_id_all trailer of non-sample records (0: none)
+    id_cpu_from_end: int = 0
     fields: struct.Struct = struct.Struct("<iiQIIQ")  # from `tid`: pid, tid, time, [id,] cpu, res, period
 
     @classmethod
@@ -93,6 +94,7 @@ class Layout:
         if sample_id_all:  # trailer: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER
             after = 8 * (bool(sample_type & S_ID) + 1 + bool(sample_type & S_IDENTIFIER))
             lo.id_time_from_end = after + 8
+            lo.id_cpu_from_end = 8 * bool(sample_type & S_IDENTIFIER) + 8
         return lo
 
 
@@ -129,6 +131,7 @@ class PerfStream:
         self.pending: list[tuple] = []  # stack keys of the samples read, time order
         self.rows: list[tuple] = []  # and their (time ns, cpu, pid, tid, period, comm)
         self.forwarded_samples = 0
+        self.lost: list[tuple[int, int, int]] = []  # (time ns, CPU or -1, samples perf lost): the caller takes them
 
     # --- reading perf record's stream
 
@@ -196,6 +199,12 @@ class PerfStream:
             t = 0
         if t > self.max_time:
             self.max_time = t
+        if typ == LOST:  # perf's ring was full: these samples never reached us (LOST_SAMPLES, which perf
+            # also writes at its end from the same counter, would count them twice)
+            n = Q.unpack_from(rec, 16)[0]
+            cpu = (struct.unpack_from("<I", rec, len(rec) - lo.id_cpu_from_end)[0]
+                   if lo.id_cpu_from_end and len(rec) >= 8 + lo.id_cpu_from_end + 8 else -1)
+            self.lost.append((t, cpu, n))
         self.arrival += 1
         self.queue.append((t, self.arrival, typ, rec))
 
@@ -455,30 +464,51 @@ class PerfStream:
     def waiting(self) -> int:
         return len(self.asked)
 
+    def _partial(self, key: tuple) -> tuple[str, ...]:
+        """A stack perf script has not (fully) named, for a sample that must be stored now: the frames
+        already named from other stacks, UNNAMED for the rest (`_[k]` in kernel context). Dropping the
+        sample instead would bias every share: the unnamed ones are the new stacks, e.g. a reclaim
+        loop's ever-different addresses, so the code that got hot would be undercounted."""
+        parts = self.parts.pop(key, None)
+        self.held.pop(key, None)
+        if parts is None:  # sent whole to perf script: only its context is known
+            return (UNNAMED + ("_[k]" if key[3] == 1 else ""),)
+        names: list[str] = []
+        for a in reversed(parts):
+            f = self.addrs.get(a)
+            names.extend(f if f is not None else (UNNAMED + ("_[k]" if a[0] == "k" else ""),))
+        return tuple(names)
+
     def take(self, final: bool = False) -> tuple[Batch, int]:
         """The pending samples whose stacks are known, as a Batch of numpy columns (times in perf's
         clock, seconds at perf script's microsecond precision), in time order; with `final`, the
-        unanswered ones too are dropped and counted. Returns (batch, dropped)."""
+        unanswered ones too, their unnamed frames as UNNAMED (counted). Returns (batch, unnamed)."""
         stacks = self.stacks
         b = Batch(events=["cpu-clock"])
         keys, rows = self.pending, self.rows
-        sid_of: dict[tuple, int] = {}  # stack key -> batch stack id (-1: not named yet, -2: dropped)
+        sid_of: dict[tuple, int] = {}  # stack key -> batch stack id (-1: not named yet)
         stack_ix: dict[tuple, int] = {}
+        partial: set[int] = set()  # batch stack ids with UNNAMED frames
         for key in dict.fromkeys(keys):
             st = stacks.get(key)
             if st is None:
                 st = self._assemble(key)
+            unnamed = False
             if st is None:
-                sid_of[key] = -2 if final or key not in stacks else -1
-                continue
+                if not final and key in stacks:
+                    sid_of[key] = -1
+                    continue
+                st, unnamed = self._partial(key), True
             sid = stack_ix.get(st)
             if sid is None:
                 sid = stack_ix[st] = len(b.stacks)
                 b.stacks.append(st)
+            if unnamed:
+                partial.add(sid)
             sid_of[key] = sid
         sids = np.fromiter(map(sid_of.__getitem__, keys), dtype=np.int64, count=len(keys))
         ok = sids >= 0
-        dropped = int((sids == -2).sum())
+        unnamed_n = int(np.isin(sids, list(partial)).sum()) if partial else 0
         if ok.all():
             take_rows, self.pending, self.rows = rows, [], []
         else:
@@ -506,7 +536,7 @@ class PerfStream:
             for d in (self.stacks, self.addrs, self.parts, self.lines, self.inflight, self.held, self.waiters,
                       self.jit_maps):
                 d.clear()
-        return b, dropped
+        return b, unnamed_n
 
 
 class ScriptNamer:
@@ -545,9 +575,12 @@ class ScriptNamer:
             with self._lock:
                 self._got.append(chunk)
 
-    def answer(self, wait: float) -> None:
-        """Hand perf script's output to the stream, waiting up to `wait` s until all is answered."""
-        deadline = time.monotonic() + wait
+    def answer(self, wait: float, stall: float | None = None) -> None:
+        """Hand perf script's output to the stream, waiting up to `wait` s until all is answered, or
+        with `stall`, only as long as perf script answers something every `stall` s."""
+        now = time.monotonic()
+        deadline = now + wait
+        stalled = now + stall if stall is not None else deadline
         while True:
             with self._lock:
                 got, self._got = self._got, []
@@ -556,9 +589,11 @@ class ScriptNamer:
                 self._text += b"".join(got).decode(errors="replace")
             cut = len(self._text) if done else self._text.rfind("\n\n") + 2
             if cut >= 2:
-                self.stream.answer(self._text[:cut] + ("\n\n" if done else ""))
+                if self.stream.answer(self._text[:cut] + ("\n\n" if done else "")) and stall is not None:
+                    stalled = time.monotonic() + stall
                 self._text = self._text[cut:]
-            if not self.stream.waiting or time.monotonic() >= deadline or (done and not got):
+            now = time.monotonic()
+            if not self.stream.waiting or now >= deadline or now >= stalled or (done and not got):
                 return
             time.sleep(0.01)
 

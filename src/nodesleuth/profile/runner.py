@@ -11,6 +11,7 @@ behind), and perf is restarted with back-off if it dies. The store's retention b
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import os
 import resource
@@ -23,10 +24,13 @@ import threading
 import time
 
 from ..children import spawn, spawn_reaped
+
+F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 from .agg import Aggregator
-from .codec import encode_pieces
+from .codec import encode_lost, encode_pieces
 from ..errors import InputError
-from .parse import FrameCache, parse_text
+from ..store.store import PROFILE_LOST
+from .parse import UNNAMED, FrameCache, parse_text
 from .perfdata import ScriptNamer
 
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
@@ -238,7 +242,7 @@ class ProfileRunner:
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
         self.agg = Aggregator(append)
-        self.restarts = self.dropped_chunks = self.dropped_samples = self.samples = self.chunks = 0
+        self.restarts = self.dropped_chunks = self.unnamed_samples = self.lost_samples = self.samples = self.chunks = 0
         self.ingest_cpu = 0.0  # CPU seconds of this process spent reading, parsing and storing
         self.error: str | None = None
 
@@ -263,15 +267,21 @@ class ProfileRunner:
         try:
             # --no-bpf-event: perf 6.1's script dies on PERF_RECORD_KSYMBOL in pipe mode ("failed to
             # process type: 17") whenever a BPF program loads on the host
-            # -m: perf writes a CPU's ring out when it is half full; 64 KB per CPU at 49 Hz holds a few
-            # seconds of stacks, so samples reach the store every `rotate` s (default rings hold ~20 s);
-            # at higher rates the rings grow with the rate (so a store pause of ~1 s loses nothing)
-            pages = 16
-            while pages < 1024 and pages * 49 < 16 * self.freq:
+            # -m: perf writes a CPU's ring out when it is half full; 128 KB per CPU at 49 Hz holds ~7 s of
+            # deep stacks, so samples reach the store within about a rotation. At 64 KB a VM under
+            # software emulation kept 60% of a hot core's samples over 27 s (a full ring drops what does
+            # not fit, so deep stacks such as reclaim's go first). At higher rates the rings grow with
+            # the rate. Losses are counted (PERF_RECORD_LOST) and stored.
+            pages = 32
+            while pages < 1024 and pages * 49 < 32 * self.freq:
                 pages *= 2
             self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m",
                                      str(pages), "-o", "-"] + self.record_args(), self.dir,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+            try:  # a pipe of 1 MB (the default maximum) rides out a reader busy for a second or two
+                fcntl.fcntl(self.rec.stdout.fileno(), F_SETPIPE_SZ, 1 << 20)
+            except OSError:
+                pass
             self.namer = ScriptNamer(self.perf, log)
         except OSError as e:
             self.error = str(e)
@@ -283,17 +293,28 @@ class ProfileRunner:
     def _store(self, final: bool = False) -> None:
         # never wait while perf record runs: its rings fill in well under a second at high rates;
         # samples whose stacks are still being named are stored with the next batch
-        self.namer.answer(30.0 if final else 0.0)
+        # at the end, wait while perf script keeps answering (minutes under a slow VM's emulation); what
+        # it has not named by then is stored with UNNAMED frames, never dropped
+        if final:
+            self.namer.answer(240.0, stall=30.0)
+        else:
+            self.namer.answer(0.0)
         c0 = time.process_time()
         stream = self.namer.stream
-        b, dropped = stream.take(final or len(stream.pending) > self.PENDING_LIMIT)
-        self.dropped_samples += dropped
-        if dropped:
-            self.dropped_chunks += 1
-            self.error = f"{dropped} samples dropped: perf script did not name their stacks"
+        b, unnamed = stream.take(final or len(stream.pending) > self.PENDING_LIMIT)
+        self.unnamed_samples += unnamed
+        if unnamed:
+            self.error = (f"{self.unnamed_samples} samples stored with frames perf script had not named in time "
+                          f"(shown as {UNNAMED}; it fell behind)")
+        offset = wall_minus_monotonic()
+        if stream.lost:  # stored, so explain can say a window's profile is incomplete
+            rows = [(round(t / 1e9 + offset, 6), cpu, n) for t, cpu, n in stream.lost]
+            stream.lost = []
+            self.lost_samples += sum(r[2] for r in rows)
+            self.error = f"perf lost {self.lost_samples} samples (its ring buffer overflowed: the machine was too busy)"
+            self.append(PROFILE_LOST, *encode_lost(rows))
         if len(b):
             try:
-                offset = wall_minus_monotonic()
                 for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
                     self.append("profile", t0, payload)
                 self.agg.add(b, offset)

@@ -173,6 +173,10 @@ class Recorder:
                 if runner.error or runner.restarts or runner.dropped_chunks or not done:
                     print(f"nodesleuth: warning: {runner.name}: {runner.chunks} chunks stored, "
                           f"{runner.restarts} perf restarts, {runner.dropped_chunks} chunks dropped"
+                          + (f", {runner.lost_samples} samples lost by perf (ring buffer full)"
+                             if getattr(runner, "lost_samples", 0) else "")
+                          + (f", {runner.unnamed_samples} samples stored with unnamed frames"
+                             if getattr(runner, "unnamed_samples", 0) else "")
                           + ("" if done else "; its last chunks were not stored in time")
                           + (f"; last error: {runner.error}" if runner.error else ""), file=sys.stderr)
             self.sampler.close()
