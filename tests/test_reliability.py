@@ -138,6 +138,14 @@ def test_any_single_damaged_byte_loses_at_most_its_frame(tmp_path):
         assert len(lost) <= 1
         assert got == sorted(got)
         assert r.problems, pos  # the damage is reported, never silent
+        # a ranged read steps over frames outside its range unread: inside it, the same holds (at most
+        # the damaged frame lost, and said); a time damaged out of its place is checked, not skipped
+        r = StoreReader(d)
+        got = [json.loads(p)["i"] for _, p in r.read("ticks", 1004.0, 1007.0)]
+        lost = set(range(4, 8)) - set(got)
+        assert lost <= {frame - 1} and set(got) <= set(range(4, 8)), (pos, frame, got)
+        if 4 <= frame - 1 <= 7 or frame == 0:
+            assert r.problems, pos
     with open(seg, "wb") as f:
         f.write(good)
 

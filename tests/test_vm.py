@@ -151,7 +151,9 @@ def test_lab_v2_chain_proven(staged):
     # to explain's range read, so `resource` was unknown)
     for name in ("functions", "resource", "unit_loop"):
         assert lk[name]["verdict"] != "unknown", (name, lk[name], lab["incident_samples"])
-    assert inc["root_cause"] == "ecs.service" and inc["chain_proven"] is True, (inc["leading"], inc["rejected"])
+    assert inc["root_cause"] == "ecs.service" and inc["chain_proven"] is True, (
+        inc["leading"], inc["rejected"], lk["resource"].get("evidence"), lk["functions"].get("evidence"),
+        lab["recorder_log"][-1500:], lab["incident_samples"], lab["profile_batches"][-8:])
     assert inc["leading"].startswith("ecs.service crash loop -> "), inc["leading"]
     assert lk["resource"]["verdict"] == "proven" and lk["resource"]["share"] >= 0.5, lk["resource"]
     assert lk["saturated_core"]["data"]["sys"] >= 60  # the core is in the kernel
