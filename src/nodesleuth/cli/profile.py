@@ -19,13 +19,15 @@ def profile() -> None:
 @click.option("--store", required=True, type=click.Path())
 @click.option("--freq", default=49, show_default=True)
 @click.option("--rotate", default=10.0, show_default=True)
+@click.option("--buffer", "buffer_kb", default=0, show_default=True,
+              help="KB of perf ring buffer per CPU (0: from the rate); lost samples are counted and stored.")
 @click.option("--duration", help="Stop after this long; default until SIGTERM.")
 @click.option("--retention", default="1d", show_default=True)
 @click.option("--max-size", default="4G", show_default=True)
 @click.option("--chunked", is_flag=True, hidden=True,
               help="The former pipeline: one full perf script per chunk (benchmarks and tests compare with it).")
 @one_line_errors
-def profile_run(store, freq, rotate, duration, retention, max_size, chunked):
+def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, chunked):
     """Run perf record -a -g continuously into STORE (without the 1 Hz recorder)."""
     import signal
     import time
@@ -34,7 +36,10 @@ def profile_run(store, freq, rotate, duration, retention, max_size, chunked):
     from ..store.store import StoreWriter
 
     w = StoreWriter(store, _duration(retention), _size(max_size))
-    r = (ChunkedProfileRunner if chunked else ProfileRunner)(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
+    if chunked:
+        r = ChunkedProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
+    else:
+        r = ProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"), buffer_kb=buffer_kb)
     if not r.start():
         raise InputError("perf", r.error or "cannot start")
     stop = []

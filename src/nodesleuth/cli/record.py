@@ -29,11 +29,15 @@ from .common import one_line_errors, _size, _duration, _range, _warn, _progress
 @click.option("--profile", is_flag=True, help="Also run continuous perf record -a -g into the store.")
 @click.option("--profile-freq", default=49, show_default=True, help="perf sampling frequency (Hz).")
 @click.option("--profile-rotate", default=10.0, show_default=True, help="Seconds per perf chunk.")
+@click.option("--profile-buffer", default=0, show_default=True,
+              help="KB of perf ring buffer per CPU (0: 128 KB at 49 Hz, more at higher rates). Samples perf "
+                   "loses when it is full are counted and stored; raise it on a machine too busy to drain it.")
 @click.option("--trace-churn", is_flag=True,
               help="Also trace cgroup mkdir/rmdir/release with perf: who creates cgroups, zombie lifetimes.")
 @one_line_errors
 def record(store, root, interval, duration, retention, max_size, segment, live_every, units_every, systemd_pid,
-           units_timeout, kmsg, threads, quiet, profile, profile_freq, profile_rotate, trace_churn):
+           units_timeout, kmsg, threads, quiet, profile, profile_freq, profile_rotate,
+           profile_buffer, trace_churn):
     """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE."""
     from ..record.recorder import RecordOptions, Recorder
 
@@ -41,7 +45,8 @@ def record(store, root, interval, duration, retention, max_size, segment, live_e
                         duration=_duration(duration) if duration else None, retention=_duration(retention),
                         max_bytes=_size(max_size), segment_seconds=_duration(segment), live_every=live_every,
                         units_every=units_every, units_timeout=units_timeout, threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
-                        profile_freq=profile_freq, profile_rotate=profile_rotate, churn=trace_churn)
+                        profile_freq=profile_freq, profile_rotate=profile_rotate,
+                        profile_buffer_kb=profile_buffer, churn=trace_churn)
     status = None
     if not quiet and sys.stderr.isatty():
         def status(rec, tick):

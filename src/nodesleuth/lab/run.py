@@ -361,7 +361,10 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         ns.install_unit("ecs.service", _unit(_python(), agent, state_dir, per_start, restart_sec, control))
         ns.systemctl("enable", "ecs.service", check=False)
         rec_cmd = [sys.executable, "-m", "nodesleuth", "record", "--store", st.store, "--quiet", "--systemd-pid",
-                   str(ns.pid), "--trace-churn", "--profile-rotate", "5", "--live-every", "5", "--units-every", "1"]
+                   str(ns.pid), "--trace-churn", "--profile-rotate", "5", "--live-every", "5", "--units-every", "1",
+                   # 1 MB rings: the lab wants every sample of its incident, and a VM under software
+                   # emulation drains perf's rings slowly (128 KB lost a third of the hot core's samples)
+                   "--profile-buffer", "1024"]
         if profile:
             rec_cmd.append("--profile")
         # its warnings go to a file: a pipe nobody reads fills up (64 KiB) and blocks the recorder

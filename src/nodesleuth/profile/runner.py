@@ -227,8 +227,9 @@ class ProfileRunner:
     PENDING_LIMIT = 2_000_000  # samples held for stacks perf script has not named yet (it fell behind)
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
-                 max_pending: int = 6, cpus: str | None = None):
+                 max_pending: int = 6, cpus: str | None = None, buffer_kb: int = 0):
         self.append = append
+        self.buffer_kb = buffer_kb  # perf's ring per CPU (0: from the rate, see _start_perf)
         self.freq = freq
         self.rotate = rotate
         self.cpus = cpus
@@ -275,6 +276,8 @@ class ProfileRunner:
             pages = 32
             while pages < 1024 and pages * 49 < 32 * self.freq:
                 pages *= 2
+            if self.buffer_kb:  # asked for: perf wants a power of two pages
+                pages = 1 << max(0, (max(4, self.buffer_kb) // 4 - 1).bit_length())
             self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m",
                                      str(pages), "-o", "-"] + self.record_args(), self.dir,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)

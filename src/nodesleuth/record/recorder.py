@@ -40,6 +40,7 @@ class RecordOptions:
     profile: bool = False  # continuous perf record -a -g alongside
     profile_freq: int = 49
     profile_rotate: float = 10.0
+    profile_buffer_kb: int = 0  # perf's ring per CPU; 0: from the rate (profile/runner.py)
     churn: bool = False  # perf on the cgroup mkdir/rmdir/release tracepoints alongside
 
 
@@ -76,7 +77,7 @@ class Recorder:
             from ..profile.runner import ProfileRunner
 
             self.profiler = ProfileRunner(self.store.append, freq=opt.profile_freq, rotate=opt.profile_rotate,
-                                          workdir=self.store.workdir("profile"))
+                                          workdir=self.store.workdir("profile"), buffer_kb=opt.profile_buffer_kb)
         self.churn = None
         if opt.churn:
             from ..profile.runner import ChurnRunner
