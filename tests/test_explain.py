@@ -302,7 +302,8 @@ def test_lost_samples_are_read_back_per_cpu_and_window(tmp_path):
     """What the runner stores when perf loses samples (profile/codec.encode_lost) is what explain reads
     for a core's window: that CPU's and unknown-CPU losses noted in it (or up to LOST_AFTER s later,
     when perf had room to say so); a damaged record is a store problem, not a crash."""
-    from nodesleuth.explain.load import LOST_AFTER, Recording
+    from nodesleuth.explain.load import Recording
+    from nodesleuth.profile.query import LOST_AFTER
     from nodesleuth.profile.codec import encode_lost
     from nodesleuth.store.store import PROFILE_LOST, StoreReader, StoreWriter
 

@@ -591,3 +591,37 @@ def test_svg_flame_graph_search_and_zoom_in_chromium(recorded, browser, tmp_path
     assert "hide" in (pg.locator("#unzoom").get_attribute("class") or "")
     assert errors == []
     pg.close()
+
+
+def test_flame_says_how_many_samples_perf_lost(recorded, browser, tmp_path):
+    """A range whose profile lost samples (perf's ring buffer full: stored by the recorder as
+    profile_lost) is drawn with a note saying how many, for the CPU shown (or all CPUs): a thinner
+    profile is never shown as the whole one."""
+    import shutil
+
+    from nodesleuth.profile.codec import encode_lost
+    from nodesleuth.store.store import PROFILE_LOST, StoreWriter
+
+    store = str(tmp_path / "st")
+    shutil.copytree(recorded["store"], store)
+    h0 = recorded["hot_start"]
+    w = StoreWriter(store)
+    w.append(PROFILE_LOST, *encode_lost([(h0 + 2, 39, 123), (h0 + 2.5, 5, 77)]))
+    w.close()
+    port = free_port()
+    srv = _serve(store, port)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for q, want in (("&cpu=39", 123), ("", 200), ("&cpu=7", 0)):
+            with urllib.request.urlopen(f"{base}/api/flame?from={h0 + 1}&to={h0 + 3}{q}", timeout=60) as r:
+                assert json.loads(r.read())["lost"] == want, q
+        pg = browser.new_page(viewport={"width": 1400, "height": 1100})
+        pg.goto(f"{base}/?from={recorded['t0']}&to={recorded['t0'] + 180}&fl_from={h0 + 1}&fl_to={h0 + 3}&fl_cpu=39"
+                "#timeline")
+        pg.wait_for_function("window.nodesleuth.ready === true", timeout=30000)
+        note = pg.locator("#flame-note").inner_text()
+        assert "perf lost 123 samples in this range" in note and "ring buffer was full" in note, note
+        pg.close()
+    finally:
+        srv.terminate()
+        srv.wait()

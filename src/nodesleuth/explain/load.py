@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 import orjson
 
 from ..collect.churn import CgEvent
-from ..errors import InputError
 from ..detect.incidents import GAP, HOT_BUSY, Incident, find_incidents, select
 from ..store import query
 from ..store.rollup import PERIOD
-from ..store.store import CHURN, PROFILE, PROFILE_LOST, ROLLUP, StoreReader
+from ..store.store import CHURN, PROFILE, ROLLUP, StoreReader
 
 MARGIN = 300.0  # s read either side of the asked range; widened while an episode touches its edge
 # A range longer than SPARSE_OVER (15 min) is read where the per-minute rollups (store/rollup.py) say something
@@ -25,7 +24,6 @@ MARGIN = 300.0  # s read either side of the asked range; widened while an episod
 # 86,400 ticks.
 SPARSE_OVER = 900.0
 NEAR = 65.0
-LOST_AFTER = 5.0
 HOT_FLOOR = HOT_BUSY - 5.0  # the rollup's busy max is rounded to a whole percent: stay generous
 CHURN_FIELDS = ("time", "event", "comm", "pid", "hierarchy", "cg_id", "path")
 
@@ -58,23 +56,12 @@ class Recording:
         return self._cache[key]
 
     def lost(self, t0: float, t1: float, cpu: int) -> int:
-        """Samples perf lost on `cpu` (or on an unknown CPU) in [t0, t1]. perf notes a loss when its ring
-        has room again, stamped then: notes up to LOST_AFTER s after t1 count too (an upper bound)."""
-        if self.reader is None or not self.reader.segments(PROFILE_LOST):
+        """Samples perf lost on `cpu` (or on an unknown CPU) in [t0, t1] (profile/query.py lost_samples)."""
+        if self.reader is None:
             return 0
-        from ..profile.codec import decode_lost
+        from ..profile.query import lost_samples
 
-        n = 0
-        for _, payload in self.reader.read(PROFILE_LOST, t0 - 60, t1 + LOST_AFTER):
-            try:
-                rows = decode_lost(payload, f"{self.reader.dir}/{PROFILE_LOST}")
-            except InputError as e:  # said with the store's other problems; the rest is read
-                from ..store.segment import Problem
-
-                self.reader.problems.append(Problem(f"{self.reader.dir}/{PROFILE_LOST}", 0, str(e)))
-                continue
-            n += sum(k for t, c, k in rows if t0 <= t <= t1 + LOST_AFTER and c in (cpu, -1))
-        return n
+        return lost_samples(self.reader, t0, t1, {cpu})
 
 
 def one_shot() -> None:

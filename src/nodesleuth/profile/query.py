@@ -11,11 +11,31 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..store.store import StoreReader
-from .codec import SPAN, Decoded, _names
+from ..errors import InputError
+from ..store.segment import Problem
+from ..store.store import PROFILE_LOST, StoreReader
+from .codec import SPAN, Decoded, _names, decode_lost
 from .parse import SUFFIXES, idle_stacks, is_clock
 
 STREAM = "profile"
+LOST_AFTER = 5.0  # s: perf notes a loss once its ring has room again, stamped then
+
+
+def lost_samples(reader: StoreReader, t0: float, t1: float, cpus: set[int] | None = None) -> int:
+    """Samples perf lost (its ring buffer full) on `cpus` (None: any) or an unknown CPU in [t0, t1],
+    counting notes up to LOST_AFTER s after t1 (an upper bound). A damaged record is a store problem."""
+    if not reader.segments(PROFILE_LOST):
+        return 0
+    where = f"{reader.dir}/{PROFILE_LOST}"
+    n = 0
+    for _, payload in reader.read(PROFILE_LOST, t0 - 60, t1 + LOST_AFTER):
+        try:
+            rows = decode_lost(payload, where)
+        except InputError as e:
+            reader.problems.append(Problem(where, 0, str(e)))
+            continue
+        n += sum(k for t, c, k in rows if t0 <= t <= t1 + LOST_AFTER and (cpus is None or c in cpus or c == -1))
+    return n
 
 
 @dataclass

@@ -143,6 +143,7 @@ def create_app(store: str, token: str | None = None) -> Flask:
         depth = max(2, min(512, inum("depth") or data.MAX_DEPTH))
         share = fnum("min_share")
         doc = data.flame(s, base, f, depth, data.MIN_SHARE if share is None else max(0.0, share))
+        doc["lost"] = pq.lost_samples(r, t0, t1, f.cpus)  # perf's ring was full: the page says so
         return Response(orjson.dumps({**doc, "from": t0, "to": t1, "cpu": cpu, "base_from": b0, "base_to": b1}),
                         mimetype="application/json")
 

@@ -462,8 +462,11 @@ async function openFlame(a, b, cpu, opts = {}) {
   $("flame-title").textContent = `Flame graph, ${who}, ${iso(a)} .. ${iso(b)}: ${f.samples} samples` +
     (f.diff ? ` vs baseline ${iso(f.base_from)} .. ${iso(f.base_to)} (${f.base_samples} samples, normalised)` : "");
   $("flame-legend").hidden = !f.diff;
-  $("flame-note").textContent = f.cut ? `${f.cut} samples (${(100 * f.cut / Math.max(1, f.samples)).toFixed(1)}%) had stacks ` +
-    `deeper than ${f.depth_cap} frames: drawn cut at frame ${f.depth_cap}` : "";
+  $("flame-note").textContent = [
+    f.lost ? `perf lost ${f.lost} samples in this range besides the ${f.samples} drawn (its ring buffer was full): ` +
+      `deep stacks are lost first, so their share here is too low` : "",
+    f.cut ? `${f.cut} samples (${(100 * f.cut / Math.max(1, f.samples)).toFixed(1)}%) had stacks ` +
+      `deeper than ${f.depth_cap} frames: drawn cut at frame ${f.depth_cap}` : ""].filter(Boolean).join("; ");
   const el = $("flame");
   const total = f.tree.samples ?? f.tree.value;
   const tipText = d => {
