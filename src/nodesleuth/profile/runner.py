@@ -295,8 +295,7 @@ class ProfileRunner:
 
     def _store(self, final: bool = False) -> None:
         # never wait while perf record runs: its rings fill in well under a second at high rates;
-        # samples whose stacks are still being named are stored with the next batch
-        # at the end, wait while perf script keeps answering (minutes under a slow VM's emulation); what
+        # samples whose stacks are still being named are stored with the next batch. At the end, wait while perf script keeps answering (minutes under a slow VM's emulation); what
         # it has not named by then is stored with UNNAMED frames, never dropped
         if final:
             self.namer.answer(240.0, stall=30.0)
@@ -315,7 +314,10 @@ class ProfileRunner:
             stream.lost = []
             self.lost_samples += sum(r[2] for r in rows)
             self.error = f"perf lost {self.lost_samples} samples (its ring buffer overflowed: the machine was too busy)"
-            self.append(PROFILE_LOST, *encode_lost(rows))
+            try:
+                self.append(PROFILE_LOST, *encode_lost(rows))
+            except Exception as e:  # noqa: BLE001 - as a batch: the profiler goes on, the recorder says it
+                self.error = f"lost-sample counts not stored: {e}"
         if len(b):
             try:
                 for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
