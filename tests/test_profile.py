@@ -688,25 +688,34 @@ def test_ingest_of_a_long_recording_answers_its_last_seconds(tmp_path, spin):
 
 @needs_root
 def test_samples_perf_lost_are_counted_as_perf_counts_them(tmp_path):
-    """A reader too slow for perf (here: nothing reads the pipe for 2.5 s while perf samples both CPUs at
-    4 kHz into 2-page rings) makes perf lose samples. The direct reader counts them from perf's
-    PERF_RECORD_LOST records, per CPU, as `perf script --show-lost-events` prints them, so the store
-    and explain can say a window's profile is incomplete (never a silently thinner profile)."""
+    """A perf that cannot drain its rings (here: perf record stopped with SIGSTOP for 1.5 s while the
+    kernel samples both CPUs at 4 kHz into 1-page rings) loses samples. The direct reader counts them
+    from perf's PERF_RECORD_LOST records, per CPU, as `perf script --show-lost-events` prints them, so
+    the store and explain can say a window's profile is incomplete (never a silently thinner one)."""
+    import signal
+
     from nodesleuth.profile.perfdata import PerfStream
 
     data = tmp_path / "lost.data"
-    sh = (f"perf record -q -k CLOCK_MONOTONIC --no-bpf-event -m 2 -e cpu-clock -F 4000 -g -a -o - -- sleep 3"
-          f" | (sleep 2.5; cat > {data})")
-    subprocess.run(["sh", "-c", sh], check=True, timeout=60, stderr=subprocess.DEVNULL)
+    with open(data, "wb") as out:
+        p = subprocess.Popen(["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m", "1", "-e",
+                              "cpu-clock", "-F", "4000", "-g", "-a", "-o", "-", "--", "sleep", "4"],
+                             stdout=out, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.0)
+            os.kill(p.pid, signal.SIGSTOP)
+            time.sleep(1.5)
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+            p.wait(timeout=60)
+    out = subprocess.run(["perf", "script", "--show-lost-events", "-F", "cpu", "-i", str(data)],
+                         capture_output=True, text=True).stdout
+    want = [(int(m.group(1)), int(m.group(2))) for m in re.finditer(r"\[(\d+)\] PERF_RECORD_LOST lost (\d+)", out)]
+    assert want and sum(n for _, n in want) > 100, out[-300:]  # 1.5 s x 4 kHz per CPU could not be kept
     s = PerfStream(lambda b: None)
     raw = data.read_bytes()
     for i in range(0, len(raw), 65536):
         s.feed(raw[i:i + 65536])
     s.flush()
-    out = subprocess.run(["perf", "script", "--show-lost-events", "-F", "cpu", "-i", str(data)],
-                         capture_output=True, text=True).stdout
-    want = [(int(m.group(1)), int(m.group(2)))
-            for m in re.finditer(r"\[(\d+)\]\s+.*?PERF_RECORD_LOST lost (\d+)", out)]
-    assert want and sum(n for _, n in want) > 100, out[-500:]
     got = sorted((cpu, n) for _, cpu, n in s.lost)
-    assert got == sorted(want)
+    assert got == sorted(want) and sum(n for _, n in got) > 0
