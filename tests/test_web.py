@@ -530,7 +530,12 @@ def test_real_recording_busy_loop_new_frame_and_starvation_chart(tmp_path, brows
     rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet", "--profile",
                             "--profile-rotate", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        time.sleep(5)
+        # the baseline seconds hold work of their own (another process on CPU 1), so the comparison does
+        # not hang on whatever else this machine runs: a baseline of idle samples alone is refused (422)
+        base = busy_loop(1, f"nsbase-{os.getpid() % 100000}")
+        time.sleep(4.5)
+        base.kill()
+        base.wait()
         loop_from = time.time()
         busy_loop(1, comm)
         time.sleep(6)
