@@ -25,11 +25,9 @@ def test_crash_looping_unit_is_found():
     assert not finding(doc, "crash_loop", unit="dbus.service")
 
 
-def test_systemd_that_does_not_answer_stalls_no_tick(tmp_path):
-    """A crash loop keeps PID 1 busy; a systemd that cannot answer (here frozen with SIGSTOP for 6 s,
-    the real daemon) must cost the recording its unit reads for that time, not its ticks: units are
-    read on their own thread and the answer lands in the tick after it comes."""
-    import json
+def _record_through_a_freeze(store: str, duration: str, *extra: str) -> tuple[int, str, float, float]:
+    """`record` with units read every tick from a real systemd (PID 1 of a namespace, a unit
+    crash-looping) that is frozen with SIGSTOP 5 s in, for 6 s: (exit code, stderr, frozen at, thawed at)."""
     import signal
     import subprocess
     import sys
@@ -37,12 +35,11 @@ def test_systemd_that_does_not_answer_stalls_no_tick(tmp_path):
 
     from nodesleuth.children import spawn
 
-    store = str(tmp_path / "store")
     with SystemdNamespace() as ns:
         start_crasher(ns, 1)
-        rec = spawn([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", "16s",
-                     "--units-every", "1", "--systemd-pid", str(ns.pid), "--quiet"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        rec = spawn([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", duration,
+                     "--units-every", "1", *extra, "--systemd-pid", str(ns.pid), "--quiet"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             time.sleep(5)
             frozen = time.time()
@@ -55,7 +52,18 @@ def test_systemd_that_does_not_answer_stalls_no_tick(tmp_path):
             os.kill(ns.pid, signal.SIGCONT)
             if rec.poll() is None:
                 rec.kill()
-    assert rec.returncode == 0, err
+    return rec.returncode, err, frozen, thawed
+
+
+def test_systemd_that_does_not_answer_stalls_no_tick(tmp_path):
+    """A crash loop keeps PID 1 busy; a systemd that cannot answer (here frozen with SIGSTOP for 6 s,
+    the real daemon) must cost the recording its unit reads for that time, not its ticks: units are
+    read on their own thread and the answer lands in the tick after it comes."""
+    import json
+
+    store = str(tmp_path / "store")
+    rc, err, frozen, thawed = _record_through_a_freeze(store, "16s")
+    assert rc == 0, err
     d = nodesleuth("dump", "--store", store, "--format", "json")
     rows = [json.loads(x) for x in d.stdout.splitlines() if x.strip()]
     times = [r["time"] for r in rows]
@@ -75,30 +83,8 @@ def test_units_read_that_times_out_is_said_and_so_is_its_recovery(tmp_path):
     """With --units-timeout 2, a systemd frozen for 6 s makes a units read fail: the recorder says so
     once ("could not read units", naming systemctl and the timeout), keeps its ticks, and says when
     systemd answers again (a note that stayed up would claim units are unread for the rest of the run)."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    from nodesleuth.children import spawn
-
-    store = str(tmp_path / "store")
-    with SystemdNamespace() as ns:
-        start_crasher(ns, 1)
-        rec = spawn([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", "18s",
-                     "--units-every", "1", "--units-timeout", "2", "--systemd-pid", str(ns.pid), "--quiet"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            time.sleep(5)
-            os.kill(ns.pid, signal.SIGSTOP)
-            time.sleep(6)
-            os.kill(ns.pid, signal.SIGCONT)
-            _, err = rec.communicate(timeout=120)
-        finally:
-            os.kill(ns.pid, signal.SIGCONT)
-            if rec.poll() is None:
-                rec.kill()
-    assert rec.returncode == 0, err
+    rc, err, _, _ = _record_through_a_freeze(str(tmp_path / "store"), "18s", "--units-timeout", "2")
+    assert rc == 0, err
     lines = err.splitlines()
     failed = [i for i, ln in enumerate(lines) if "could not read units" in ln]
     back = [i for i, ln in enumerate(lines) if "units read again" in ln]

@@ -20,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..collect.churn import CgEvent, path_pattern, unit_of_path
-from ..profile.parse import UNNAMED
 from ..detect.incidents import HOT_BUSY, HOT_SECONDS, NIC_LOOKBACK, OTHERS_MAX, Episode, Incident, _window, episodes, victim
+from ..profile.parse import UNNAMED
 from ..timeparse import iso
 from ..remedy.actions import Action, protected
 
@@ -267,8 +267,8 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
         else:
             user += c
     top = top_functions(sub, Filter(cpus={ep.cpu}), kernel_only=False, n=8)
-    lost = rec.lost(ep.start, ep.end, ep.cpu) if hasattr(rec, "lost") else 0
-    return CoreProfile(n, getattr(s, "event", ""), by_pid, memcg, soft, user, other, idle, top, unnamed, lost)
+    return CoreProfile(n, getattr(s, "event", ""), by_pid, memcg, soft, user, other, idle, top, unnamed,
+                       rec.lost(ep.start, ep.end, ep.cpu))
 
 
 def _processes(rec, ep: Episode, prof: CoreProfile | None) -> Link:
