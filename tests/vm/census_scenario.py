@@ -94,6 +94,12 @@ def main() -> None:
         p = ns("check", "--json", "--seconds", "5", "--no-trace")
         out["check_rc"], out["check_err"] = p.returncode, p.stderr[-2000:]
         out["check"] = json.loads(p.stdout) if p.stdout.strip() else None
+        # check's Percpu probe made and removed empty memcgs: the kernel frees them asynchronously (seconds
+        # under software emulation), so the recording starts once only the zombies are dying again
+        t = time.monotonic()
+        while stat(CG).get("nr_dying_subsys_memory") != n and time.monotonic() - t < 60:
+            time.sleep(0.2)
+        out["probe_freed_seconds"] = round(time.monotonic() - t, 1)
         store = os.path.join(work, "store")
         p = ns("record", "--store", store, "--duration", "6s", "--quiet", "--live-every", "2")
         out["record_rc"], out["record_err"] = p.returncode, p.stderr[-2000:]
