@@ -119,6 +119,14 @@ def run_worker(src: str, store: str, spec: list[dict], work: str, tag: str) -> d
         return json.load(f)
 
 
+def canonical(tree):
+    """A d3 tree with every node's children in name order (trees that differ only in sibling order,
+    which d3-flame-graph sorts anyway, compare equal)."""
+    if not isinstance(tree, dict):
+        return tree
+    return {**tree, "children": sorted((canonical(k) for k in tree.get("children", [])), key=lambda k: k["name"])}
+
+
 def web_calls(src: str, store: str, calls: dict, port: int) -> dict:
     """GET each call on `nodesleuth serve` of this tree; seconds and a digest of the answer."""
     import hashlib
@@ -141,8 +149,9 @@ def web_calls(src: str, store: str, calls: dict, port: int) -> dict:
                     body = r.read()
                 doc = json.loads(body)
                 sec = round(time.perf_counter() - t, 3)
-                key = doc.get("values") if "values" in doc else doc.get("tree")
-                out[name] = {"s": sec, "bytes": len(body), "digest": hashlib.sha1(json.dumps(key).encode()).hexdigest()[:16],
+                key = doc.get("values") if "values" in doc else canonical(doc.get("tree"))
+                out[name] = {"s": sec, "bytes": len(body),
+                             "digest": hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16],
                              "samples": doc.get("samples")}
             except OSError as e:  # an HTTP error: what the tree answers (e.g. range too long)
                 out[name] = {"s": round(time.perf_counter() - t, 3), "error": str(e)[:200]}

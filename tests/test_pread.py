@@ -103,3 +103,70 @@ def test_nic_irq_lines_from_sysfs_equal_proc_interrupts():
             assert all(b <= g <= a for b, g, a in zip(before[k], v, after[k])), k
     finally:
         r.close()
+
+
+def test_fixture_irq_sysfs_is_shaped_like_this_kernels(tmp_path):
+    """The 96-CPU fixture (fixtures/trees.py) has /sys/kernel/irq/N/per_cpu_count as a real kernel does
+    (this machine's: "2,0\\n", every possible CPU comma-separated), kept equal to its animated
+    /proc/interrupts, so the recorder reads it as on a real node."""
+    import glob
+
+    from fixtures.trees import Animator, make_v1_node
+    from nodesleuth.collect.irqs import IrqReader, parse_interrupts
+    from nodesleuth.collect.root import Root
+
+    real = sorted(glob.glob("/sys/kernel/irq/*/per_cpu_count"))
+    assert real, "this kernel has no /sys/kernel/irq"
+    with open(real[0]) as f:
+        line = f.read()
+    assert line.endswith("\n") and all(x.isdigit() for x in line[:-1].split(","))
+    root = make_v1_node(str(tmp_path / "n"), ncpu=16, tracked=100, live=4, nprocs=10)
+    anim = Animator(root, busy_cpu=3)
+    r = Preader(live=False)
+    ir = IrqReader(Root(root), r)
+    try:
+        ir.read()  # the full read, which finds the per-line files
+        assert len(ir.lines) == 8, ir.lines  # eth0-Tx-Rx-0..7
+        for _ in range(2):
+            anim.step()
+            got = ir.read()[1]
+            with open(f"{root}/proc/interrupts") as f:
+                want = parse_interrupts(f.read(), ir.keys)
+            assert got == want and any(sum(v) > 0 for v in got.values())
+    finally:
+        r.close()
+
+
+def test_softirqs_parsed_at_once_equal_row_by_row():
+    """/proc/softirqs is parsed in one go when every row has the header's count of CPUs: the same table
+    as row by row on real files (this VM's two snapshots and this machine's live file, prometheus/procfs'
+    and node_exporter's fixtures: tests/data/proctrees/README.md) and on the 96-CPU fixture; a row with a
+    missing count or a damaged one still reads as before (first n kept / an error naming the file)."""
+    import glob
+    import random
+
+    import pytest
+
+    from fixtures.trees import softirqs
+    from nodesleuth.collect.irqs import parse_softirqs
+    from nodesleuth.errors import InputError
+
+    texts = []
+    for p in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data/proctrees/**/proc/softirqs"),
+                              recursive=True)) + ["/proc/softirqs"]:
+        with open(p) as f:
+            texts.append(f.read())
+    assert len(texts) == 5
+    texts.append(softirqs(96, random.Random(3)))
+    for t in texts:
+        got = parse_softirqs(t)
+        assert got == parse_softirqs(t, fast=False) and len(got) >= 10
+        assert all(type(v) is int for row in got.values() for v in row)
+    big = texts[-1].splitlines()
+    k = next(i for i, ln in enumerate(big) if "NET_RX:" in ln)
+    short = "\n".join(big[:k] + [big[k].rsplit(None, 1)[0]] + big[k + 1:]) + "\n"  # NET_RX lost its last CPU
+    assert parse_softirqs(short) == parse_softirqs(short, fast=False)
+    assert len(parse_softirqs(short)["NET_RX"]) == 95
+    bad = "\n".join(big[:2] + [big[2].replace(big[2].split()[5], "12x", 1)] + big[3:]) + "\n"
+    with pytest.raises(InputError, match="/proc/softirqs: malformed line"):
+        parse_softirqs(bad)

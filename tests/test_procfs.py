@@ -547,3 +547,46 @@ def test_busy_thread_attributed_and_idle_threads_not_reread(monkeypatch):
     finally:
         p.kill()
         p.wait()
+
+
+def test_recorder_arithmetic_at_once_equals_the_per_cpu_loop():
+    """collect/cpu.py parses the cpuN block in one go and does the recorder's per-CPU arithmetic
+    (interval(busy_only=True)) as arrays when every CPU is plain: on every pair of the real corpora
+    (sysstat's trees, the mpstat oracle's 89 sequences, this VM's snapshots) and 1,000 pairs of the
+    96-CPU fixture's animated /proc/stat, the same parse, deltas, busy doubles, "all" row and carry as
+    the line-by-line parse and the per-CPU loop, and the busy doubles equal mpstat's rows' CpuUtil.busy."""
+    import random
+
+    from fixtures.trees import proc_stat
+
+    seqs = [[read(p) for p in _snaps(c)] for c in ORACLE_CASES + ORACLE_NAMED]
+    seqs.append([read(p) for p in SYSSTAT_ROOTS])
+    h = os.path.join(D, "here-20261203")
+    seqs.append([read(os.path.join(h, f"snap{k}", "proc", "stat")) for k in (0, 1)])
+    rng = random.Random(5)
+    for _ in range(20):  # a 96-CPU node's counters moving as the fixture's Animator moves them
+        base = parse_stat(proc_stat(96, rng, busy_cpu=39))
+        texts, cur = [], {c: list(v) for c, v in base.cpus.items() if c >= 0}
+        for _ in range(50):
+            for c, v in cur.items():
+                for k, most in ((0, 60), (2, 40), (3, 100), (4, 3), (5, 2), (6, 4), (7, 1), (8, 2)):
+                    v[k] += rng.randrange(most)
+            agg = [sum(col) for col in zip(*cur.values())]
+            texts.append("\n".join(["cpu  " + " ".join(map(str, agg))]
+                                   + [f"cpu{c} " + " ".join(map(str, v)) for c, v in sorted(cur.items())]
+                                   + ["intr 1 2 3", "ctxt 4", "btime 1764700000", "processes 9"]) + "\n")
+        seqs.append(texts)
+    fast_pairs = 0
+    for seq in seqs:
+        slow = [parse_stat(t, fast=False) for t in seq]
+        quick = [parse_stat(t) for t in seq]
+        assert [(q.cpus, q.btime) for q in quick] == [(s.cpus, s.btime) for s in slow]
+        for a, b, sa, sb in zip(quick, quick[1:], slow, slow[1:]):
+            for ncpu in (None, len([c for c in b.cpus if c >= 0])):
+                got, want = interval(a, b, ncpu, busy_only=True), interval(sa, sb, ncpu, busy_only=True)
+                assert (got.deltas, got.busy, got.carry.cpus) == (want.deltas, want.busy, want.carry.cpus)
+                assert got.util[-1].mpstat() == want.util[-1].mpstat() and set(got.util) == {-1}
+                full = interval(sa, sb, ncpu).util
+                assert got.busy == {c: u.busy for c, u in full.items() if c >= 0}
+                fast_pairs += a.mat is not None and b.mat is not None and got.carry.mat is not None
+    assert fast_pairs >= 2 * 20 * 49  # the array path was taken (not only the fallback compared)

@@ -363,7 +363,17 @@ def _root(comm: str, pid: int, tid: int, known: bool, name: str) -> str:
 
 def folded(s: Samples, f: Filter, name: str = "comm", annotate: str = "kernel", tidy_names: bool = True,
            weight: str = "samples") -> Counter:
-    """Brendan Gregg folded stacks: `root;...;leaf` -> count, as stackcollapse-perf.pl folds them
+    """Brendan Gregg folded stacks: `root;...;leaf` -> count (see folded_frames)."""
+    out: Counter = Counter()
+    for k, v in folded_frames(s, f, name, annotate, tidy_names, weight).items():
+        out[";".join(k)] += v
+    return out
+
+
+def folded_frames(s: Samples, f: Filter, name: str = "comm", annotate: str = "kernel", tidy_names: bool = True,
+                  weight: str = "samples") -> Counter:
+    """Folded stacks as frame tuples `(root, ..., leaf)` -> count (the flame graph builds its tree from
+    them without joining and splitting strings), as stackcollapse-perf.pl folds them
     (tests compare with its outputs recorded on this machine, tests/data/perf-script/stackcollapse-outputs.md).
 
     name: the process frame (comm | pid | tid = its --pid/--tid); annotate: which suffixes to show
@@ -385,18 +395,22 @@ def folded(s: Samples, f: Filter, name: str = "comm", annotate: str = "kernel", 
         return out
     uniq, counts = _sum_keys(keys, w)
     shown: dict[tuple[str, bool], str] = {}
+    stacks: dict[tuple[int, bool], tuple[str, ...]] = {}  # a stack's shown frames, per java-ness
     for col, c in zip(uniq.T.tolist(), counts.tolist()):
         cm = s.comms[col[0]]
         java = cm.startswith("java")
-        frames = []
-        for fr in s.stacks[col[1]]:
-            v = shown.get((fr, java))
-            if v is None:
-                v = shown[(fr, java)] = _show(fr, java, annotate, tidy_names)
-            frames.append(v)
+        frames = stacks.get((col[1], java))
+        if frames is None:
+            out_fr = []
+            for fr in s.stacks[col[1]]:
+                v = shown.get((fr, java))
+                if v is None:
+                    v = shown[(fr, java)] = _show(fr, java, annotate, tidy_names)
+                out_fr.append(v)
+            frames = stacks[(col[1], java)] = tuple(out_fr)
         root = () if not cm else (_root(cm, col[2], col[4], bool(col[3]), name) if name != "comm"
                                   else cm.replace(" ", "_").replace(";", ":"),)
-        out[";".join(root + tuple(frames))] += int(c)
+        out[root + frames] += int(c)
     return out
 
 
