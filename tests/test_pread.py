@@ -158,8 +158,14 @@ def test_softirqs_parsed_at_once_equal_row_by_row():
             texts.append(f.read())
     assert len(texts) == 5
     texts.append(softirqs(96, random.Random(3)))
-    for t in texts:
-        got = parse_softirqs(t)
+    from nodesleuth.collect import irqs
+
+    for t, at_once in [(t, k) for t in texts for k in (irqs.AT_ONCE, 1)]:  # as shipped (8 CPUs), and always
+        irqs.AT_ONCE, keep = at_once, irqs.AT_ONCE
+        try:
+            got = parse_softirqs(t)
+        finally:
+            irqs.AT_ONCE = keep
         assert got == parse_softirqs(t, fast=False) and len(got) >= 10
         assert all(type(v) is int for row in got.values() for v in row)
     big = texts[-1].splitlines()

@@ -549,15 +549,23 @@ def test_busy_thread_attributed_and_idle_threads_not_reread(monkeypatch):
         p.wait()
 
 
-def test_recorder_arithmetic_at_once_equals_the_per_cpu_loop():
+@pytest.mark.parametrize("at_once", ["default", "every size"])
+def test_recorder_arithmetic_at_once_equals_the_per_cpu_loop(monkeypatch, at_once):
     """collect/cpu.py parses the cpuN block in one go and does the recorder's per-CPU arithmetic
     (interval(busy_only=True)) as arrays when every CPU is plain: on every pair of the real corpora
     (sysstat's trees, the mpstat oracle's 89 sequences, this VM's snapshots) and 1,000 pairs of the
     96-CPU fixture's animated /proc/stat, the same parse, deltas, busy doubles, "all" row and carry as
-    the line-by-line parse and the per-CPU loop, and the busy doubles equal mpstat's rows' CpuUtil.busy."""
+    the line-by-line parse and the per-CPU loop, and the busy doubles equal mpstat's rows' CpuUtil.busy.
+    Run with the array paths' CPU thresholds as shipped (16 and 32) and lowered to 2, so the corpora's
+    1-9 CPU machines with their offline CPUs, wraps and rebasing go through them too."""
     import random
 
     from fixtures.trees import proc_stat
+    from nodesleuth.collect import cpu
+
+    if at_once == "every size":
+        monkeypatch.setattr(cpu, "PARSE_AT_ONCE", 2)
+        monkeypatch.setattr(cpu, "ARRAYS_AT_ONCE", 2)
 
     seqs = [[read(p) for p in _snaps(c)] for c in ORACLE_CASES + ORACLE_NAMED]
     seqs.append([read(p) for p in SYSSTAT_ROOTS])
@@ -576,7 +584,7 @@ def test_recorder_arithmetic_at_once_equals_the_per_cpu_loop():
                                    + [f"cpu{c} " + " ".join(map(str, v)) for c, v in sorted(cur.items())]
                                    + ["intr 1 2 3", "ctxt 4", "btime 1764700000", "processes 9"]) + "\n")
         seqs.append(texts)
-    fast_pairs = 0
+    fast_pairs = small = 0
     for seq in seqs:
         slow = [parse_stat(t, fast=False) for t in seq]
         quick = [parse_stat(t) for t in seq]
@@ -588,5 +596,8 @@ def test_recorder_arithmetic_at_once_equals_the_per_cpu_loop():
                 assert got.util[-1].mpstat() == want.util[-1].mpstat() and set(got.util) == {-1}
                 full = interval(sa, sb, ncpu).util
                 assert got.busy == {c: u.busy for c, u in full.items() if c >= 0}
-                fast_pairs += a.mat is not None and b.mat is not None and got.carry.mat is not None
+                took = a.mat is not None and b.mat is not None and got.carry.mat is not None
+                fast_pairs += took
+                small += took and len(a.cpus) < 16
     assert fast_pairs >= 2 * 20 * 49  # the array path was taken (not only the fallback compared)
+    assert small >= 40 if at_once == "every size" else small == 0  # 44 pairs of 2-9 CPUs, all plain
