@@ -601,3 +601,20 @@ def test_recorder_arithmetic_at_once_equals_the_per_cpu_loop(monkeypatch, at_onc
                 small += took and len(a.cpus) < 16
     assert fast_pairs >= 2 * 20 * 49  # the array path was taken (not only the fallback compared)
     assert small >= 40 if at_once == "every size" else small == 0  # 44 pairs of 2-9 CPUs, all plain
+
+
+def test_recorder_on_a_small_host_does_not_load_numpy(tmp_path):
+    """Below 16 CPUs the recorder's parses and arithmetic stay per line (cheaper there), and numpy is
+    not loaded at all: a 1 Hz recorder on this 2-CPU machine keeps ~12 MB less RSS (measured 22 vs
+    35 MB, benchmarks/recorder_overhead.py). Three real ticks of `record` over this machine's /proc."""
+    import sys
+
+    if (os.cpu_count() or 1) >= 16:
+        pytest.skip("this machine has 16 CPUs or more: the one-pass parse is the cheaper one here")
+    code = ("import sys; from nodesleuth.record.recorder import Recorder, RecordOptions; "
+            f"r = Recorder(RecordOptions(store={str(tmp_path / 'st')!r}, duration=3.0)); r.run(); "
+            "print(r.ticks, 'numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ticks, loaded = out.stdout.split()
+    assert int(ticks) >= 2 and loaded == "False", out.stdout

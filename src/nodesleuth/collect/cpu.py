@@ -288,12 +288,12 @@ def _busy_all_plain(prev: CpuTimes, cur: CpuTimes, ncpu: int | None) -> Interval
     CPUs 0..N-1 (N > 1, none offline, N = ncpu if given) and every CPU is _plain: the same deltas,
     intervals and busy doubles (each column's float(x) / itv * 100 added left to right, as _busy_d),
     the same "all" row and carry. None: the per-CPU loop decides (offline CPUs, rebasing, wraps)."""
-    import numpy as np
-
     c, p = cur.mat, prev.mat
     if (c is None or p is None or c.shape != p.shape or c.shape[0] < max(2, ARRAYS_AT_ONCE)
             or (ncpu is not None and ncpu != c.shape[0])):
         return None
+    import numpy as np  # mat exists: numpy is loaded already
+
     if not ((c[:, :8].sum(axis=1) > 0).all() and (p[:, :8].sum(axis=1) > 0).all()):
         return None  # a CPU with no counters at all (offline now, or back with no reference)
     # _plain for every CPU (mat holds no counter near 2^63, so nothing wraps)
