@@ -40,8 +40,8 @@ def spin(tmp_path):
 
 
 def _perf_children(pid: int, store: str) -> list[int]:
-    """perf record processes recording into this store (under nodesleuth's reaper, whose command
-    line names the store's work directory)."""
+    """perf record processes recording into this store (children of the `record` process that names the
+    store, or of a reaper whose command line names its work directory)."""
     out = subprocess.run(["pgrep", "-x", "perf"], capture_output=True, text=True).stdout
     pids = []
     for x in out.split():

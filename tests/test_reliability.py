@@ -57,8 +57,23 @@ def _cmdline(pid: int) -> str:
 
 
 def _perf_for(store: str) -> list[str]:
+    """perf commands whose command line names the store (the churn tracer's, under its reaper)."""
     out = subprocess.run(["pgrep", "-af", "perf (record|script)"], capture_output=True, text=True).stdout
     return [ln for ln in out.splitlines() if store in ln]
+
+
+def _perf_under(pid: int) -> list[int]:
+    """perf processes descending from pid (the profiler's perf record and perf script are its own
+    children, started with PDEATHSIG and no reaper: they write no scratch file)."""
+    out = []
+    for k in _children_of(pid):
+        try:
+            with open(f"/proc/{k}/comm") as f:
+                if f.read().strip() == "perf":
+                    out.append(k)
+        except OSError:
+            pass
+    return out
 
 
 @needs_root
@@ -70,12 +85,14 @@ def test_kill_9_leaves_no_process_and_no_temp_file(tmp_path, after):
                           "--trace-churn", "--profile-rotate", "2", "--live-every", "5"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 20
-    while time.time() < deadline and not _perf_for(store):  # perf really running before the kill
+    # perf really running before the kill: the profiler's (perf record, perf script) and the churn tracer's
+    while time.time() < deadline and not (_perf_for(store) and len(_perf_under(p.pid)) >= 3):
         time.sleep(0.1)
-    assert _perf_for(store), p.stderr.read().decode() if p.poll() is not None else "perf never started"
+    assert _perf_for(store) and len(_perf_under(p.pid)) >= 3, (
+        p.stderr.read().decode() if p.poll() is not None else "perf never started")
     time.sleep(after + random.random() * 0.5)
     family = _children_of(p.pid)
-    assert family  # the reapers and perf
+    assert len([k for k in family if k in _perf_under(p.pid)]) >= 3  # the churn reaper, its perf, the profiler's
     os.kill(p.pid, signal.SIGKILL)
     killed_at = time.time()
     p.wait()

@@ -278,9 +278,11 @@ class ProfileRunner:
                 pages *= 2
             if self.buffer_kb:  # asked for: perf wants a power of two pages
                 pages = 1 << max(0, (max(4, self.buffer_kb) // 4 - 1).bit_length())
-            self.rec = spawn_reaped([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m",
-                                     str(pages), "-o", "-"] + self.record_args(), self.dir,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+            # perf writes only to the pipe, so there is no scratch file for a reaper to remove: perf
+            # itself dies with this thread (PDEATHSIG), and no second Python starts (~0.1 CPU s a run)
+            self.rec = spawn([self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", "--no-bpf-event", "-m",
+                              str(pages), "-o", "-"] + self.record_args(),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
             try:  # a pipe of 1 MB (the default maximum) rides out a reader busy for a second or two
                 fcntl.fcntl(self.rec.stdout.fileno(), F_SETPIPE_SZ, 1 << 20)
             except OSError:
