@@ -364,3 +364,35 @@ def test_flame_tree_one_pass_equals_the_plain_build(corpus):
                     pruned += got["pruned"] > 0
                     diffs += base is not None and got["tree"]["status"] in ("more", "less", "same")
     assert checked == len(runs) * 12 and pruned >= 8 and diffs >= 8
+
+
+def test_distinct_is_np_unique_and_profiles_never_load_numpy_ma(corpus, tmp_path):
+    """numpy 2's plain np.unique imports numpy.ma on first use (16-27 ms of CPU here, once per
+    process): storing a recorded profile and answering a flame query must not pay it."""
+    import numpy as np
+
+    from nodesleuth.profile.arrays import distinct
+
+    rng = np.random.default_rng(7)
+    for a in (np.zeros(0, np.int64), np.array([5]), np.array([3, 1, 3, 2, 1, 1]), rng.integers(-9, 50, 1000),
+              np.floor(rng.random(500) * 1e6 / 60).astype(np.int64)):
+        assert np.array_equal(distinct(a), np.unique(a)) and distinct(a).dtype == np.unique(a).dtype
+    st = tmp_path / "st"
+    code = f"""
+import sys
+sys.path[:0] = {[HERE, os.path.dirname(HERE)]!r}
+from test_profile_agg import store_batches
+from nodesleuth.profile.parse import parse_file, pick_event
+from nodesleuth.profile.query import Filter, folded, load_fast
+from nodesleuth.store.store import StoreReader
+b, _ = pick_event(parse_file({str(corpus / "mix-cpuclock.default.txt")!r}))
+store_batches({str(st)!r}, b, 1e9, 200)
+r = StoreReader({str(st)!r})
+t = min(b.times) + 1e9
+fast = load_fast(r, t - 3600, t + 7200)
+assert fast.count is not None and sum(folded(fast, Filter(keep_idle=True)).values()) == len(b)
+print("numpy.ma" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"

@@ -30,6 +30,7 @@ import numpy as np
 import orjson
 
 from ..errors import InputError
+from .arrays import distinct
 from .codec import stored_times
 from .parse import Batch, is_idle
 
@@ -106,7 +107,7 @@ class Aggregator:
         parts = [p for _, ps in self.open.values() for p in ps]
         maps = []
         for col, table in ((2, self.comms), (3, self.stacks)):
-            used = np.unique(np.concatenate([p[0][col] for p in parts])) if parts else np.zeros(0, np.int64)
+            used = distinct(np.concatenate([p[0][col] for p in parts])) if parts else np.zeros(0, np.int64)
             m = np.full(len(table), -1, dtype=np.int64)
             m[used] = np.arange(len(used))
             maps.append((m, [table[i] for i in used.tolist()]))
@@ -140,7 +141,7 @@ class Aggregator:
                 smap[stack_ids.astype(np.int64)]]
         lvl = self.levels[0]
         win = np.floor(t / lvl).astype(np.int64)
-        for w in np.unique(win).tolist():
+        for w in distinct(win).tolist():
             m = win == w
             part = reduce_rows([c[m] for c in cols], np.ones(int(m.sum()), dtype=np.int64))
             self._feed(lvl, w, part[0], part[1], float(t[m].min()), float(t[m].max()))
@@ -182,7 +183,7 @@ class Aggregator:
 
     def _heat(self, t: np.ndarray, cpu: np.ndarray, work: np.ndarray) -> None:
         win = np.floor(t / 60).astype(np.int64)
-        for w in np.unique(win).tolist():
+        for w in distinct(win).tolist():
             m = win == w
             if self.heat is not None and self.heat[0] != w:
                 self._heat_close()

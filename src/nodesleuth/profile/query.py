@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import InputError
 from ..store.segment import Problem
 from ..store.store import PROFILE_LOST, StoreReader
+from .arrays import distinct
 from .codec import SPAN, Decoded, _names, decode_lost
 from .parse import SUFFIXES, idle_stacks, is_clock
 
@@ -178,7 +179,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
                 cpu, pid, comm, stack, count = _count_rows(d.cpu[m], pid_column(d.pid[m], d.tid[m]), d.comm[m],
                                                            d.stack[m])
                 cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms] or [0], dtype=np.int64)
-                used = np.unique(stack)
+                used = distinct(stack)
                 smap = np.zeros(len(d.stack_frames), dtype=np.int64)
                 smap[used] = [table.of(d.stack_names(i)) for i in used.tolist()]
                 for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
@@ -195,7 +196,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
             if not len(count):
                 continue
             cmap = np.array([_intern(comm_ix, comms, c) for c in rec.comms], dtype=np.int64)
-            used = np.unique(stack)
+            used = distinct(stack)
             if rec.hashes is not None:  # by their hashes: the record's frame tables stay unparsed
                 smap = np.zeros(len(rec.hashes), dtype=np.int64)
                 smap[used] = table.hashed(rec, used)
@@ -313,7 +314,7 @@ def assemble(decoded, t0: float | None = None, t1: float | None = None) -> Sampl
             if e and e not in events:
                 events.append(e)
         # intern only the stacks the selected samples use (a 1 s query touches few of a batch's)
-        used = np.unique(d.stack[m])
+        used = distinct(d.stack[m])
         smap = np.zeros(len(d.stack_frames), dtype=np.int64)
         smap[used] = [_intern(stack_ix, stacks, d.stack_names(i)) for i in used.tolist()]
         cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms], dtype=np.int64)

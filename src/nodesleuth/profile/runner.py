@@ -218,10 +218,11 @@ class ProfileRunner:
     not named before, the rest comes from the records and caches. Every `rotate` s the samples read so far are
     stored, raw and pre-aggregated (profile/agg.py). If perf dies, both are restarted with back-off.
     The result is the same as ChunkedProfileRunner's full `perf script` (tests/test_profile.py); at
-    49 Hz it costs a quarter of its CPU (benchmarks/profile_cost.py).
+    49 Hz it costs about a seventh of its CPU per sample (benchmarks/profile_cost.py).
 
-    perf record runs under nodesleuth.children's reaper and perf script with a parent-death signal,
-    both started from this runner's thread, so neither outlives nodesleuth."""
+    perf record and perf script are started from this runner's thread with a parent-death signal
+    (children.spawn), so neither outlives nodesleuth; perf record writes only to its pipe, so there
+    is no scratch file and no reaper process."""
 
     name = "profile"
     PENDING_LIMIT = 2_000_000  # samples held for stacks perf script has not named yet (it fell behind)
