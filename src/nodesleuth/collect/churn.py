@@ -129,10 +129,20 @@ class ChurnTracer:
         self.error: str | None = None
 
     @staticmethod
-    def available() -> bool:
-        traced = any(os.path.exists(p) for p in ("/sys/kernel/tracing/events/cgroup",
-                                                 "/sys/kernel/debug/tracing/events/cgroup"))
-        return bool(shutil.which("perf")) and os.geteuid() == 0 and traced
+    def unavailable() -> str | None:
+        """Why this host cannot be traced, or None. tracefs need not be mounted yet: perf mounts it
+        on /sys/kernel/tracing itself (a fresh node without systemd has none mounted at boot, and
+        treating that as "no tracepoints" skipped the trace without a word)."""
+        if not shutil.which("perf"):
+            return "perf is not installed"
+        if os.geteuid() != 0:
+            return "not root"
+        if any(os.path.exists(p) for p in ("/sys/kernel/tracing/events/cgroup",
+                                           "/sys/kernel/debug/tracing/events/cgroup")):
+            return None
+        if os.path.isdir("/sys/kernel/tracing") and not os.path.exists("/sys/kernel/tracing/events"):
+            return None  # tracefs not mounted yet: perf mounts it
+        return "the kernel has no cgroup tracepoints (tracefs events/cgroup)"
 
     def start(self) -> bool:
         if not self.perf:
