@@ -35,6 +35,7 @@ SENDER = r"""
 import ctypes, os, socket, sys, time
 ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
 os.sched_setaffinity(0, {int(sys.argv[1])})
+os.setpriority(os.PRIO_PROCESS, 0, -10)  # its bursts on time beside other jobs' loops on CPU 0
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 r = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 r.bind(("127.0.0.1", 0))
@@ -42,14 +43,14 @@ r.setblocking(False)
 addr = r.getsockname()
 end = time.time() + float(sys.argv[2])
 while time.time() < end:
-    for _ in range(50):
+    for _ in range(1000):  # a burst CPU 1 needs > 2 ms for: past that the kernel hands NET_RX to ksoftirqd
         s.sendto(b"x" * 64, addr)
     try:
         while True:
             r.recv(2048)
     except BlockingIOError:
         pass
-    time.sleep(0.002)  # paced: a few % of CPU 0, so CPU 0 stays quiet
+    time.sleep(0.01)  # paced: CPU 0 stays under half busy
 """
 
 
@@ -74,12 +75,12 @@ def test_ksoftirqd_wait_rises_when_its_cpu_is_held(tmp_path):
     procs = []
     try:
         rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
-                                "--duration", "12s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                "--duration", "14s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.5)
-        procs.append(subprocess.Popen([sys.executable, "-c", SENDER, "0", "9"]))
+        procs.append(subprocess.Popen([sys.executable, "-c", SENDER, "0", "11"]))
         time.sleep(3.5)  # a baseline: traffic on CPU 1 without the hog
         hog_from = time.time()
-        procs.append(subprocess.Popen([sys.executable, "-c", HOG, "1", "4", policy]))
+        procs.append(subprocess.Popen([sys.executable, "-c", HOG, "1", "6", policy]))
         procs[-1].wait(timeout=30)
         hog_to = time.time()
         _, err = rec.communicate(timeout=60)
@@ -95,11 +96,17 @@ def test_ksoftirqd_wait_rises_when_its_cpu_is_held(tmp_path):
     ticks = [json.loads(x) for x in out.stdout.splitlines()]
     wait = [(t["time"], (t["starvation"] or {}).get("ksoftirqd_wait_ms", {}).get("1")) for t in ticks]
     assert all(w is not None for _, w in wait[1:]), wait
-    during = [w for t, w in wait if hog_from + 1.0 <= t <= hog_to]
+    # the kernel adds a wait to schedstat when the task gets to run: when its fair server lets
+    # ksoftirqd run only once the hog stops (seen on 6.18 here, 1 run in 3), the whole wait lands in
+    # the second after it, so that second is part of the window
+    during = [w for t, w in wait if hog_from + 1.0 <= t <= hog_to + 2.0]
     before = [w for t, w in wait if hog_from - 3.0 <= t <= hog_from - 0.2]
     assert during and before
     base = sum(before) / len(before)
-    assert sum(during) / len(during) >= 150.0, (during, before)  # ms per second
+    # in total, not per second: the IPI's NET_RX work runs at interrupt exit on the hog's CPU until a
+    # burst outlasts its budget and wakes ksoftirqd, which may happen only late in the hold (a 624 ms
+    # wait from the last 0.6 s of 4 s was seen); without the hog it waits ~0.1-2.5 ms a second
+    assert sum(during) >= 200.0, (during, before)  # ms
     if base < 100:  # CPU 1 was not already contended by another job: the hog made the difference
         assert sum(during) / len(during) >= 5 * (base + 5.0), (during, before)
     assert all(t["starvation"]["psi_cpu_some_ms"] is not None for t in ticks[1:])

@@ -91,6 +91,9 @@ class Aggregator:
         self.comm_ix: dict[str, int] = {}
         self.stacks: list[tuple[str, ...]] = []
         self.stack_ix: dict[tuple[str, ...], int] = {}
+        # per interned stack, worked out once (a batch's stacks are mostly ones seen before):
+        self.stack_idle: list[bool] = []  # the idle task idling (parse.is_idle)
+        self.stack_hashes: list[int] = []  # its 64-bit name in aggregate records
         self.event = ""
         self.open: dict[int, tuple[int, list]] = {}  # level -> (window number, [(cols, counts, tmin, tmax)])
         self.heat: tuple[int, list] | None = None  # (minute number, [(t, cpu, work)])
@@ -102,6 +105,15 @@ class Aggregator:
             table.append(item)
         return i
 
+    def _stack(self, st: tuple[str, ...]) -> int:
+        i = self.stack_ix.get(st)
+        if i is None:
+            i = self.stack_ix[st] = len(self.stacks)
+            self.stacks.append(st)
+            self.stack_idle.append(is_idle(0, st))
+            self.stack_hashes.append(stack_hash(st))
+        return i
+
     def _compact(self) -> None:
         """Keep only the comms and stacks the open windows still use (bounds memory on long runs)."""
         parts = [p for _, ps in self.open.values() for p in ps]
@@ -110,11 +122,15 @@ class Aggregator:
             used = distinct(np.concatenate([p[0][col] for p in parts])) if parts else np.zeros(0, np.int64)
             m = np.full(len(table), -1, dtype=np.int64)
             m[used] = np.arange(len(used))
-            maps.append((m, [table[i] for i in used.tolist()]))
+            maps.append((m, used.tolist()))
         for lvl, (w, ps) in self.open.items():
             self.open[lvl] = (w, [([c, p_, maps[0][0][cm], maps[1][0][st]], n, a, b)
                                   for (c, p_, cm, st), n, a, b in ps])
-        self.comms, self.stacks = maps[0][1], maps[1][1]
+        self.comms = [self.comms[i] for i in maps[0][1]]
+        keep = maps[1][1]
+        self.stacks = [self.stacks[i] for i in keep]
+        self.stack_idle = [self.stack_idle[i] for i in keep]
+        self.stack_hashes = [self.stack_hashes[i] for i in keep]
         self.comm_ix = {c: i for i, c in enumerate(self.comms)}
         self.stack_ix = {s: i for i, s in enumerate(self.stacks)}
 
@@ -133,10 +149,12 @@ class Aggregator:
         self.event = self.event or event
         # work = not the idle task idling (query.Samples.select; pid falls back to the tid as there)
         eff = pid if tid is None else np.where(pid >= 0, pid, tid)
-        idle = np.array([is_idle(0, st) for st in stacks] or [False], dtype=bool)
+        sids = [self._stack(s) for s in stacks]
+        smap = np.array(sids, dtype=np.int64)
+        flags = self.stack_idle
+        idle = np.array([flags[i] for i in sids] or [False], dtype=bool)
         self._heat(t, cpu.astype(np.int64), ~idle[stack_ids.astype(np.int64)] | (eff != 0))
         cmap = np.array([self._intern(self.comm_ix, self.comms, c) for c in comms], dtype=np.int64)
-        smap = np.array([self._intern(self.stack_ix, self.stacks, s) for s in stacks], dtype=np.int64)
         cols = [cpu.astype(np.int64), pid_column(pid, tid), cmap[comm_ids.astype(np.int64)],
                 smap[stack_ids.astype(np.int64)]]
         lvl = self.levels[0]
@@ -214,7 +232,7 @@ class Aggregator:
                              "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
         arrs = [cpu.astype("<i2"), pid.astype("<i4"), comm_l.astype("<u4"), stack_l.astype("<u4"),
                 counts.astype("<u4")]
-        hashes = np.array([stack_hash(self.stacks[s]) for s in ustack.tolist()], dtype="<u8")
+        hashes = np.array([self.stack_hashes[s] for s in ustack.tolist()], dtype="<u8")
         tail = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts), "nstacks": len(hashes),
                              "comms": [self.comms[c] for c in ucomm.tolist()], "event": self.event,
                              "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
