@@ -234,8 +234,8 @@ class ProfileRunner:
         self.freq = freq
         self.rotate = rotate
         self.cpus = cpus
-        self.dir = workdir or tempfile.mkdtemp(prefix="nodesleuth-profile-")
-        os.makedirs(self.dir, exist_ok=True)
+        # workdir, max_pending: as ChunkedProfileRunner's, unused: pipe mode keeps nothing on disk (a
+        # scratch directory made here was left behind by every runner that never ran)
         self.perf = shutil.which("perf")
         self.rec: subprocess.Popen | None = None
         self.namer: ScriptNamer | None = None
@@ -433,7 +433,6 @@ class ProfileRunner:
                 self.error = f"aggregates not stored: {e}"
             if self.log is not None:
                 self.log.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
 
     def stop(self, timeout: float = 300) -> bool:
         """Stop perf and store what it wrote; False when that did not finish within `timeout` (a slow
