@@ -477,14 +477,14 @@ def test_events_kept_apart_and_hot_cpu_marks_need_a_clock(corpus, tmp_path):
 
 
 def test_continuous_profiler_records_a_clock_event():
-    from nodesleuth.profile.runner import ProfileRunner
-
     import glob
     import tempfile
 
+    from nodesleuth.profile.runner import ProfileRunner
+
     scratch = os.path.join(tempfile.gettempdir(), "nodesleuth-profile-*")
     before = set(glob.glob(scratch))
-    args = ProfileRunner(lambda *a: None, workdir=None).record_args()
+    args = ProfileRunner(lambda *a: None).record_args()
     assert args[args.index("-e") + 1] == "cpu-clock"
     # pipe mode keeps nothing on disk: a runner that never ran leaves no scratch directory behind
     assert set(glob.glob(scratch)) == before

@@ -39,7 +39,7 @@ def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, c
     if chunked:
         r = ChunkedProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
     else:
-        r = ProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"), buffer_kb=buffer_kb)
+        r = ProfileRunner(w.append, freq=freq, rotate=rotate, buffer_kb=buffer_kb)
     if not r.start():
         raise InputError("perf", r.error or "cannot start")
     stop = []

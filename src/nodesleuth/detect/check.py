@@ -118,14 +118,13 @@ def run_check(opt: CheckOptions) -> CheckResult:
                              ns_pid=opt.ns_pid, rules_path=opt.rules, kmsg_boot=_kmsg_boot(root, opt))
 
     tracer = None
-    why = ChurnTracer.unavailable() if opt.trace and root.live else None
-    if why:  # never silent: without the trace, who makes the zombies stays unknown
-        notes.append(f"cgroup churn not traced: {why}")
-    elif opt.trace and root.live:
-        tracer = ChurnTracer()
-        if not tracer.start():
-            notes.append(f"cgroup churn not traced: {tracer.error}")
-            tracer = None
+    if opt.trace and root.live:
+        why = ChurnTracer.unavailable()
+        tracer = ChurnTracer() if why is None else None
+        if tracer is not None and not tracer.start():
+            why, tracer = tracer.error, None
+        if why:  # never silent: without the trace, who makes the zombies stays unknown
+            notes.append(f"cgroup churn not traced: {why}")
     try:
         started = time.time()
         old_events = sampler.prime()

@@ -227,15 +227,15 @@ class ProfileRunner:
     name = "profile"
     PENDING_LIMIT = 2_000_000  # samples held for stacks perf script has not named yet (it fell behind)
 
-    def __init__(self, append, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
-                 max_pending: int = 6, cpus: str | None = None, buffer_kb: int = 0):
+    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None,
+                 buffer_kb: int = 0):
         self.append = append
         self.buffer_kb = buffer_kb  # perf's ring per CPU (0: from the rate, see _start_perf)
         self.freq = freq
         self.rotate = rotate
         self.cpus = cpus
-        # workdir, max_pending: as ChunkedProfileRunner's, unused: pipe mode keeps nothing on disk (a
-        # scratch directory made here was left behind by every runner that never ran)
+        # no scratch directory: pipe mode keeps nothing on disk (one made here was left behind by every
+        # runner that never ran)
         self.perf = shutil.which("perf")
         self.rec: subprocess.Popen | None = None
         self.namer: ScriptNamer | None = None

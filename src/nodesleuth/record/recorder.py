@@ -77,7 +77,7 @@ class Recorder:
             from ..profile.runner import ProfileRunner
 
             self.profiler = ProfileRunner(self.store.append, freq=opt.profile_freq, rotate=opt.profile_rotate,
-                                          workdir=self.store.workdir("profile"), buffer_kb=opt.profile_buffer_kb)
+                                          buffer_kb=opt.profile_buffer_kb)
         self.churn = None
         if opt.churn:
             from ..profile.runner import ChurnRunner
