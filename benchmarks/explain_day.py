@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import BASE_ENV
 from benchmarks.common import emit
 
 TARGET_WALL_S = 5.0
@@ -24,7 +25,7 @@ HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 
 def run(src: str, store: str) -> tuple[dict, bytes]:
-    env = dict(os.environ, PYTHONPATH=src)
+    env = dict(BASE_ENV, PYTHONPATH=src)
     t0 = time.time()
     p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "explain", "--store", store, "--json"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)

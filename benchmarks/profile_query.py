@@ -35,6 +35,7 @@ import urllib.request
 import numpy as np
 import orjson
 
+from benchmarks import BASE_ENV
 from benchmarks.common import emit
 from nodesleuth.profile.agg import HEAT, HEAT_ALL, LEVELS, Aggregator, stream
 from nodesleuth.profile.codec import encode
@@ -110,7 +111,7 @@ def run_worker(src: str, store: str, spec: list[dict], work: str, tag: str) -> d
     sp, out = os.path.join(work, f"spec-{tag}.json"), os.path.join(work, f"out-{tag}.json")
     with open(sp, "w") as f:
         json.dump(spec, f)
-    env = {**os.environ, "PYTHONPATH": f"{os.path.abspath(src)}:{ROOT}"}
+    env = {**BASE_ENV, "PYTHONPATH": f"{os.path.abspath(src)}:{ROOT}"}
     p = subprocess.run([sys.executable, "-m", "benchmarks.profile_query_worker", store, sp, out], env=env,
                        cwd=ROOT, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
@@ -131,7 +132,7 @@ def web_calls(src: str, store: str, calls: dict, port: int) -> dict:
     """GET each call on `nodesleuth serve` of this tree; seconds and a digest of the answer."""
     import hashlib
 
-    env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+    env = {**BASE_ENV, "PYTHONPATH": os.path.abspath(src)}
     srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--port", str(port)],
                            env=env, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     out = {}

@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 
+from benchmarks import BASE_ENV
 from benchmarks.common import Measured, emit
 from benchmarks.fixtures import make_node
 from fixtures.trees import Animator
@@ -131,7 +132,7 @@ def main(argv=None) -> dict:
             "nodesleuth_live": Measured(ns + ["--root", "/", "--store", os.path.join(work, "st-live")]),
         }
         if a.baseline_src:
-            env = {**os.environ, "PYTHONPATH": os.path.abspath(a.baseline_src)}
+            env = {**BASE_ENV, "PYTHONPATH": os.path.abspath(a.baseline_src)}
             runs["baseline_fixture"] = Measured(ns + ["--root", fx, "--store", os.path.join(work, "st-bfx")], env=env)
             runs["baseline_live"] = Measured(ns + ["--root", "/", "--store", os.path.join(work, "st-blive")], env=env)
         if os.path.exists(SADC):

@@ -396,3 +396,22 @@ print("numpy.ma" in sys.modules)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
+
+
+def test_profiler_imports_numpy_without_a_thread_pool():
+    """numpy's OpenBLAS starts a worker per CPU at import that spins while it settles (0.15 vs 0.05
+    CPU s for the import on this 2-CPU machine): importing nodesleuth first keeps it at one thread,
+    unless the user set OPENBLAS_NUM_THREADS. Measured in a clean environment, before and after."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: OpenBLAS starts no workers, so nothing could fail here")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                                            "MKL_NUM_THREADS")}
+    count = "import os, sys; {}; import numpy; print(len(os.listdir('/proc/self/task')))"
+    plain = subprocess.run([sys.executable, "-c", count.format("pass")], capture_output=True, text=True, env=env)
+    ours = subprocess.run([sys.executable, "-c", count.format("import nodesleuth.profile.runner")],
+                          capture_output=True, text=True, env=env)
+    mine = subprocess.run([sys.executable, "-c", count.format("import nodesleuth")], capture_output=True, text=True,
+                          env={**env, "OPENBLAS_NUM_THREADS": "2"})
+    assert int(plain.stdout) >= 2, plain.stdout + plain.stderr  # what the setting prevents (so this test can fail)
+    assert int(ours.stdout) == 1, ours.stderr[-2000:]
+    assert int(mine.stdout) == 2  # the user's own setting is kept

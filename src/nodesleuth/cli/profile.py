@@ -29,6 +29,8 @@ def profile() -> None:
 @one_line_errors
 def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, chunked):
     """Run perf record -a -g continuously into STORE (without the 1 Hz recorder)."""
+    import os
+    import select
     import signal
     import time
 
@@ -42,13 +44,19 @@ def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, c
         r = ProfileRunner(w.append, freq=freq, rotate=rotate, buffer_kb=buffer_kb)
     if not r.start():
         raise InputError("perf", r.error or "cannot start")
-    stop = []
+    # wait for a signal or the duration without waking: a 0.2 s polling loop cost 15 ms of CPU a minute
+    # here, a fifth of the whole profiler's steady cost at 49 Hz. The signal wakes the select through
+    # Python's wakeup fd (a handler taking a lock could deadlock the thread it interrupted)
+    rfd, wfd = os.pipe()
+    os.set_blocking(wfd, False)
+    signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.append(1))
-    end = time.time() + _duration(duration) if duration else None
+        signal.signal(sig, lambda *_: None)
+    end = time.monotonic() + _duration(duration) if duration else None
     try:
-        while not stop and (end is None or time.time() < end):
-            time.sleep(0.2)
+        while end is None or time.monotonic() < end:
+            if select.select([rfd], [], [], None if end is None else max(0.0, end - time.monotonic()))[0]:
+                break
     finally:
         r.stop()
         w.enforce()

@@ -255,6 +255,7 @@ class ProfileRunner:
         if not self.perf:
             self.error = "perf is not installed"
             return False
+        self._wake = os.pipe()  # stop() writes a byte: the loop's select returns at once
         self.thread = threading.Thread(target=self._loop, name="nodesleuth-profile", daemon=True)
         self.thread.start()
         self.started.wait(30)
@@ -391,8 +392,10 @@ class ProfileRunner:
                 next_store = time.monotonic() + self.rotate
                 eof = False
                 while not self.stop_ev.is_set():
-                    r, _, _ = select.select([fd], [], [], 0.5)
-                    if r:
+                    # asleep until perf writes, the next store or stop() (its pipe); a 0.5 s poll woke this
+                    # thread twice a second for nothing (at 49 Hz perf writes every few seconds)
+                    r, _, _ = select.select([fd, self._wake[0]], [], [], max(0.0, next_store - time.monotonic()))
+                    if fd in r:
                         chunk = os.read(fd, 1 << 20)
                         if not chunk:
                             eof = True
@@ -439,8 +442,13 @@ class ProfileRunner:
         machine: the chunks left are then lost, and the caller says so)."""
         self.stop_ev.set()
         if self.thread:
+            os.write(self._wake[1], b".")
             self.thread.join(timeout=timeout)
-            return not self.thread.is_alive()
+            if self.thread.is_alive():
+                return False
+            for fd in self._wake:
+                os.close(fd)
+            self.thread = None
         return True
 
 
