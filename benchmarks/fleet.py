@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 from benchmarks.common import emit  # noqa: E402
 from fleetgen import CAUSE, build_tsdb, make_fleet, serve_tsdb, write_fleet, write_openmetrics  # noqa: E402
-from nodesleuth.children import spawn  # noqa: E402
+from nodesleuth.node.children import spawn
 
 
 def free_port() -> int:

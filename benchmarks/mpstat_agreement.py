@@ -22,7 +22,7 @@ sys.path.insert(0, TESTS)
 
 import test_procfs as tp  # noqa: E402  (the comparison helpers the tests use)
 
-from nodesleuth.children import spawn  # noqa: E402
+from nodesleuth.node.children import spawn
 
 SPIN = "import os; os.sched_setaffinity(0, {0})\nwhile True: pass\n"
 

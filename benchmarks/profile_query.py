@@ -37,7 +37,8 @@ import orjson
 
 from benchmarks import BASE_ENV
 from benchmarks.common import emit
-from nodesleuth.profile.agg import HEAT, HEAT_ALL, LEVELS, Aggregator, stream
+from nodesleuth.store.catalog import HEAT, HEAT_ALL, agg as stream
+from nodesleuth.profile.agg import LEVELS, Aggregator
 from nodesleuth.profile.codec import encode
 from nodesleuth.profile.parse import Batch
 from nodesleuth.store.store import StoreReader, StoreWriter

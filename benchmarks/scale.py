@@ -53,7 +53,7 @@ def _recorder(fx: str, store: str):
 
 
 def record_cost(work: str, cpus: int, procs: int, memcgs: int, ticks: int) -> dict:
-    from nodesleuth.store.store import TICKS
+    from nodesleuth.store.catalog import TICKS
 
     fx = make_node(os.path.join(work, "node"), cpus=cpus, procs=procs, memcgs=memcgs)
     anim = Animator(fx, busy_cpu=39 % cpus, busy_pid=110)
@@ -109,8 +109,10 @@ def _jitter(v: tuple, rng: random.Random) -> tuple:
 def write_recording(store: str, seconds: int, quiet: list, hot: list, t0: float) -> int:
     """`seconds` ticks at 1 Hz: quiet ones, with 600 hot seconds starting every 6 hours."""
     from nodesleuth.store.codec import Encoder
-    from nodesleuth.store.rollup import STREAM as ROLLUP, Rollup
-    from nodesleuth.store.store import TICKS, StoreWriter
+    from nodesleuth.store.catalog import ROLLUP
+    from nodesleuth.store.rollup import Rollup
+    from nodesleuth.store.catalog import TICKS
+    from nodesleuth.store.store import StoreWriter
 
     w = StoreWriter(store, retention=None, max_bytes=None, fsync_every=1 << 30)
     enc, roll = Encoder(), Rollup()

@@ -120,7 +120,7 @@ def _leak_snapshot() -> tuple[set, set]:
                 cmd = f.read().replace("\0", " ")
         except OSError:
             continue
-        if comm in LEAK_COMMS or "nodesleuth.children" in cmd or "-m nodesleuth" in cmd:
+        if comm in LEAK_COMMS or "nodesleuth.node.children" in cmd or "-m nodesleuth" in cmd:
             procs.add((int(d), comm))
     cgs = set()
     base = "/sys/fs/cgroup"

@@ -23,7 +23,7 @@ import subprocess
 import time
 import urllib.request
 
-from nodesleuth.children import spawn
+from nodesleuth.node.children import spawn
 from nodesleuth.fleet.facts import info_series, labels_of
 
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"]

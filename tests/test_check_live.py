@@ -156,8 +156,10 @@ def _mpstat_average(text: str) -> dict[str, dict[str, float]]:
 
 def test_per_cpu_figures_agree_with_mpstat(busy_loop):
     """Our /proc/stat arithmetic against sysstat's over the same interval (both read at start and end)."""
-    from nodesleuth.collect.cpu import COLUMNS, read_stat, utilisation
-    from nodesleuth.collect.root import Root
+    from nodesleuth.model.records import COLUMNS
+    from nodesleuth.collect.cpu import read_stat
+    from nodesleuth.model.mpstat import utilisation
+    from nodesleuth.node.root import Root
 
     busy_loop(cpu=1)
     env = dict(os.environ, LC_ALL="C")

@@ -11,9 +11,10 @@ import subprocess
 
 import pytest
 
-from nodesleuth.collect.ethtool import EthtoolStats
-from nodesleuth.collect.nic import parse_ethtool_s, read_nics
-from nodesleuth.collect.root import Root
+from nodesleuth.node.ethtool import EthtoolStats
+from nodesleuth.model.ethtool import parse_ethtool_s
+from nodesleuth.collect.nic import read_nics
+from nodesleuth.node.root import Root
 
 
 def _physical() -> list[str]:

@@ -305,7 +305,8 @@ def test_lost_samples_are_read_back_per_cpu_and_window(tmp_path):
     from nodesleuth.explain.load import Recording
     from nodesleuth.profile.query import LOST_AFTER
     from nodesleuth.profile.codec import encode_lost
-    from nodesleuth.store.store import PROFILE_LOST, StoreReader, StoreWriter
+    from nodesleuth.store.catalog import PROFILE_LOST
+    from nodesleuth.store.store import StoreReader, StoreWriter
 
     st = str(tmp_path / "st")
     w = StoreWriter(st)

@@ -12,8 +12,10 @@ from nodesleuth.explain import load
 from fixtures.trees import Animator, make_v1_node
 from nodesleuth.record.recorder import Recorder, RecordOptions
 from nodesleuth.store import query
-from nodesleuth.store.rollup import STREAM as ROLLUP, Rollup
-from nodesleuth.store.store import TICKS, StoreReader, StoreWriter
+from nodesleuth.store.catalog import ROLLUP
+from nodesleuth.store.rollup import Rollup
+from nodesleuth.store.catalog import TICKS
+from nodesleuth.store.store import StoreReader, StoreWriter
 
 
 def _sampled(tmp_path, name: str, hot: bool, n: int) -> list:

@@ -10,7 +10,7 @@ import pytest
 from conftest import check_json, finding, nodesleuth
 from nodesleuth.collect.cgroups import CgroupCensus
 from nodesleuth.collect.cpu import read_stat
-from nodesleuth.collect.root import Root
+from nodesleuth.node.root import Root
 from fixtures.trees import make_v1_node, make_v2_node
 
 

@@ -420,7 +420,7 @@ def test_one_metric_vocabulary_promtool_clean_and_backfillable(exporters, tmp_pa
     rules = open(os.path.join(HERE, "..", "deploy", "prometheus", "nodesleuth-rules.yml")).read()
     import re
 
-    from nodesleuth.metrics import METRICS
+    from nodesleuth.model.metrics import METRICS
 
     used = set(re.findall(r"nodesleuth_[a-z_]+", rules))
     known = set(METRICS) | {m + "_total" for m, x in METRICS.items() if x.type == "counter"}

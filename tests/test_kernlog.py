@@ -1,4 +1,4 @@
-"""Kernel-log files in every form (collect/kernlog.py), on real samples, and `check --kmsg` on real public
+"""Kernel-log files in every form (model/kernlog.py), on real samples, and `check --kmsg` on real public
 lines: lockups become findings of their own, and every event says its wall time or why there is none.
 
 Samples: tests/data/kernel-log/formats/ — dmesg/journalctl output captured on this machine from one ring
@@ -15,9 +15,9 @@ import time
 import pytest
 
 from conftest import nodesleuth
-from nodesleuth.collect.kernlog import detect
+from nodesleuth.model.kernlog import detect
 from nodesleuth.collect.kmsg import KmsgReader
-from nodesleuth.collect.root import Root
+from nodesleuth.node.root import Root
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "kernel-log", "formats")
 

@@ -9,7 +9,8 @@ import dataclasses
 import orjson
 
 from conftest import nodesleuth
-from nodesleuth import metrics, model
+from nodesleuth.model import metrics
+from nodesleuth.model import records as model
 from nodesleuth.store import query as sq
 from nodesleuth.store.store import StoreReader
 from nodesleuth.web import data as wd

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from nodesleuth.collect.pread import Preader
+from nodesleuth.node.pread import Preader
 
 
 def _lines_and_keys(b: bytes) -> list[bytes]:
@@ -84,8 +84,9 @@ def test_nic_irq_lines_from_sysfs_equal_proc_interrupts():
     those of a full read just before and just after (they are cumulative; the NIC may be busy)."""
     import pytest
 
-    from nodesleuth.collect.irqs import IrqReader, parse_interrupts
-    from nodesleuth.collect.root import Root
+    from nodesleuth.collect.irqs import IrqReader
+    from nodesleuth.model.procfs import parse_interrupts
+    from nodesleuth.node.root import Root
 
     r = Preader(live=True)
     ir = IrqReader(Root("/"), r)
@@ -112,8 +113,9 @@ def test_fixture_irq_sysfs_is_shaped_like_this_kernels(tmp_path):
     import glob
 
     from fixtures.trees import Animator, make_v1_node
-    from nodesleuth.collect.irqs import IrqReader, parse_interrupts
-    from nodesleuth.collect.root import Root
+    from nodesleuth.collect.irqs import IrqReader
+    from nodesleuth.model.procfs import parse_interrupts
+    from nodesleuth.node.root import Root
 
     real = sorted(glob.glob("/sys/kernel/irq/*/per_cpu_count"))
     assert real, "this kernel has no /sys/kernel/irq"
@@ -148,8 +150,8 @@ def test_softirqs_parsed_at_once_equal_row_by_row():
     import pytest
 
     from fixtures.trees import softirqs
-    from nodesleuth.collect.irqs import parse_softirqs
-    from nodesleuth.errors import InputError
+    from nodesleuth.model.procfs import parse_softirqs
+    from nodesleuth.model.errors import InputError
 
     texts = []
     for p in sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data/proctrees/**/proc/softirqs"),
@@ -158,7 +160,7 @@ def test_softirqs_parsed_at_once_equal_row_by_row():
             texts.append(f.read())
     assert len(texts) == 5
     texts.append(softirqs(96, random.Random(3)))
-    from nodesleuth.collect import irqs
+    from nodesleuth.model import procfs as irqs
 
     for t, at_once in [(t, k) for t in texts for k in (irqs.AT_ONCE, 1)]:  # as shipped (8 CPUs), and always
         irqs.AT_ONCE, keep = at_once, irqs.AT_ONCE

@@ -26,8 +26,8 @@ import time
 import pytest
 
 from conftest import nodesleuth
-from nodesleuth.collect.cpu import CpuTimes, from_deltas, interval, parse_stat
-from nodesleuth.collect.root import Root
+from nodesleuth.model.mpstat import CpuTimes, from_deltas, interval, parse_stat
+from nodesleuth.node.root import Root
 from nodesleuth.collect.sampler import Sampler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -517,7 +517,7 @@ def test_busy_thread_attributed_and_idle_threads_not_reread(monkeypatch):
     import subprocess
     import sys
 
-    from nodesleuth.children import spawn
+    from nodesleuth.node.children import spawn
     from nodesleuth.collect.procs import TaskSampler
 
     p = spawn([sys.executable, "-c", SPIN_THREAD, "20"], stdout=subprocess.PIPE, text=True)
@@ -551,7 +551,7 @@ def test_busy_thread_attributed_and_idle_threads_not_reread(monkeypatch):
 
 @pytest.mark.parametrize("at_once", ["default", "every size"])
 def test_recorder_arithmetic_at_once_equals_the_per_cpu_loop(monkeypatch, at_once):
-    """collect/cpu.py parses the cpuN block in one go and does the recorder's per-CPU arithmetic
+    """model/mpstat.py parses the cpuN block in one go and does the recorder's per-CPU arithmetic
     (interval(busy_only=True)) as arrays when every CPU is plain: on every pair of the real corpora
     (sysstat's trees, the mpstat oracle's 89 sequences, this VM's snapshots) and 1,000 pairs of the
     96-CPU fixture's animated /proc/stat, the same parse, deltas, busy doubles, "all" row and carry as
@@ -561,7 +561,7 @@ def test_recorder_arithmetic_at_once_equals_the_per_cpu_loop(monkeypatch, at_onc
     import random
 
     from fixtures.trees import proc_stat
-    from nodesleuth.collect import cpu
+    from nodesleuth.model import mpstat as cpu
 
     if at_once == "every size":
         monkeypatch.setattr(cpu, "PARSE_AT_ONCE", 2)

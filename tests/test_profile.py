@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import needs_root, nodesleuth
-from nodesleuth.errors import InputError
+from nodesleuth.model.errors import InputError
 from fixtures.perfscript import make_capture
 from nodesleuth.profile.parse import parse_file, parse_text
 

@@ -21,7 +21,8 @@ import pytest
 
 from conftest import free_port, nodesleuth
 from fixtures.perfscript import make_capture
-from nodesleuth.profile.agg import HEAT, HEAT_ALL, Aggregator
+from nodesleuth.store.catalog import HEAT, HEAT_ALL
+from nodesleuth.profile.agg import Aggregator
 from nodesleuth.profile.codec import encode
 from nodesleuth.profile.parse import parse_file, pick_event
 from nodesleuth.profile.query import Filter, folded, heatmap, heatmap_fast, load, load_fast, top_functions
@@ -225,8 +226,8 @@ def test_cli_and_web_api_serve_ranges_from_the_aggregates(corpus, tmp_path):
         assert part["pruned"] == sum(x["value"] for x in nodes(whole["tree"]) if x["value"] < 0.05 * total
                                      and all(p["value"] >= 0.05 * total for p in _parents(whole["tree"], x)))
         # a cgroup: the processes now in it (this test's own cgroup, resolved as the server does)
-        from nodesleuth.collect.cgroups import pids_in_cgroup
-        from nodesleuth.collect.root import Root
+        from nodesleuth.node.cgroupfs import pids_in_cgroup
+        from nodesleuth.node.root import Root
 
         with open("/proc/self/cgroup") as fh:
             mine = fh.read().strip().splitlines()[-1].split(":", 2)[2] or "/"
@@ -241,7 +242,8 @@ def test_cli_and_web_api_serve_ranges_from_the_aggregates(corpus, tmp_path):
 def test_records_of_the_first_format_still_read(cap96, tmp_path):
     """Aggregate records written before the stack hashes and trailer (7b28abc's layout: header and
     columns only) read as before, and a store mixing both answers as the raw samples do."""
-    from nodesleuth.profile.agg import AggRecord, stream
+    from nodesleuth.profile.agg import AggRecord
+    from nodesleuth.store.catalog import agg as stream
 
     _, store, path = cap96
     b = parse_file(path)

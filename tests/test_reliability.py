@@ -169,7 +169,7 @@ def test_any_single_damaged_byte_loses_at_most_its_frame(tmp_path):
 
 def test_dictionary_sidecar_size_cost(tmp_path):
     """The second copy of each segment's dictionary: under 10% of an hour segment of real ticks."""
-    from nodesleuth.collect.root import Root
+    from nodesleuth.node.root import Root
     from nodesleuth.collect.sampler import Sampler
     from nodesleuth.store.codec import Encoder
 

@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from nodesleuth.collect.kmsg import Record, load_rules, match
+from nodesleuth.model.kernlog import Record
+from nodesleuth.model.rules import load_rules, match
 
 RULES = load_rules()
 

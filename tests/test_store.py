@@ -14,10 +14,10 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from conftest import needs_root, nodesleuth
-from nodesleuth.errors import InputError
+from nodesleuth.model.errors import InputError
 from nodesleuth.store.segment import HEADER
 from nodesleuth.store.store import StoreReader, StoreWriter
-from nodesleuth.timeparse import parse_time
+from nodesleuth.model.timeparse import parse_time
 
 
 def payload(i: int) -> bytes:
@@ -205,7 +205,7 @@ def test_dump_reports_damage_in_one_line_per_problem(tmp_path):
     d = str(tmp_path / "st")
     w = StoreWriter(d)
     from fixtures.trees import Animator, make_v2_node
-    from nodesleuth.collect.root import Root
+    from nodesleuth.node.root import Root
     from nodesleuth.collect.sampler import Sampler
     from nodesleuth.store.codec import Encoder
 

@@ -14,11 +14,12 @@ import shutil
 import orjson
 import pytest
 
-from nodesleuth.collect.cpu import FIELDS
+from nodesleuth.model.mpstat import FIELDS
 from nodesleuth.detect.incidents import episodes
 from nodesleuth.store import codec, query
 from nodesleuth.store.segment import KIND_DATA, SegmentReader, encode_frame
-from nodesleuth.store.store import TICKS, StoreReader
+from nodesleuth.store.catalog import TICKS
+from nodesleuth.store.store import StoreReader
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
 

@@ -33,7 +33,7 @@ def _record_through_a_freeze(store: str, duration: str, *extra: str) -> tuple[in
     import sys
     import time
 
-    from nodesleuth.children import spawn
+    from nodesleuth.node.children import spawn
 
     with SystemdNamespace() as ns:
         start_crasher(ns, 1)

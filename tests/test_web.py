@@ -483,9 +483,10 @@ def test_day_timeline_keeps_a_3_second_hot_core(tmp_path):
     (600 columns over 24 h) still shows that cell hot, because rollups keep each minute's max."""
     import orjson
 
-    from nodesleuth.collect.cgroups import Census
-    from nodesleuth.collect.sampler import Tick
-    from nodesleuth.store.rollup import STREAM, Rollup
+    from nodesleuth.model.records import Census
+    from nodesleuth.model.records import Tick
+    from nodesleuth.store.catalog import ROLLUP as STREAM
+    from nodesleuth.store.rollup import Rollup
     from nodesleuth.store.store import StoreReader, StoreWriter
     from nodesleuth.web import data
 
@@ -605,7 +606,8 @@ def test_flame_says_how_many_samples_perf_lost(recorded, browser, tmp_path):
     import shutil
 
     from nodesleuth.profile.codec import encode_lost
-    from nodesleuth.store.store import PROFILE_LOST, StoreWriter
+    from nodesleuth.store.catalog import PROFILE_LOST
+    from nodesleuth.store.store import StoreWriter
 
     store = str(tmp_path / "st")
     shutil.copytree(recorded["store"], store)

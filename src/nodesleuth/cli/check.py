@@ -7,6 +7,7 @@ import sys
 import click
 import orjson
 
+from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import main
 from .common import one_line_errors
 
@@ -26,8 +27,8 @@ from .common import one_line_errors
               help="Trace cgroup mkdir/rmdir with perf while sampling, to name who makes zombies.")
 @click.option("--systemd-pid", type=int, help="Inspect the systemd that is PID 1 of this PID's namespace.")
 @click.option("--threads/--no-threads", default=True, show_default=True, help="Attribute CPU per thread.")
-@click.option("--zombie-warn", default=1000, show_default=True, help="Dying cgroups that make a warning.")
-@click.option("--zombie-crit", default=10000, show_default=True, help="Dying cgroups that make it critical.")
+@click.option("--zombie-warn", default=ZOMBIE_WARN, show_default=True, help="Dying cgroups that make a warning.")
+@click.option("--zombie-crit", default=ZOMBIE_CRIT, show_default=True, help="Dying cgroups that make it critical.")
 @click.option("--rules", type=click.Path(), help="Kernel-log rules file (NPD kernel-monitor shape).")
 @click.option("--probe/--no-probe", default=True, show_default=True,
               help="When memcgs are dying, measure what one costs here (makes and removes empty memcgs).")
@@ -38,7 +39,7 @@ def check(root, seconds, as_json, npd, kmsg, boot_time, lookback, trace, systemd
     from ..detect.check import CheckOptions, run_check, to_json
     from ..report.text import npd_line, render
 
-    from ..timeparse import parse_time
+    from ..model.timeparse import parse_time
 
     res = run_check(CheckOptions(root=root, seconds=seconds, kmsg=kmsg, lookback=lookback, trace=trace,
                                  boot_time=parse_time(boot_time) if boot_time else None,

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from ..errors import InputError
+from ..model.errors import InputError
+from ..store.catalog import TICKS
 
 
 def one_line_errors(fn):
@@ -37,7 +38,7 @@ def _size(text: str) -> int:
         raise InputError(text, "not a size: use bytes or 150M / 2G") from None
 
 def _duration(text: str) -> float:
-    from ..timeparse import UNITS, PART
+    from ..model.timeparse import UNITS, PART
 
     t = text.strip().lower()
     try:
@@ -51,7 +52,7 @@ def _duration(text: str) -> float:
 
 def _times(frm, to) -> tuple[float | None, float | None]:
     """--from/--to as epoch seconds; a reversed or empty range is a user mistake (exit 2)."""
-    from ..timeparse import iso, parse_time
+    from ..model.timeparse import iso, parse_time
 
     t0 = parse_time(frm) if frm else None
     t1 = parse_time(to) if to else None
@@ -73,7 +74,7 @@ def _warn(problems) -> None:
     if problems:
         click.echo(f"nodesleuth: warning: {summarise(problems)}", err=True)
 
-def _progress(reader, stream="ticks"):
+def _progress(reader, stream=TICKS):
     """A status line over segments for long reads (only on a terminal)."""
     from rich.progress import BarColumn, Progress, TextColumn
 

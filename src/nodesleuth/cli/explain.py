@@ -7,7 +7,7 @@ import sys
 import click
 import orjson
 
-from ..errors import InputError
+from ..model.errors import InputError
 from . import main
 from .common import one_line_errors, _times, _warn, _write_text
 
@@ -28,7 +28,7 @@ def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
     with a measured share and a verdict (proven / contributing / not proven) for every link.
     Exit 0; 2 when parts of the recording could not be read (the answer may be incomplete)."""
     from ..explain import chain, load, report
-    from ..timeparse import parse_time
+    from ..model.timeparse import parse_time
 
     load.one_shot()
     if trace:
@@ -114,3 +114,6 @@ def remedy(store, frm, to, systemd_pid, units, do_apply, seconds):
         return
     res = rm.apply(plan, systemd_pid, log=click.echo)
     click.echo(json.dumps(res))
+    if res["failed"]:
+        click.echo("nodesleuth: error: remedy failed: " + "; ".join(res["failed"]), err=True)
+        sys.exit(1)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..errors import InputError
+from ..model.errors import InputError
 from . import main
 from .common import one_line_errors
 
@@ -36,7 +36,7 @@ def snapshot(root, seconds, systemd_pid, zone, output):
     """JSON fingerprint of this host (kernel, image, units, sysctls, packages, cloud zone) plus health."""
     import json
 
-    from ..collect.root import Root
+    from ..node.root import Root
     from ..fleet.snapshot import take
 
     doc = json.dumps(take(Root(root), seconds, systemd_pid, zone), indent=2)
@@ -75,7 +75,7 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
     notes: list[str] = []
     if prom_url:
         from ..fleet import prom
-        from ..timeparse import parse_time
+        from ..model.timeparse import parse_time
 
         if sources:
             raise InputError(sources[0], "give either snapshot sources or --prometheus, not both")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..errors import InputError
+from ..model.errors import InputError
 from . import main
 from .common import one_line_errors
 

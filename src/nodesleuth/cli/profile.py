@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from ..errors import InputError
+from ..model.errors import InputError
+from ..store.catalog import HEAT, PROFILE
 from . import main
 from .common import one_line_errors, _size, _duration, _range, _warn, _progress
 
@@ -87,7 +88,7 @@ def profile_ingest(script, store, offset, event):
                    "will be unavailable", err=True)
     w = StoreWriter(store)
     for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
-        w.append("profile", t0, payload)
+        w.append(PROFILE, t0, payload)
     agg = Aggregator(w.append)
     agg.add(b, offset)
     agg.flush()
@@ -99,8 +100,8 @@ def _pfilter(cpu, pid, comm, keep_idle=False, cgroup=None):
 
     pids = None
     if cgroup:
-        from ..collect.cgroups import pids_in_cgroup
-        from ..collect.root import Root
+        from ..node.cgroupfs import pids_in_cgroup
+        from ..node.root import Root
 
         pids = pids_in_cgroup(Root("/"), cgroup)
     return Filter(set(cpu) if cpu else None, set(pid) if pid else None, set(comm) if comm else None,
@@ -111,7 +112,7 @@ def _load_profile(store, frm, to, stacks_only=False, cpus=None):
     from ..profile.query import load, load_fast
 
     reader, t0, t1 = _range(store, frm, to)
-    prog, cb = _progress(reader, "profile")
+    prog, cb = _progress(reader, PROFILE)
     with prog:
         s = (load_fast(reader, t0, t1, set(cpus) if cpus else None, on_segment=cb) if stacks_only
              else load(reader, t0, t1, on_segment=cb))
@@ -121,7 +122,7 @@ def _load_profile(store, frm, to, stacks_only=False, cpus=None):
     return s, t0, t1
 
 def _no_samples(store, t0, t1, reader):
-    from ..timeparse import iso
+    from ..model.timeparse import iso
 
     rng = f"{iso(t0) if t0 else 'the start'} .. {iso(t1) if t1 else 'the end'}"
     raise InputError(store, f"no profile samples in {rng}" + (" (parts of the store could not be read)"
@@ -167,7 +168,7 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth,
     """Flame graph of any time range, filtered by CPU, pid or comm; optionally against a baseline."""
     from ..profile import export
     from ..profile.query import folded
-    from ..timeparse import iso
+    from ..model.timeparse import iso
 
     if not fmt:
         fmt = "svg" if output and output.endswith(".svg") else "speedscope" if output and output.endswith(
@@ -229,7 +230,7 @@ def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, step, as_json):
     t0 = None if t0 is None else float(math.floor(t0))
     t1 = None if t1 is None else float(math.ceil(t1))
     flt = _pfilter(cpu, pid, comm, cgroup=cgroup)
-    prog, cb = _progress(reader, "profile_heat60")
+    prog, cb = _progress(reader, HEAT)
     with prog:
         h = heatmap_fast(reader, flt, rows=rows, start=t0, end=t1, on_segment=cb, step=step)
     problems = list(reader.problems)

@@ -50,7 +50,7 @@ def record(store, root, interval, duration, retention, max_size, segment, live_e
     status = None
     if not quiet and sys.stderr.isatty():
         def status(rec, tick):
-            from ..collect.cpu import from_deltas
+            from ..model.mpstat import from_deltas
 
             utils = (from_deltas(c, d) for c, d in (tick.cpu_raw or {}).items() if c >= 0)
             hot = max((u for u in utils if u), key=lambda u: u.busy, default=None)
@@ -67,6 +67,7 @@ def record(store, root, interval, duration, retention, max_size, segment, live_e
 @one_line_errors
 def dump(store, frm, to, fmt, output):
     """Export any time range of a recording."""
+    from ..report import dump as export
     from ..store import query
 
     reader, t0, t1 = _range(store, frm, to)
@@ -75,7 +76,7 @@ def dump(store, frm, to, fmt, output):
     out = open(output, "wb" if binary else "w") if output else (sys.stdout.buffer if binary else sys.stdout)
     with prog:
         ts = query.ticks(reader, t0, t1, on_segment=cb)
-        n = {"json": query.to_json_lines, "csv": query.to_csv, "openmetrics": query.to_openmetrics}[fmt](ts, out)
+        n = {"json": export.to_json_lines, "csv": export.to_csv, "openmetrics": export.to_openmetrics}[fmt](ts, out)
     if output:
         out.close()
     _warn(reader.problems)
@@ -96,7 +97,7 @@ def replay(store, frm, to, at, around, top_n, all_cpus):
     (~ = estimated split of a migrating thread), zombies, ksoftirqd waits, events)."""
     from ..report.replay import render
     from ..store import query
-    from ..timeparse import parse_time
+    from ..model.timeparse import parse_time
 
     if at:
         t = parse_time(at)

@@ -8,114 +8,16 @@ zombie's lifetime, and an rmdir with no release is a zombie still dying.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 
-from ..children import spawn, spawn_reaped
+from ..node.children import spawn, spawn_reaped
+from ..model.churn import parse_script, summarise
+from ..model.records import ChurnSummary
 
-LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<pid>-?\d+)(?:/(?P<tid>\d+))?\s+(?:\[(?P<cpu>\d+)\]\s+)?"
-                  r"(?P<time>\d+\.\d+):\s+cgroup:(?P<ev>cgroup_\w+):\s+root=(?P<root>\d+)\s+id=(?P<id>\d+)\s+"
-                  r"level=(?P<level>\d+)\s+path=(?P<path>.*)$")
-_HEX = re.compile(r"[0-9a-f]{12,}|\d+")
 EVENTS = ("cgroup:cgroup_mkdir", "cgroup:cgroup_rmdir", "cgroup:cgroup_release")
-
-
-def path_pattern(path: str) -> str:
-    """Group churn by shape: /docker/<64 hex> -> /docker/*, /lab/ecs-123 -> /lab/ecs-*."""
-    return "/".join(_HEX.sub("*", p) for p in path.split("/"))
-
-
-def unit_of_path(path: str) -> str | None:
-    """The systemd unit a cgroup path sits under (deepest .service/.scope component)."""
-    for comp in reversed(path.split("/")):
-        if comp.endswith((".service", ".scope")):
-            return comp
-    return None
-
-
-@dataclass(frozen=True)
-class CgEvent:
-    time: float  # perf clock seconds
-    event: str  # mkdir | rmdir | release
-    comm: str
-    pid: int
-    hierarchy: int
-    cg_id: int
-    path: str
-
-
-@dataclass
-class Creator:
-    comm: str
-    pattern: str
-    hierarchy: int
-    mkdir: int = 0
-    rmdir: int = 0
-    pids: set = field(default_factory=set)
-    unit: str | None = None
-    freed: int = 0  # removed and released during the trace
-    still_dying: int = 0  # removed and not released by the end of the trace
-
-
-@dataclass
-class ChurnSummary:
-    seconds: float
-    creators: list[Creator]
-    released: int  # rmdir'd cgroups freed within the trace
-    still_dying: int  # rmdir'd in the trace, not released by its end
-    lifetimes: list[float]  # rmdir -> release seconds
-    events: int
-
-
-def parse_script(text: str) -> list[CgEvent]:
-    out = []
-    for line in text.splitlines():
-        m = LINE.match(line)
-        if m:
-            out.append(CgEvent(float(m["time"]), m["ev"][len("cgroup_"):], m["comm"].strip(), int(m["pid"]),
-                               int(m["root"]), int(m["id"]), m["path"].strip()))
-    return out
-
-
-def summarise(events: list[CgEvent], seconds: float) -> ChurnSummary:
-    creators: dict[tuple, Creator] = {}
-    rmdir_at: dict[tuple[int, int], float] = {}
-    mkdir_by: dict[tuple[int, int], tuple] = {}
-    lifetimes = []
-    released = 0
-    for e in events:
-        key = (e.hierarchy, e.cg_id)
-        if e.event == "mkdir":
-            ck = (e.comm, path_pattern(e.path), e.hierarchy)
-            c = creators.get(ck)
-            if c is None:
-                c = creators[ck] = Creator(e.comm, ck[1], e.hierarchy, unit=unit_of_path(e.path))
-            c.mkdir += 1
-            c.pids.add(e.pid)
-            mkdir_by[key] = ck
-        elif e.event == "rmdir":
-            rmdir_at[key] = e.time
-            ck = mkdir_by.get(key)
-            if ck:
-                creators[ck].rmdir += 1
-        elif e.event == "release":
-            t0 = rmdir_at.pop(key, None)
-            if t0 is not None:
-                lifetimes.append(e.time - t0)
-                released += 1
-                ck = mkdir_by.get(key)
-                if ck:
-                    creators[ck].freed += 1
-    for key in rmdir_at:
-        ck = mkdir_by.get(key)
-        if ck:
-            creators[ck].still_dying += 1
-    ranked = sorted(creators.values(), key=lambda c: -c.mkdir)
-    return ChurnSummary(seconds, ranked, released, len(rmdir_at), lifetimes, len(events))
 
 
 class ChurnTracer:

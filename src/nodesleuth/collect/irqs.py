@@ -9,34 +9,10 @@ from __future__ import annotations
 
 import os
 
-from ..errors import InputError
-from .pread import Preader, numbers as _numbers
-from .root import Root
-
-
-def _ints(path: str, fields: list[str], n: int, line: str) -> list[int]:
-    try:
-        return list(map(int, fields[:n]))
-    except ValueError:
-        raise InputError(path, f"malformed line {line[:60]!r}") from None
-
-
-AT_ONCE = 8  # CPUs from which one parse of the table costs less than int() per count (96: 115 vs 185 us)
-
-
-def parse_softirqs(text: str, path: str = "/proc/softirqs", fast: bool = True) -> dict[str, list[int]]:
-    lines = text.splitlines()
-    if not lines or not lines[0].split() or not lines[0].split()[0].startswith("CPU"):
-        raise InputError(path, "no CPU header line")
-    n = len(lines[0].split())
-    rows = [(line, *line.partition(":")) for line in lines[1:]]
-    rows = [(name.strip(), rest, line) for line, name, sep, rest in rows if sep]
-    # all rows in one parse when each has exactly the header's n counts (96 CPUs: 0.36 -> 0.05 ms);
-    # otherwise row by row, which keeps only the first n and names a malformed line
-    a = _numbers(" ".join(r[1] for r in rows)) if rows and fast and n >= AT_ONCE else None
-    if a is not None and a.size == n * len(rows) and int(a.max(initial=0)) < 1 << 62:
-        return dict(zip((r[0] for r in rows), a.reshape(len(rows), n).tolist()))
-    return {name: _ints(path, rest.split(), n, line) for name, rest, line in rows}
+from ..model.errors import InputError
+from ..node.pread import Preader
+from ..model.procfs import online_columns, parse_interrupts, parse_softirqs
+from ..node.root import Root
 
 
 def nic_irq_keys(root: Root) -> list[str]:
@@ -50,36 +26,6 @@ def nic_irq_keys(root: Root) -> list[str]:
         if os.path.islink(dev):
             keys.append(os.path.basename(os.readlink(dev)) + "-")
     return keys
-
-
-def parse_interrupts(text: str, keys: list[str], path: str = "/proc/interrupts") -> dict[str, list[int]]:
-    """Per-CPU counts of the IRQ lines whose description contains one of `keys`."""
-    lines = text.splitlines()
-    if not lines:
-        raise InputError(path, "empty file")
-    n = len(lines[0].split())
-    out = {}
-    for line in lines[1:]:
-        if not any(k in line for k in keys):  # most lines are not the NIC's: skip without splitting
-            continue
-        irq, sep, rest = line.partition(":")
-        if not sep:
-            continue
-        fields = rest.split()
-        desc = " ".join(fields[n:])
-        if any(k in desc for k in keys):
-            name = fields[-1] if fields else irq.strip()
-            out[f"{irq.strip()}:{name}"] = _ints(path, fields, n, line)
-    return out
-
-
-def online_columns(text: str) -> list[int]:
-    """The CPU numbers of /proc/interrupts' columns (its header: online CPUs only, "CPU0 CPU1 ...")."""
-    head = text.split("\n", 1)[0].split()
-    try:
-        return [int(h[3:]) for h in head]
-    except ValueError:
-        return []
 
 
 class IrqReader:

@@ -13,97 +13,39 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 
-from ..errors import InputError
-from .cgroups import remove_cgroup_tree
-from .root import Root
+from ..model.errors import InputError
+from ..model.procfs import cpu_list_count, parse_meminfo
+from ..model.records import MemcgCost
+from ..node.cgroupfs import Memcg, remove_cgroup_tree
+from ..node.root import Root
 
 BUDGET = 1 << 20  # bytes of Percpu per batch, roughly
 MAX_BATCHES = 12
 GROWING = 4  # consecutive batches that must grow Percpu; the first of them may still fill free room
 
 
-@dataclass
-class MemcgCost:
-    percpu_bytes: float  # Percpu per memory cgroup
-    slab_bytes: float  # Slab per memory cgroup (upper bound for a dying one)
-    probes: int  # memcgs made
-    batches: int
-    possible_cpus: int
-    version: str  # "v1" or "v2"
-
-    def to_dict(self) -> dict:
-        return {"percpu_bytes_per_memcg": round(self.percpu_bytes), "slab_bytes_per_memcg": round(self.slab_bytes),
-                "probes": self.probes, "batches": self.batches, "possible_cpus": self.possible_cpus,
-                "version": self.version}
-
-
 def possible_cpus(root: Root) -> int:
     """Count of /sys/devices/system/cpu/possible ("0-15", "0-3,8-11")."""
     path = "/sys/devices/system/cpu/possible"
-    text = root.read(path).strip()
-    n = 0
-    try:
-        for part in text.split(","):
-            a, _, b = part.partition("-")
-            n += int(b or a) - int(a) + 1
-    except ValueError:
-        raise InputError(root.join(path), f"malformed CPU list {text!r}") from None
-    return n
+    return cpu_list_count(root.read(path), root.join(path))
 
 
 def _meminfo(root: Root) -> tuple[int, int]:
-    vals = {}
-    for line in root.read("/proc/meminfo").splitlines():
-        k, _, v = line.partition(":")
-        if k in ("Percpu", "Slab"):
-            vals[k] = int(v.split()[0]) * 1024
+    vals = parse_meminfo(root.read("/proc/meminfo"), root.join("/proc/meminfo"), ("Percpu", "Slab"))
     if "Percpu" not in vals or "Slab" not in vals:
         raise InputError(root.join("/proc/meminfo"), "no Percpu or Slab line (kernel older than 4.16?)")
     return vals["Percpu"], vals["Slab"]
 
 
-def _mount(root: Root) -> tuple[str, str]:
-    v1 = root.join("/sys/fs/cgroup/memory")
-    if os.path.isfile(os.path.join(v1, "memory.limit_in_bytes")):
-        return v1, "v1"
-    v2 = root.join("/sys/fs/cgroup")
-    try:
-        with open(os.path.join(v2, "cgroup.subtree_control")) as f:
-            enabled = f.read().split()
-    except OSError:
-        enabled = []
-    if "memory" in enabled:
-        return v2, "v2"
-    raise InputError(v2, "no cgroup v1 memory hierarchy and the v2 root does not delegate memory to its children")
-
-
-def _count(root: Root, version: str) -> int | None:
-    """Memory cgroups the kernel holds, dying ones included (None when it does not say)."""
-    try:
-        if version == "v1":
-            for line in root.read("/proc/cgroups").splitlines():
-                f = line.split()
-                if f and f[0] == "memory":
-                    return int(f[2])
-            return None
-        st = dict(ln.split() for ln in root.read("/sys/fs/cgroup/cgroup.stat").splitlines() if ln.strip())
-        if "nr_subsys_memory" not in st:
-            return None
-        return int(st["nr_subsys_memory"]) + int(st.get("nr_dying_subsys_memory", 0))
-    except (InputError, ValueError, IndexError):
-        return None
-
-
-def _settle(root: Root, version: str, before: int | None, timeout: float = 5.0) -> None:
+def _settle(mc: Memcg, before: int | None, timeout: float = 5.0) -> None:
     """Empty memcgs are freed asynchronously after rmdir: wait until the kernel's count is back, so
     the probe's own cgroups are never counted as zombies by what reads next (check's census, an exporter)."""
     if before is None:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        now = _count(root, version)
+        now = mc.count()
         if now is None or now <= before:
             return
         time.sleep(0.05)
@@ -120,18 +62,16 @@ def probe(root: Root, budget: int = BUDGET, max_batches: int = MAX_BATCHES) -> M
     """
     if not root.live:
         raise InputError(root.path, "the memcg cost probe needs the live host, not a recorded tree")
-    mount, version = _mount(root)
+    mc = Memcg(root)
     cpus = possible_cpus(root)
     batch = max(8, -(-budget // (1843 * cpus)))
-    parent = os.path.join(mount, f"nodesleuth-probe-{os.getpid()}")
-    before = _count(root, version)
+    rel = f"nodesleuth-probe-{os.getpid()}"
+    parent = mc.path(rel)
+    before = mc.count()
     made: list[str] = []
     rows: list[tuple[int, int]] = []
     try:
-        os.mkdir(parent)
-        if version == "v2":
-            with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
-                f.write("+memory")
+        mc.make(rel, children=True)
         prev = _meminfo(root)
         for b in range(max_batches):
             for i in range(batch):
@@ -147,11 +87,11 @@ def probe(root: Root, budget: int = BUDGET, max_batches: int = MAX_BATCHES) -> M
         raise InputError(e.filename or parent, f"memcg cost probe: {e.strerror}") from None
     finally:
         remove_cgroup_tree(parent)
-        _settle(root, version, before)
+        _settle(mc, before)
     if len(rows) < GROWING or not all(r[0] > 0 for r in rows[-GROWING:]):
         raise InputError("/proc/meminfo", f"memcg cost probe: Percpu did not grow in {GROWING} consecutive batches "
                          f"of {batch} memcgs ({len(made)} made)")
     grown = rows[-GROWING + 1:]
     n = batch * len(grown)
     return MemcgCost(sum(r[0] for r in grown) / n, max(0.0, sum(r[1] for r in grown) / n), len(made), len(rows),
-                     cpus, version)
+                     cpus, mc.name)

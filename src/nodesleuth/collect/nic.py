@@ -1,61 +1,20 @@
 """NIC counters: /sys/class/net/*/statistics, per-queue tx_timeout, and `ethtool -S` driver stats.
 
-On the live host the driver stats come from the SIOCETHTOOL ioctl (collect/ethtool.py: the same
-names and values, without forking `ethtool`); the command is the fallback when the ioctl is refused.
-On a fixture tree `ethtool -S IFACE` cannot run, so its recorded output is read from
-ROOT/run/nodesleuth/ethtool/IFACE (exactly what the command printed).
+The driver stats come from node/ethtool.py: the SIOCETHTOOL ioctl on the live host (or from a
+container that shares the host's network namespace), `ethtool -S` in the host's namespace
+otherwise, a recorded `ethtool -S` output in a fixture tree.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 
-from ..model import RESET_COUNTERS, NicCounters  # noqa: F401  (record types live in model.py)
-from ..errors import InputError
-from .ethtool import EthtoolStats
-from .pread import Preader
-from .root import Root
-
-# driver counters that mean "the NIC reset itself or its queues timed out" (ENA names first)
-
-
-def parse_ethtool_s(text: str, path: str) -> dict[str, int]:
-    out = {}
-    for line in text.splitlines():
-        s = line.strip()
-        if not s or s.startswith("NIC statistics") or ":" not in s:
-            continue
-        k, _, v = s.rpartition(":")
-        try:
-            out[k.strip()] = int(v.strip())
-        except ValueError:
-            continue  # ethtool prints some non-numeric lines on some drivers
-    return out
-
-
-def _ethtool(root: Root, ifname: str, ioctl: EthtoolStats | None = None) -> dict[str, int]:
-    rec = root.join(f"/run/nodesleuth/ethtool/{ifname}")
-    if not root.live:
-        if os.path.exists(rec):
-            with open(rec) as f:
-                return parse_ethtool_s(f.read(), rec)
-        return {}
-    if ioctl is not None:
-        try:
-            return ioctl.read(ifname)
-        except OSError:
-            pass  # refused (e.g. a seccomp filter): ask the command
-    exe = shutil.which("ethtool")
-    if not exe:
-        return {}
-    try:
-        p = subprocess.run([exe, "-S", ifname], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    return parse_ethtool_s(p.stdout, f"ethtool -S {ifname}") if p.returncode == 0 else {}
+from ..model.errors import InputError
+from ..model.records import NicCounters
+from ..node.ethtool import EthtoolStats, driver_stats
+from ..node.pread import Preader
+from ..node.root import Root
 
 
 STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_missed_errors")
@@ -94,7 +53,7 @@ class NicReader:
         self.rescan_every = max(1, rescan_every)
         self.n = 0
         self.nics: list[_Nic] | None = None
-        self.ethtool = EthtoolStats() if root.live else None
+        self.ethtool = EthtoolStats() if root.live and root.same_ns("net") else None
 
     def close(self) -> None:
         """The ethtool socket; the Preader is the caller's when it passed one."""
@@ -161,6 +120,6 @@ class NicReader:
                             qto += int(t)
             else:
                 qto = p.queue_tx_timeouts
-            eth = _ethtool(self.root, nic.ifname, self.ethtool) if with_ethtool else (p.ethtool if p else {})
+            eth = driver_stats(self.root, nic.ifname, self.ethtool) if with_ethtool else (p.ethtool if p else {})
             out.append(NicCounters(nic.ifname, nic.driver, stats, qto, eth, nic.bus))
         return out

@@ -30,38 +30,11 @@ from __future__ import annotations
 
 import os
 import resource
-from typing import NamedTuple
 
-from ..model import ProcUse  # noqa: F401  (record types live in model.py)
-from ..errors import InputError
-from .root import Root
-
-
-class Task(NamedTuple):
-    """One /proc/PID/stat (a tuple: made ~100 times a second on a busy node, 3x cheaper than a
-    frozen dataclass)."""
-
-    tid: int
-    pid: int
-    comm: str
-    ticks: int  # utime + stime, in USER_HZ
-    processor: int  # CPU it last ran on (field 39)
-    starttime: int  # jiffies after boot (field 22)
-    nthreads: int = 1  # field 20
-
-
-def parse_task_stat(data: bytes, pid: int, path: str) -> Task:
-    """Parse one stat line; comm may hold spaces and parentheses, so split at the last ')'."""
-    try:
-        lp = data.index(b"(")
-        rp = data.rindex(b")")
-        tid = int(data[:lp])
-        comm = data[lp + 1:rp].decode(errors="replace")
-        rest = data[rp + 2:].split(None, 37)  # up to field 39; the ~13 fields after it stay unsplit
-        # rest[0] is field 3 (state): field n is rest[n - 3]
-        return Task(tid, pid, comm, int(rest[11]) + int(rest[12]), int(rest[36]), int(rest[19]), int(rest[17]))
-    except (ValueError, IndexError):
-        raise InputError(path, f"malformed stat line {data[:80]!r}") from None
+from ..model.records import ProcUse
+from ..model.errors import InputError
+from ..node.root import Root
+from ..model.procfs import Task, parse_task_stat
 
 
 def _raise_nofile() -> None:

@@ -8,16 +8,17 @@ from dataclasses import dataclass
 from operator import sub
 
 from .cgroups import CgroupCensus
-from ..model import KernelEvent, NicCounters, ProcUse, Tick  # noqa: F401  (Tick is imported from here too)
-from ..errors import InputError
-from .cpu import CpuTimes, interval as cpu_interval, read_stat
+from ..model.records import KernelEvent, NicCounters, ProcUse, Tick
+from ..model.errors import InputError
+from ..model.mpstat import CpuTimes, interval as cpu_interval
+from .cpu import read_stat
 from .irqs import IrqReader
 from .kmsg import KmsgReader
 from .meminfo import read_meminfo
 from .nic import NicReader
-from .pread import Preader
+from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
-from .root import Root
+from ..node.root import Root
 from .starvation import StarvationReader, deltas as starvation_deltas
 from .units import UnitWatcher
 
@@ -95,7 +96,7 @@ class Sampler:
         self.kmsg_boot = kmsg_boot
         self.kmsg_problem: str | None = None
         if kmsg:
-            from .kmsg import load_rules
+            from ..model.rules import load_rules
 
             path = kmsg if isinstance(kmsg, str) else None
             rules = load_rules(rules_path)
@@ -156,7 +157,7 @@ class Sampler:
         raw, cpu, busy = None, {}, {}
         ticks_per_cpu = interval * self.hz
         if stat is not None and self._stat is not None:
-            # mpstat's arithmetic (collect/cpu.py): offline CPUs keep their last counters as the reference
+            # mpstat's arithmetic (model/mpstat.py): offline CPUs keep their last counters as the reference
             iv = cpu_interval(self._stat, stat, busy_only=not self.util)
             raw = iv.deltas
             if self.util:

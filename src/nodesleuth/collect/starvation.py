@@ -16,32 +16,9 @@ from __future__ import annotations
 
 import os
 
-from .pread import Preader
-from .root import Root
-
-
-def parse_schedstat(text: str) -> tuple[int, int] | None:
-    """(run ns, wait ns) from /proc/PID/schedstat, None when malformed."""
-    parts = text.split()
-    if len(parts) < 2:
-        return None
-    try:
-        return int(parts[0]), int(parts[1])
-    except ValueError:
-        return None
-
-
-def parse_psi_some_total(text: str) -> int | None:
-    """The `some ... total=N` microseconds of a /proc/pressure/* file."""
-    for line in text.splitlines():
-        if line.startswith("some "):
-            for tok in line.split():
-                if tok.startswith("total="):
-                    try:
-                        return int(tok[6:])
-                    except ValueError:
-                        return None
-    return None
+from ..node.pread import Preader
+from ..node.root import Root
+from ..model.procfs import parse_psi_some_total
 
 
 class StarvationReader:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 
-from ..collect.churn import ChurnSummary, ChurnTracer
+from ..model.records import ChurnSummary
+from ..collect.churn import ChurnTracer
 from ..collect import memcg_cost
 from ..collect.kmsg import boot_wall_time
-from ..collect.cpu import unchanged, utilisation
-from ..collect.root import Root
-from ..collect.sampler import CHECK, Sampler, Tick
-from ..collect.units import read_units
-from . import registry, zombies
+from ..model.mpstat import unchanged, utilisation
+from ..node.root import Root
+from ..collect.sampler import CHECK, Sampler
+from ..model.records import Tick
+from ..node.systemd import read_units
+from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
+from . import registry
 from .incidents import NIC_LOOKBACK, may_have_starved
-from ..errors import InputError
+from ..model.errors import InputError
 from .findings import Finding, ordered
 from .window import Window
 
@@ -34,8 +36,8 @@ class CheckOptions:
     trace: bool = True  # trace cgroup churn with perf while sampling (live host, root only)
     ns_pid: int | None = None  # inspect the systemd running as PID 1 of this PID namespace
     threads: bool = True
-    zombie_warn: int = zombies.WARN
-    zombie_crit: int = zombies.CRIT
+    zombie_warn: int = ZOMBIE_WARN
+    zombie_crit: int = ZOMBIE_CRIT
     rules: str | None = None
     probe: bool = True  # measure what one memcg costs here (live host, when memcgs are dying)
 
@@ -206,7 +208,7 @@ def _memcgs_dying(t: Tick) -> bool:
 
 def to_json(res: CheckResult, root: str) -> dict:
     """The stable machine-readable schema (SCHEMA); fields are only ever added."""
-    return {"schema": SCHEMA, "host": socket.gethostname() if os.path.realpath(root) == "/" else root,
+    return {"schema": SCHEMA, "host": Root(root).hostname(),
             "time": res.started, "seconds": round(res.seconds, 3), "status": res.status,
             "exit_code": res.exit_code, "findings": [f.to_dict() for f in res.findings], "cpus": res.cpus,
             "cpu_window": res.cpu_window, "cgroups": res.census, "notes": res.notes,

@@ -4,7 +4,7 @@ trouble, how the lines of one reset are grouped, and how episodes and NIC events
 `check`, `explain`, `remedy`, the exporter, the rollups and the web view all use these, so they
 cannot disagree on what an incident is.
 
-Rule (the incident's signature): one CPU >= HOT_BUSY % busy for >= HOT_SECONDS while the other
+Rule (the incident's signature; thresholds in model/thresholds.py): one CPU >= HOT_BUSY % busy for >= HOT_SECONDS while the other
 CPUs averaged < OTHERS_MAX % over the same seconds. A whole busy node is load, not starvation.
 Episodes are a property of the recording: they are found over all ticks given (callers pass the
 whole recording or a margin wide enough that no episode is cut, see `explain.load`), never over
@@ -17,11 +17,9 @@ from collections import defaultdict
 import re
 from dataclasses import dataclass, field
 
-from ..collect.kmsg import is_nic, nic_reasons  # noqa: F401  (the rules file says what is NIC trouble)
+from ..model.rules import is_nic
+from ..model.thresholds import HOT_BUSY, HOT_SECONDS, OTHERS_MAX
 
-HOT_BUSY = 90.0  # % of one CPU
-HOT_SECONDS = 3.0
-OTHERS_MAX = 60.0  # mean busy % of the other CPUs over the episode
 JITTER = 0.25  # 2.8 s of 1 s ticks is three ticks
 GAP = 1.5  # a missing sample breaks a run
 NIC_MERGE = 5.0  # lines of one reset come within this many seconds, per interface
@@ -100,6 +98,17 @@ class HotCoreTracker:
     def run_seconds(self, cpu: int) -> float:
         """How long this CPU has been >= busy_min without a break (0 if not now)."""
         return sum(s.interval for s in self.runs.get(cpu, ()))
+
+    def run_others(self, cpu: int) -> float | None:
+        """Mean busy % of the other CPUs over this CPU's current run (None when it is not hot)."""
+        run = self.runs.get(cpu)
+        return sum(s.others for s in run) / len(run) if run else None
+
+    def gauges(self, t) -> dict[int, tuple[float, float | None]]:
+        """Per CPU of the tick just fed: (seconds hot so far, the others' mean busy % over them), what
+        the exporter publishes so an alert applies the whole rule (model/metrics.py)."""
+        cpus, _ = t.cpu_busy()
+        return {c: (self.run_seconds(c), self.run_others(c)) for c in cpus}
 
     def feed(self, t) -> list[Episode]:
         # busy once per CPU (a day of 96 CPUs is 8.3 M of them); the CPU's columns, the node and

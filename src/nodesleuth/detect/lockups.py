@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..collect.kmsg import KernelEvent, when
+from ..model.records import KernelEvent
+from ..model.rules import when
 from .findings import Finding
 from .registry import detector
 from .window import Window

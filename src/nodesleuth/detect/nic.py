@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..collect.kmsg import KernelEvent, is_nic, when
-from ..collect.nic import NicCounters
+from ..model.records import KernelEvent
+from ..model.rules import is_nic, when
+from ..model.records import NicCounters
 from .findings import Finding
 from .registry import detector
 from .window import Window

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..collect.units import Unit
+from ..model.records import Unit
 from ..remedy.actions import protected
 from .findings import Finding
 from .registry import detector

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..collect.cgroups import Census
-from ..collect.churn import ChurnSummary
-from ..collect.kmsg import KernelEvent
-from ..collect.memcg_cost import MemcgCost
-from ..collect.nic import NicCounters
-from ..collect.sampler import Tick
-from ..collect.units import Unit
+from ..model.records import Census
+from ..model.records import ChurnSummary
+from ..model.records import KernelEvent
+from ..model.records import MemcgCost
+from ..model.records import NicCounters
+from ..model.records import Tick
+from ..model.records import Unit
 
 
 @dataclass

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from ..collect.cgroups import Census
-from ..collect.churn import ChurnSummary
-from ..collect.memcg_cost import MemcgCost
-from ..collect.units import Unit
+from ..model.records import Census
+from ..model.records import ChurnSummary
+from ..model.records import MemcgCost
+from ..model.records import Unit
 from ..remedy.actions import Action, protected
+from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
+from . import proof
 from .findings import Finding, human_bytes
 from .registry import detector
 from .window import Window
 
-WARN = 1000
-CRIT = 10000
 
 
 def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: float,
              units: list[Unit] | None = None, churn: ChurnSummary | None = None,
-             warn: int = WARN, crit: int = CRIT, restarts: dict[str, int] | None = None,
+             warn: int = ZOMBIE_WARN, crit: int = ZOMBIE_CRIT, restarts: dict[str, int] | None = None,
              cost: MemcgCost | None = None) -> list[Finding]:
     """`restarts`: each unit's NRestarts growth over the window (ties a creator to a unit: one
     creating process per restart). `cost`: what one memcg costs on this node, measured by the probe."""
@@ -79,23 +79,18 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
                       f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else "")
                       + f"; {cr.freed} freed, {cr.still_dying} still dying at the end")
             makers.append(cr.unit or cr.comm)
-        # a creator is proven when its removed cgroups stay dying and the dying count grew by most of them
-        top = max(churn.creators, key=lambda c: c.still_dying)
-        lasting = top.still_dying >= 10 and growth >= 0.5 * top.still_dying
+        top = churn.creators[0]  # the most lasting (model/churn.py)
+        vd, share = proof.creator(top.still_dying, growth, dying)
         tied = None
-        if lasting:
-            tied = top.unit if top.unit and any(u.id == top.unit for u in loopers) else None
-            if tied is None:
-                for u in loopers:  # one creating process per restart in the window
-                    n = grew.get(u.id, 0)
-                    if n and 0.6 <= len(top.pids) / n <= 1.6:
-                        tied = u.id
-                        break
+        if vd == proof.PROVEN:
+            hit = proof.tie(top.unit, len(top.pids), [(u, grew.get(u.id, 0)) for u in loopers])
+            tied = hit[0].id if hit else None
             ev.append(f"proven creator: {top.comm} left {top.still_dying} cgroups dying and the dying count grew "
-                      f"{growth:+d}" + (f"; it runs as {tied}" if tied else "; no unit tied to it"))
+                      f"{growth:+d}" + (f"; it runs as {tied} (tied by {hit[1]})" if hit else "; no unit tied to it"))
         else:
             ev.append(f"no creator is proven: the most lasting, {top.comm}, left {top.still_dying} cgroups dying "
-                      f"while the count grew {growth:+d} (needs >= 10 and growth >= half of them)")
+                      f"while the count grew {growth:+d} (needs >= {proof.MIN_ZOMBIES}, >= {proof.PROVE:.0%} of the "
+                      f"growth, and the growth >= {proof.PROVE:.0%} of them)")
         proven_unit = tied
     for u in loopers:
         tie = "proven creator" if u.id == proven_unit else "suspect only: not tied to the zombies by a churn trace"

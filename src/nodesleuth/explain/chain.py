@@ -19,17 +19,17 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..collect.churn import CgEvent, path_pattern, unit_of_path
-from ..detect.incidents import HOT_BUSY, HOT_SECONDS, NIC_LOOKBACK, OTHERS_MAX, Episode, Incident, _window, episodes, victim
+from ..detect import proof
+from ..detect.incidents import NIC_LOOKBACK, Episode, Incident, _window, episodes, victim
+from ..detect.proof import verdict
+from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS, MIN_ZOMBIES, NOT_PROVEN, OBSERVED,
+                                OTHERS_MAX, PROVE, PROVEN, UNKNOWN, ZOMBIE_AGE)
+from ..model.churn import creators
+from ..model.records import Creator
 from ..profile.parse import UNNAMED
-from ..timeparse import iso
 from ..remedy.actions import Action, protected
+from ..model.timeparse import iso
 
-OBSERVED, PROVEN, CONTRIBUTING, NOT_PROVEN, UNKNOWN = "observed", "proven", "contributing", "not_proven", "unknown"
-PROVE = 0.5  # a link is proven when it explains >= half of the link above it
-CONTRIBUTE = 0.1
-ZOMBIE_AGE = 10.0  # s: a removed cgroup still not freed after this long is a zombie (the kernel frees a clean one in ms)
-MIN_ZOMBIES = 10  # a creator needs at least this many lasting zombies to be proven
 MIN_SAMPLES = 20  # profile samples on the core needed to measure shares from the profile
 CONFIDENCE = {OBSERVED: "high", PROVEN: "high", CONTRIBUTING: "medium", NOT_PROVEN: "low", UNKNOWN: "none"}
 
@@ -80,12 +80,6 @@ class Explained:
                 "title": self.title, "root_cause": self.root_cause, "leading": self.leading,
                 "chain_proven": bool(self.root_cause), "rejected": self.rejected,
                 "actions": [a.to_dict() for a in self.actions], "links": [lk.to_dict() for lk in self.links]}
-
-
-def verdict(share: float | None) -> str:
-    if share is None:
-        return UNKNOWN
-    return PROVEN if share >= PROVE else CONTRIBUTING if share >= CONTRIBUTE else NOT_PROVEN
 
 
 def pct(x: float) -> str:
@@ -403,70 +397,10 @@ def _resource(rec, inc: Incident, ep: Episode, prof: CoreProfile | None) -> Link
 
 # --- 6/7. who makes the zombies, and the unit ------------------------------------------------------
 
-@dataclass
-class _Creator:
-    comm: str
-    pattern: str
-    made: int = 0
-    removed: int = 0
-    freed_fast: int = 0
-    lasting: int = 0  # still dying after ZOMBIE_AGE (or freed only after it)
-    young: int = 0  # removed less than ZOMBIE_AGE before the trace ended: undecided
-    lifetimes: list = field(default_factory=list)
-    pids: set = field(default_factory=set)
-    units: Counter = field(default_factory=Counter)
-    first: float = 0.0
-    last: float = 0.0
-
-
-def _creators(events: list[CgEvent], trace_end: float) -> list[_Creator]:
-    by: dict[tuple[str, str], _Creator] = {}
-    made_by: dict[tuple[int, int], _Creator] = {}
-    rmdir_at: dict[tuple[int, int], tuple[float, _Creator]] = {}
-    for e in events:
-        key = (e.hierarchy, e.cg_id)
-        if e.event == "mkdir":
-            pat = path_pattern(e.path)
-            comm = e.comm
-            if comm.startswith(":") and comm[1:].isdigit():  # perf did not know the comm yet: same shape,
-                comm = next((k[0] for k in by if k[1] == pat), comm)  # same creator
-            c = by.get((comm, pat))
-            if c is None:
-                c = by[(comm, pat)] = _Creator(comm, pat, first=e.time)
-            c.made += 1
-            c.pids.add(e.pid)
-            c.last = e.time
-            u = unit_of_path(e.path)
-            if u:
-                c.units[u] += 1
-            made_by[key] = c
-        elif e.event == "rmdir":
-            c = made_by.get(key)
-            if c is not None:
-                c.removed += 1
-                rmdir_at[key] = (e.time, c)
-        elif e.event == "release":
-            hit = rmdir_at.pop(key, None)
-            if hit is not None:
-                t0, c = hit
-                life = e.time - t0
-                c.lifetimes.append(life)
-                if life >= ZOMBIE_AGE:
-                    c.lasting += 1
-                else:
-                    c.freed_fast += 1
-    for t0, c in rmdir_at.values():
-        if trace_end - t0 >= ZOMBIE_AGE:
-            c.lasting += 1
-        else:
-            c.young += 1
-    return sorted(by.values(), key=lambda c: (-c.lasting, -c.made))
-
-
 def _creator(rec, inc: Incident) -> tuple[Link, dict]:
     rule = (f"a creator's zombies are the cgroups it made that were still dying >= {ZOMBIE_AGE:.0f} s after "
             f"removal; share = its zombies / the growth of dying memcgs over the trace; proven >= {pct(PROVE)} "
-            f"and >= {MIN_ZOMBIES} zombies; under {MIN_ZOMBIES} not proven")
+            f"and >= {MIN_ZOMBIES} zombies, with the growth >= {pct(PROVE)} of them (detect/proof.py)")
     if not rec.churn:
         loop = _loopers(rec, rec.start, inc.end)
         why = "no cgroup churn trace in the recording (record with --trace-churn)"
@@ -475,7 +409,7 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
         return Link("creator", UNKNOWN, why, None, rule), {}
     trace = [e for e in rec.churn if e.time <= inc.end + ZOMBIE_AGE * 4]
     trace_end = rec.end
-    cs = _creators(trace, trace_end)
+    cs = creators(trace, trace_end, ZOMBIE_AGE)
     if not cs:
         return Link("creator", NOT_PROVEN, "the churn trace saw no cgroup being created", 0.0, rule), {}
     t_first = min(e.time for e in trace)
@@ -485,34 +419,32 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
     if d0 is not None and d1 is not None and d0.memory_dying() is not None and d1.memory_dying() is not None:
         growth = d1.memory_dying() - d0.memory_dying()
     top = cs[0]
-    denom = growth if growth and growth > 0 else (d1.memory_dying() if d1 and d1.memory_dying() else 0)
-    share = min(1.0, top.lasting / denom) if denom else (0.0 if top.lasting == 0 else None)
+    vd, share = proof.creator(top.still_dying, growth, d1.memory_dying() if d1 else None)
     ev = []
     for c in cs[:4]:
         life = (f"; lifetime of freed ones: median {statistics.median(c.lifetimes):.2f} s, max {max(c.lifetimes):.2f} s"
                 if c.lifetimes else "")
-        ev.append(f"{c.comm} made {c.made} cgroups like {c.pattern} from {len(c.pids)} processes "
-                  f"({iso(c.first)} .. {iso(c.last)}); removed {c.removed}: {c.lasting} stayed dying "
-                  f">= {ZOMBIE_AGE:.0f} s, {c.freed_fast} freed sooner, {c.young} too recent to tell{life}")
+        ev.append(f"{c.comm} made {c.mkdir} cgroups like {c.pattern} from {len(c.pids)} processes "
+                  f"({iso(c.first)} .. {iso(c.last)}); removed {c.rmdir}: {c.still_dying} stayed dying "
+                  f">= {ZOMBIE_AGE:.0f} s, {c.freed} freed sooner, {c.young} too recent to tell{life}")
     if growth is not None:
         ev.append(f"dying memory cgroups grew {growth:+d} over the trace")
-    vd = verdict(share) if share is not None else UNKNOWN
-    if top.lasting < MIN_ZOMBIES:
+    if top.still_dying < MIN_ZOMBIES:
         # a handful of cgroups freed late (page cache still charged, a busy node) is not a zombie maker:
         # below MIN_ZOMBIES its share of a tiny growth says nothing, whatever the ratio
-        vd = NOT_PROVEN
-        summary = (f"{top.comm}'s cgroups ({top.made} made) do not stay dying"
-                   + (f" (only {top.lasting}, under {MIN_ZOMBIES})" if top.lasting else "") + ": "
-                   + (f"all freed within {max(top.lifetimes):.2f} s" if top.lifetimes and top.freed_fast == top.removed
-                      else f"{top.lasting} stayed dying, {top.freed_fast} freed within {ZOMBIE_AGE:.0f} s, "
+        summary = (f"{top.comm}'s cgroups ({top.mkdir} made) do not stay dying"
+                   + (f" (only {top.still_dying}, under {MIN_ZOMBIES})" if top.still_dying else "") + ": "
+                   + (f"all freed within {max(top.lifetimes):.2f} s" if top.lifetimes and top.freed == top.rmdir
+                      else f"{top.still_dying} stayed dying, {top.freed} freed within {ZOMBIE_AGE:.0f} s, "
                            f"{top.young} too recent"))
     else:
-        summary = (f"{top.comm} ({top.pattern}): {top.lasting} lasting zombies"
-                   + (f" = {pct(share)} of the dying growth" if share is not None else ""))
-    unit = top.units.most_common(1)[0][0] if top.units else None
-    data = {"comm": top.comm, "pattern": top.pattern, "made": top.made, "removed": top.removed,
-            "lasting": top.lasting, "freed_fast": top.freed_fast, "young": top.young, "processes": len(top.pids),
-            "unit_by_path": unit, "dying_growth": growth,
+        summary = (f"{top.comm} ({top.pattern}): {top.still_dying} lasting zombies"
+                   + (f" = {pct(share)} of the dying growth" if share is not None else "")
+                   + ("" if vd != CONTRIBUTING or growth is None or growth >= PROVE * top.still_dying else
+                      f", but the dying count grew only {growth:+d}"))
+    data = {"comm": top.comm, "pattern": top.pattern, "made": top.mkdir, "removed": top.rmdir,
+            "lasting": top.still_dying, "freed_fast": top.freed, "young": top.young, "processes": len(top.pids),
+            "unit_by_path": top.unit, "dying_growth": growth,
             "median_lifetime": round(statistics.median(top.lifetimes), 3) if top.lifetimes else None}
     return Link("creator", vd, summary, share, rule, ev, data), {"creator": top}
 
@@ -532,21 +464,16 @@ def _loopers(rec, t0: float, t1: float) -> list:
 
 
 def _unit(rec, inc: Incident, creator: Link, found: dict) -> Link:
-    rule = ("the unit is tied to the creator by cgroup path or by one creating process per restart "
-            "(0.6-1.6 per restart); proven when tied and the creator is proven")
+    lo, hi = proof.RESTARTS_TIE
+    rule = (f"the unit is tied to the creator by cgroup path or by one creating process per restart "
+            f"({lo}-{hi} per restart); proven when tied and the creator is proven")
     loopers = _loopers(rec, rec.start, inc.end)
-    c: _Creator | None = found.get("creator")
+    c: Creator | None = found.get("creator")
     unit, how, d = None, "", 0
     if c is not None:
-        by_path = c.units.most_common(1)[0][0] if c.units else None
-        for u, n in loopers:
-            if by_path and u.id == by_path:
-                unit, how, d = u, "cgroup path", n
-                break
-            ratio = len(c.pids) / n if n else 0
-            if n and 0.6 <= ratio <= 1.6:
-                unit, how, d = u, f"{len(c.pids)} creating processes for {n} restarts", n
-                break
+        hit = proof.tie(c.unit, len(c.pids), loopers)
+        if hit is not None:
+            unit, how, d = hit
     if unit is None and loopers:
         u, n = loopers[0]
         ev = _unit_evidence(rec, inc, u)

@@ -6,13 +6,12 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 
-import orjson
-
-from ..collect.churn import CgEvent
 from ..detect.incidents import GAP, HOT_BUSY, Incident, find_incidents, select
-from ..store import query
+from ..model.records import CgEvent
+from ..store import churn as churn_store, query, rollup
+from ..store.catalog import PROFILE
 from ..store.rollup import PERIOD
-from ..store.store import CHURN, PROFILE, ROLLUP, StoreReader
+from ..store.store import StoreReader
 
 MARGIN = 300.0  # s read either side of the asked range; widened while an episode touches its edge
 # A range longer than SPARSE_OVER (15 min) is read where the per-minute rollups (store/rollup.py) say something
@@ -25,7 +24,6 @@ MARGIN = 300.0  # s read either side of the asked range; widened while an episod
 SPARSE_OVER = 900.0
 NEAR = 65.0
 HOT_FLOOR = HOT_BUSY - 5.0  # the rollup's busy max is rounded to a whole percent: stay generous
-CHURN_FIELDS = ("time", "event", "comm", "pid", "hierarchy", "cg_id", "path")
 
 
 @dataclass
@@ -71,14 +69,6 @@ def one_shot() -> None:
     gc.disable()
 
 
-def churn_rows(payload: bytes) -> list[CgEvent]:
-    doc = orjson.loads(payload)
-    if isinstance(doc, dict):  # schema 2: a field-name table
-        names = doc.get("f", CHURN_FIELDS)
-        return [CgEvent(**{n: v for n, v in zip(names, row) if n in CHURN_FIELDS}) for row in doc.get("r", [])]
-    return [CgEvent(*row) for row in doc]  # schema 1: positional rows
-
-
 def windows(reader: StoreReader, t0: float | None, t1: float | None) -> list[tuple[float, float]] | None:
     """The parts of [t0, t1] worth decoding tick by tick, from the rollups; None: read it all."""
     span = reader.span()
@@ -88,20 +78,14 @@ def windows(reader: StoreReader, t0: float | None, t1: float | None) -> list[tup
     b = span[1] if t1 is None else min(t1, span[1])
     if b - a <= SPARSE_OVER:
         return None
-    minutes = {}
-    for _, payload in reader.read(ROLLUP, a - PERIOD, b):
-        try:
-            r = orjson.loads(payload)
-            minutes[float(r["t"])] = r
-        except (ValueError, TypeError, KeyError):
-            continue  # an unreadable minute counts as one without a rollup: read its ticks
+    minutes = {float(m.t): m for m in rollup.minutes(reader, a, b)}  # an unreadable minute: read its ticks
     if not minutes:
         return None
     wins = [(a, a + NEAR), (b - NEAR, b)]
     slot = a - a % PERIOD
     while slot <= b:
         r = minutes.get(slot)
-        if r is None or r.get("ev") or max(r.get("bmax") or [100], default=100) >= HOT_FLOOR:
+        if r is None or r.ev or max(r.bmax or [100], default=100) >= HOT_FLOOR:
             wins.append((slot - NEAR, slot + PERIOD + NEAR))
         slot += PERIOD
     wins.sort()
@@ -148,17 +132,9 @@ def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording
             break
         margin *= 4
         reader.problems.clear()
-    churn: list[CgEvent] = []
     c0 = None if not ticks else ticks[0].time - 600
     c1 = None if not ticks else ticks[-1].time + 5
-    for _, payload in reader.read(CHURN, c0, c1):
-        try:
-            churn += churn_rows(payload)
-        except (ValueError, TypeError) as e:
-            from ..store.segment import Problem
-
-            reader.problems.append(Problem(f"{store}/{CHURN}", 0, f"undecodable churn record: {e}"))
-    churn.sort(key=lambda e: e.time)
+    churn: list[CgEvent] = churn_store.events(reader, c0, c1)
     return Recording(ticks, churn, reader), reader.problems
 
 
@@ -171,7 +147,7 @@ def choose(rec: Recording, at: float | None, t0: float | None, t1: float | None)
     """The incidents to explain and what to tell the user about the choice. With `at`: the one
     covering it, or none, naming the nearest with its distance; never silently another one."""
     from ..detect.incidents import at as covering
-    from ..timeparse import iso
+    from ..model.timeparse import iso
 
     found, _ = find_incidents(rec.ticks)
     if at is None:

@@ -8,7 +8,7 @@ import html
 from rich.console import Console
 from rich.markup import escape
 
-from ..timeparse import iso
+from ..model.timeparse import iso
 from .chain import LABEL, Explained
 
 SCHEMA = "nodesleuth.explain/v2"

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from ..errors import InputError
+from ..model.errors import InputError
 from .facts import host_features
 
 ALPHA = 0.05

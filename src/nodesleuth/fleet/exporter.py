@@ -17,13 +17,14 @@ from collections import Counter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
-from ..collect.kmsg import is_nic
-from ..collect.root import Root
-from ..collect.sampler import EXPORTER, Sampler, Tick
-from ..collect.units import enabled_services
+from ..model.rules import is_nic
+from ..node.root import Root
+from ..collect.sampler import EXPORTER, Sampler
+from ..model.records import Tick
+from ..node.systemd import enabled_services
 from ..detect.incidents import HotCoreTracker, NicGrouper
-from ..errors import InputError
-from ..metrics import METRICS, tick_gauges
+from ..model.errors import InputError
+from ..model.metrics import METRICS, tick_gauges
 from .facts import info_series, labels_of
 from .snapshot import host_facts, unit_dicts
 
@@ -34,7 +35,7 @@ class State:
     def __init__(self):
         self.lock = threading.Lock()
         self.tick: Tick | None = None
-        self.hot_seconds: dict[int, float] = {}
+        self.hot: dict[int, tuple[float, float | None]] = {}  # cpu -> (hot seconds, others' busy %)
         self.kernel_events: Counter = Counter()  # (device, reason) -> n
         self.incidents: Counter = Counter()  # kind -> n
         self.units: dict[str, tuple[int, bool]] = {}
@@ -53,7 +54,7 @@ class NodesleuthCollector(Collector):
     def collect(self):
         st = self.state
         with st.lock:
-            tk, hot = st.tick, dict(st.hot_seconds)
+            tk, hot = st.tick, dict(st.hot)
             events, incidents = Counter(st.kernel_events), Counter(st.incidents)
             units, nics = dict(st.units), list(st.nics)
             samples, errors = st.samples, st.errors
@@ -147,9 +148,7 @@ class SamplerThread(threading.Thread):
         with st.lock:
             # an episode counts when it ends and qualified (others < 60% over it), as check and explain say
             st.incidents["hot_core"] += len(closed)
-            for c in tk.cpu:
-                if c >= 0:
-                    st.hot_seconds[c] = self.tracker.run_seconds(c)
+            st.hot = self.tracker.gauges(tk)
             if tk.nics is not None:
                 st.nics = tk.nics
             self._count(tk.events)

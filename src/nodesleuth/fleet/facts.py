@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..metrics import METRICS
+from ..model.metrics import METRICS
 
 MAX_VALUE = 128
 MAX_PACKAGES = 32

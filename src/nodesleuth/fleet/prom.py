@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from ..errors import InputError
-from ..metrics import METRICS
+from ..model.errors import InputError
+from ..model.metrics import METRICS
 from .drift import Ranked, rank_counts, refuse_if_one_sided
 from .facts import INFO, features_of
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import shutil
-import socket
 import subprocess
 import time
 
-from ..collect.root import Root
+from ..node.cgroupfs import mounts
+from ..node.children import run
+from ..node.root import Root
 
 SCHEMA = "nodesleuth.snapshot/v1"
 SYSCTLS = ("kernel/osrelease", "kernel/pid_max", "kernel/numa_balancing", "vm/swappiness", "vm/overcommit_memory",
@@ -65,23 +65,38 @@ def sysctls(root: Root) -> dict[str, str]:
 
 
 def packages(root: Root) -> dict[str, str]:
-    if not root.live or not shutil.which("dpkg-query"):
+    """Selected installed packages of the root's own system: its dpkg database (ROOT/var/lib/dpkg,
+    read with dpkg-query --admindir, so a container reads the host's) or its rpm database (rpm
+    --root); a recorded tree keeps them in ROOT/run/nodesleuth/packages.json."""
+    if not root.live:
         rec = root.read_opt("/run/nodesleuth/packages.json")
         return json.loads(rec) if rec else {}
-    p = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n", *PACKAGES],
-                       capture_output=True, text=True, timeout=30)
     out = {}
-    for line in p.stdout.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 3 and parts[2] == "installed":
-            out[parts[0]] = parts[1]
+    if root.exists("/var/lib/dpkg/status") and shutil.which("dpkg-query"):
+        try:
+            p = run(["dpkg-query", f"--admindir={root.join('/var/lib/dpkg')}", "-W", "-f",
+                     "${Package}\t${Version}\t${db:Status-Status}\n", *PACKAGES], timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return out
+        for line in p.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 3 and parts[2] == "installed":
+                out[parts[0]] = parts[1]
+    elif (root.exists("/var/lib/rpm") or root.exists("/usr/lib/sysimage/rpm")) and shutil.which("rpm"):
+        try:
+            p = run(["rpm", f"--root={root.path}", "-q", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n", *PACKAGES],
+                    timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return out
+        for line in p.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) == 2 and " " not in parts[0]:
+                out[parts[0]] = parts[1]
     return out
 
 
 def cgroup_versions(root: Root) -> list[str]:
-    from ..collect.cgroups import parse_mountinfo
-
-    ms = parse_mountinfo(root.read("/proc/self/mountinfo"), root.join("/proc/self/mountinfo"))
+    ms = mounts(root)
     return sorted({"v1" if m.fstype == "cgroup" else "v2" for m in ms})
 
 
@@ -101,14 +116,14 @@ def host_facts(root: Root, zone: str | None, units: list[dict]) -> dict:
     if zone:
         facts["zone"] = zone
     return {"schema": SCHEMA, "time": time.time(),
-            "host": socket.gethostname() if root.live else os.path.basename(os.path.abspath(root.path)),
+            "host": root.hostname(),
             "kernel": kernel_release(root), "os_image": os_image(root), "cloud": facts,
             "cgroup_versions": cgroup_versions(root), "sysctls": sysctls(root), "packages": packages(root),
             "units": units}
 
 
 def take(root: Root, seconds: float = 2.0, ns_pid: int | None = None, zone: str | None = None) -> dict:
-    from ..collect.units import enabled_services
+    from ..node.systemd import enabled_services
     from ..detect.check import CheckOptions, run_check
 
     res = run_check(CheckOptions(root=root.path, seconds=seconds, ns_pid=ns_pid, trace=False))

@@ -40,12 +40,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-from ..children import spawn
-from ..collect.cpu import read_stat, utilisation
-from ..collect.root import Root
+from ..collect.cpu import read_stat
+from ..model.mpstat import utilisation
+from ..node.cgroupfs import Memcg, drop_caches, remove_cgroup_tree
+from ..node.children import run as run_child, spawn
+from ..node.root import Root
 from .actors import ecs_agent
-from .systemd import SystemdNamespace, remove_cgroup_tree
-from .zombies import Memcg, drop_caches
+from .systemd import SystemdNamespace
 
 DEFAULT_DIR = "/var/lib/nodesleuth-lab"
 LAB_CG = "nodesleuth-lab"
@@ -134,7 +135,7 @@ def preflight(workdir: str) -> None:
 def _mount_tmpfs(path: str) -> None:
     os.makedirs(path, exist_ok=True)
     if not os.path.ismount(path):
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g,mode=0700", "nodesleuth-lab", path], check=True)
+        run_child(["mount", "-t", "tmpfs", "-o", "size=2g,mode=0700", "nodesleuth-lab", path], timeout=60, check=True)
 
 
 def _make_zombies(parent: str, state: str, n: int, per: int = 1000) -> None:
@@ -142,8 +143,7 @@ def _make_zombies(parent: str, state: str, n: int, per: int = 1000) -> None:
     py = _python()
     while n > 0:
         k = min(per, n)
-        p = subprocess.run([py, ecs_agent.__file__, parent, state, str(k)], capture_output=True, text=True,
-                           timeout=600)
+        p = run_child([py, ecs_agent.__file__, parent, state, str(k)], timeout=600)
         if p.returncode != AGENT_STATUS:
             raise LabError(f"zombie maker exited {p.returncode}: {p.stderr.strip()[-200:]}")
         n -= k
@@ -288,7 +288,7 @@ def _clear_tmpfs(path: str) -> None:
     time.sleep(1.0)
     drop_caches()
     if os.path.ismount(path):
-        subprocess.run(["umount", path], check=False)
+        run_child(["umount", path], timeout=60)
 
 
 def _unit(python: str, agent: str, state: str, per_start: int, restart_sec: str, control: str) -> str:

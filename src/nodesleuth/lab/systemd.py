@@ -17,9 +17,9 @@ import signal
 import subprocess
 import time
 
-from ..children import spawn
-from ..collect.cgroups import remove_cgroup_tree  # noqa: F401  (lab/run.py imports it from here)
-from ..collect.units import nsenter
+from ..node.cgroupfs import remove_cgroup_tree
+from ..node.children import run, spawn
+from ..node.systemd import nsenter
 
 SYSTEMD = "/lib/systemd/systemd"
 CGROUP_BASE = "/sys/fs/cgroup"
@@ -82,8 +82,7 @@ class SystemdNamespace:
         raise RuntimeError("systemd in the namespace did not reach running state")
 
     def run(self, args: list[str], check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(nsenter(self.pid) + args, capture_output=True,
-                              text=True, check=check, timeout=120, input=input)
+        return run(nsenter(self.pid) + args, timeout=120, input=input, check=check)
 
     def systemctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.run(["systemctl", "--no-pager", *args], check=check)

@@ -29,24 +29,19 @@ import struct
 import numpy as np
 import orjson
 
-from ..errors import InputError
+from ..model.errors import InputError
+from ..store.catalog import AGG_LEVELS, HEAT, HEAT_ALL, agg
 from .arrays import distinct
 from .codec import stored_times
 from .parse import Batch, is_idle
 
 # ten seconds (the raw samples an unaligned range decodes at its edges: < 10 s each, not < 60 s), a minute,
 # ten minutes (an unaligned hour reads <= 33 records), an hour
-LEVELS = (10, 60, 600, 3600)
+LEVELS = AGG_LEVELS
 ALL_CPUS = -32768  # rows summed over every CPU
-HEAT = "profile_heat60"
-HEAT_ALL = "profile_heat60all"  # the same minutes with the cells summed over CPUs (a dense 60 x 50 grid)
 HEAT_ROWS = 50  # FlameScope's rows per second (20 ms)
 
 
-def stream(level: int, all_cpus: bool = False) -> str:
-    """The stream of one level: rows per CPU, or (all_cpus) the same rows summed over CPUs, kept apart
-    so a query without a CPU filter reads only the small records."""
-    return f"profile_agg{level}" + ("all" if all_cpus else "")
 
 COLS = (("cpu", "<i2"), ("pid", "<i4"), ("comm", "<u4"), ("stack", "<u4"), ("count", "<u4"))
 
@@ -184,8 +179,8 @@ class Aggregator:
         cols, counts = reduce_rows(cols, np.concatenate([p[1] for p in parts]))
         tmin, tmax = min(p[2] for p in parts), max(p[3] for p in parts)
         roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
-        self.append(stream(lvl, True), float(w * lvl), self.encode(lvl, w * lvl, roll, rcounts))
-        self.append(stream(lvl), float(w * lvl), self.encode(lvl, w * lvl, cols, counts))
+        self.append(agg(lvl, True), float(w * lvl), self.encode(lvl, w * lvl, roll, rcounts))
+        self.append(agg(lvl), float(w * lvl), self.encode(lvl, w * lvl, cols, counts))
         i = self.levels.index(lvl)
         if i + 1 < len(self.levels):
             nxt = self.levels[i + 1]

@@ -15,7 +15,7 @@ from operator import itemgetter
 import numpy as np
 import orjson
 
-from ..errors import InputError
+from ..model.errors import InputError
 from .parse import Batch
 
 COLS = (("dt_us", "<u4"), ("cpu", "<i2"), ("pid", "<i4"), ("tid", "<i4"), ("comm", "<u4"), ("stack", "<u4"))

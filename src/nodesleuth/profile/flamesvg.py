@@ -220,7 +220,7 @@ def svg(fc: Counter, title: str = "Flame Graph", width: int = 1200, frame_h: int
     if base_tree is not None:
         notes.append("red: more than the baseline (solid red: new), blue: less, hatched: gone since the "
                      f"baseline ({gone_total:.0f} baseline samples, scaled, in stacks absent now)")
-    out = [f'<?xml version="1.0" standalone="no"?>',
+    out = ['<?xml version="1.0" standalone="no"?>',
            f'<svg version="1.1" width="{width}" height="{height}" data-width="{width}" onload="init()" '
            f'xmlns="http://www.w3.org/2000/svg" font-family="Verdana" font-size="12">',
            '<defs><pattern id="gone" width="6" height="6" patternUnits="userSpaceOnUse" '

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ..model.errors import InputError
 
 # a frame line as stackcollapse-perf.pl accepts it: `addr symbol (dso)` (its recorded outputs are the test)
 FRAME = re.compile(r"^\s*(\w+)\s*(.+) \((.*)\)")

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..model.errors import InputError
 from .parse import UNNAMED, Batch, frame_names
 
 MAGIC = b"PERFILE2"
@@ -319,7 +319,6 @@ class PerfStream:
     def _ask(self, key: tuple, rec: bytes, out: list[bytes]) -> None:
         """A stack not seen before: named from its addresses if perf script has named them all in
         other stacks, else the sample goes to perf script."""
-        lo = self.lo
         pid, pgen, kgen, mode, chain = key
         n = Q.unpack_from(chain)[0]
         ips = struct.unpack_from(f"<{n}Q", chain, 8) if len(chain) >= 8 + 8 * n else ()
@@ -544,7 +543,7 @@ class ScriptNamer:
     the forwarded samples is read on a thread (so neither side blocks) and handed to the stream."""
 
     def __init__(self, perf: str, stderr):
-        from ..children import spawn
+        from ..node.children import spawn
 
         # perf script's stdout is a pipe, so stdio would hold its answers until 4 KB are due; line
         # buffering (stdbuf) hands them over as they are made (few lines: only unnamed stacks)

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ..model.errors import InputError
 from ..store.segment import Problem
-from ..store.store import PROFILE_LOST, StoreReader
+from ..store.catalog import HEAT, HEAT_ALL, PROFILE, PROFILE_LOST, agg
+from ..store.store import StoreReader
 from .arrays import distinct
 from .codec import SPAN, Decoded, _names, decode_lost
 from .parse import SUFFIXES, idle_stacks, is_clock
 
-STREAM = "profile"
 LOST_AFTER = 5.0  # s: perf notes a loss once its ring has room again, stamped then
 
 
@@ -111,7 +111,7 @@ def _intern(ix: dict, table: list, item) -> int:
 def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=None) -> Samples:
     """Read batches overlapping [t0, t1] (a batch covers up to its rotation period)."""
     slack = 3 * SPAN  # a batch is stamped with its first sample and covers at most SPAN (codec.encode_pieces)
-    payloads = reader.read(STREAM, None if t0 is None else t0 - slack, t1, on_segment)
+    payloads = reader.read(PROFILE, None if t0 is None else t0 - slack, t1, on_segment)
     s = assemble((Decoded(p) for _, p in payloads), t0, t1)
     s.problems = list(reader.problems)
     return s
@@ -122,21 +122,21 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     """Stacks of [t0, t1) for flame graphs and top functions: whole hours and minutes from the
     pre-aggregated records (profile/agg.py), only the partial minutes at the edges from raw samples.
     Rows carry counts (Samples.count) and no meaningful time; stores without aggregates read raw."""
-    from .agg import LEVELS, AggRecord, pid_column, pid_of, stream
+    from .agg import LEVELS, AggRecord, pid_column, pid_of
 
     # a level serves windows from its first record on, or from its second where raw samples may be older
     # than that record (a store written before the level existed: the first record began mid-window);
     # earlier windows come from finer levels or raw samples
-    raw_from = _first(reader, STREAM)
+    raw_from = _first(reader, PROFILE)
     since = {}
     for lv in LEVELS:
-        first = _first(reader, stream(lv, cpus is None))
+        first = _first(reader, agg(lv, cpus is None))
         since[lv] = first if raw_from >= first else first + lv
     levels = tuple(lv for lv in LEVELS if since[lv] < math.inf)
     if not levels:  # a store without aggregates (stores written before the 10 s level lack only it)
         return load(reader, t0, t1, on_segment)
     if t0 is None or t1 is None:
-        span = reader.span(STREAM)
+        span = reader.span(PROFILE)
         if span is None:
             return load(reader, t0, t1, on_segment)
     lo = span[0] if t0 is None else t0
@@ -188,7 +188,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     for lv, a, b in pieces:
         if lv == 0:
             continue
-        for t, payload in reader.read(stream(lv, cpus is None), a, b, on_segment):
+        for t, payload in reader.read(agg(lv, cpus is None), a, b, on_segment):
             if not (a <= t < b):
                 continue
             rec = AggRecord(payload)
@@ -228,7 +228,7 @@ def _first(reader: StoreReader, name: str) -> float:
 
 def _raw_batches(reader: StoreReader, a: float, b: float, on_segment=None):
     """Decoded raw batches that may hold samples of [a, b) (as load reads them)."""
-    for _, p in reader.read(STREAM, a - 30.0, b, on_segment):
+    for _, p in reader.read(PROFILE, a - 30.0, b, on_segment):
         yield Decoded(p)
 
 
@@ -541,7 +541,7 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
     a start that is not a whole second, or a pid, comm or cgroup filter (cells are per CPU only).
     An empty range gives a heatmap with no columns of samples (Heatmap.values all 0) and `found` False.
     step: seconds per column (_heatmap), for views of long ranges."""
-    from .agg import HEAT, HEAT_ALL, HEAT_ROWS, HeatRecord
+    from .agg import HEAT_ROWS, HeatRecord
 
     if (rows != HEAT_ROWS or f.pids is not None or f.comms is not None or f.cgroup_pids is not None
             or (start is not None and start != math.floor(start)) or not reader.segments(HEAT)):

@@ -23,13 +23,13 @@ import tempfile
 import threading
 import time
 
-from ..children import spawn, spawn_reaped
+from ..node.children import spawn, spawn_reaped
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 from .agg import Aggregator
 from .codec import encode_lost, encode_pieces
-from ..errors import InputError
-from ..store.store import PROFILE_LOST
+from ..model.errors import InputError
+from ..store.catalog import CHURN, PROFILE, PROFILE_LOST
 from .parse import UNNAMED, FrameCache, parse_text
 from .perfdata import ScriptNamer
 
@@ -44,7 +44,7 @@ def wall_minus_monotonic() -> float:
 class PerfRotator:
     """perf record in rotating chunks; subclasses say what to record and how to store a chunk.
 
-    perf runs under nodesleuth.children's reaper, started from this runner's own thread (which lives
+    perf runs under nodesleuth.node.children's reaper, started from this runner's own thread (which lives
     until perf has stopped), so a kill -9 of nodesleuth takes perf and its chunk directory with it.
     Chunks go to `workdir` (the store's .work/ when recording: a new `record` clears what a killed
     one left)."""
@@ -202,7 +202,7 @@ class ChunkedProfileRunner(PerfRotator):
         b = parse_text(script_text, path=path, cache=self.cache)
         if len(b):
             for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
-                self.append("profile", t0, payload)
+                self.append(PROFILE, t0, payload)
             self.agg.add(b, offset)
         return len(b)
 
@@ -325,7 +325,7 @@ class ProfileRunner:
         if len(b):
             try:
                 for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
-                    self.append("profile", t0, payload)
+                    self.append(PROFILE, t0, payload)
                 self.agg.add(b, offset)
                 self.samples += len(b)
                 self.chunks += 1
@@ -467,13 +467,10 @@ class ChurnRunner(PerfRotator):
         return args
 
     def store_chunk(self, script_text: str, offset: float, path: str) -> int:
-        import orjson
-
-        from ..collect.churn import parse_script
+        from ..model.churn import parse_script
+        from ..store import churn
 
         evs = parse_script(script_text)
         if evs:
-            rows = [[round(e.time + offset, 6), e.event, e.comm, e.pid, e.hierarchy, e.cg_id, e.path] for e in evs]
-            self.append("churn", rows[0][0], orjson.dumps(
-                {"f": ["time", "event", "comm", "pid", "hierarchy", "cg_id", "path"], "r": rows}))
+            self.append(CHURN, *churn.encode(evs, offset))
         return len(evs)

@@ -11,12 +11,13 @@ import time
 import dataclasses
 from dataclasses import dataclass
 
-from ..collect.root import Root
-from ..errors import InputError
+from ..node.root import Root
+from ..model.errors import InputError
 from ..collect.sampler import RECORD, Sampler
 from ..store.codec import Encoder
-from ..store.rollup import STREAM as ROLLUP, Rollup
-from ..store.store import TICKS, StoreWriter
+from ..store.catalog import ROLLUP, TICKS
+from ..store.rollup import Rollup
+from ..store.store import StoreWriter
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 
-from ..collect.units import nsenter
+from ..node.systemd import nsenter
 
 # Units whose loss takes the node off the network or out of the cluster. `remedy --apply` refuses
 # them unless the user names them with --unit.
@@ -29,18 +29,20 @@ def protected(unit: str) -> bool:
 @dataclass
 class Action:
     kind: str  # disable_unit | reclaim | investigate
-    target: str  # unit name, cgroup parent, or what to look at
+    target: str  # unit name; for reclaim the v2 cgroup the zombies were removed from ("/..."), or "" (the node)
     why: str
     protected: bool = False
     commands: list[str] = field(default_factory=list)  # investigate: what to run by hand
 
-    def command_lines(self, ns_pid: int | None = None, v2_parent: str | None = None) -> list[str]:
+    def command_lines(self, ns_pid: int | None = None) -> list[str]:
         pre = " ".join(nsenter(ns_pid)) + " " if ns_pid else ""
         if self.kind == "disable_unit":
             return [f"{pre}systemctl disable --now {self.target}", f"{pre}systemctl mask {self.target}"]
         if self.kind == "reclaim":
-            if v2_parent:
-                return [f"echo 1G > /sys/fs/cgroup{v2_parent.rstrip('/')}/memory.reclaim   # or: {RECLAIM_V1}"]
+            if self.target.startswith("/"):  # cgroup v2: the parent the zombies were removed from
+                return [f"echo \"$(cat /sys/fs/cgroup{self.target.rstrip('/')}/memory.current)\" > "
+                        f"/sys/fs/cgroup{self.target.rstrip('/')}/memory.reclaim   # or: {RECLAIM_V1}",
+                        "# if the dying count does not fall: reboot (mapped or in-use cache keeps them pinned)"]
             return [RECLAIM_V1,
                     "# if the dying count does not fall: reboot (mapped or in-use cache keeps them pinned)"]
         return list(self.commands)

@@ -7,12 +7,15 @@ are present and growing under its cgroup); protected units are refused unless na
 
 from __future__ import annotations
 
-import os
-import subprocess
+import errno
 import time
 from dataclasses import dataclass, field
 
-from ..collect.units import systemctl
+from ..collect.cgroups import census
+from ..model.errors import InputError
+from ..node.cgroupfs import Memcg, drop_caches
+from ..node.root import Root
+from ..node.systemd import act, unit_state
 from .actions import Action, protected
 
 
@@ -52,49 +55,51 @@ def plan(proposers, allow: set[str] = frozenset()) -> Plan:
     return p
 
 
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def memory_tracked(proc_cgroups: str = "/proc/cgroups") -> int | None:
+def _dying(root: Root) -> int | None:
+    """Dying memory cgroups as `check` counts them (the same census: v1 num_cgroups minus the
+    directories, v2 cgroup.stat), so before/after agree with what check reported."""
     try:
-        with open(proc_cgroups) as f:
-            for line in f:
-                parts = line.split()
-                if parts and parts[0] == "memory":
-                    return int(parts[2])
-    except (OSError, ValueError, IndexError):
+        return census(root).memory_dying()
+    except InputError:
         return None
-    return None
 
 
-def drop_caches() -> None:
-    subprocess.run(["sync"], check=False)
-    _write("/proc/sys/vm/drop_caches", "3")
-
-
-def apply(plan: Plan, ns_pid: int | None, log=print) -> dict:
-    res: dict = {"units": {}, "zombies_before": None, "zombies_after": None}
-    cmd = systemctl(ns_pid)
+def apply(plan: Plan, ns_pid: int | None, log=print, root: Root = Root("/")) -> dict:
+    """Perform the plan. Every action's outcome is in the result; `failed` lists the ones that did
+    not take effect (the CLI then exits non-zero and names them)."""
+    res: dict = {"units": {}, "zombies_before": None, "zombies_after": None, "failed": []}
     for u in plan.units:
         for args in (["disable", "--now", u], ["mask", u]):
-            p = subprocess.run(cmd + args, capture_output=True, text=True, timeout=60)
+            p = act(args, root, ns_pid)
             log(f"$ systemctl {' '.join(args)}  -> exit {p.returncode}" + (f": {p.stderr.strip()}" if p.returncode else ""))
-        st = subprocess.run(cmd + ["show", "-p", "ActiveState,SubState,UnitFileState,NRestarts", u],
-                            capture_output=True, text=True, timeout=30).stdout
-        res["units"][u] = dict(line.split("=", 1) for line in st.split())
-    if plan.reclaim:
-        res["zombies_before"] = memory_tracked()
+            if p.returncode != 0:
+                res["failed"].append(f"systemctl {' '.join(args)}: exit {p.returncode}"
+                                     + (f" ({p.stderr.strip().splitlines()[-1]})" if p.stderr.strip() else ""))
+        st = unit_state(u, root, ns_pid)
+        res["units"][u] = st
+        if st.get("UnitFileState") not in ("masked", "masked-runtime") and not any(u in f for f in res["failed"]):
+            res["failed"].append(f"{u} is not masked afterwards (UnitFileState={st.get('UnitFileState', '?')})")
+    for a in (x for x in plan.actions if x.kind == "reclaim"):
+        res["zombies_before"] = _dying(root)
         t = time.perf_counter()
-        drop_caches()
+        try:
+            if a.target.startswith("/"):  # cgroup v2: reclaim under the parent the zombies were removed from
+                mc = Memcg(root)
+                try:
+                    mc.reclaim(a.target, max(1 << 20, mc.usage(a.target)))
+                except OSError as e:
+                    if e.errno != errno.EAGAIN:  # EAGAIN: less than asked could be reclaimed; it did what it could
+                        raise
+                how = f"echo N > {mc.path(a.target)}/memory.reclaim"
+            else:
+                drop_caches(root)
+                how = "sync; echo 3 > /proc/sys/vm/drop_caches"
+        except (OSError, InputError) as e:
+            res["failed"].append(f"reclaim {a.target or 'node'}: {getattr(e, 'strerror', None) or e}")
+            log(f"reclaim failed: {e}")
+            continue
         res["reclaim_seconds"] = round(time.perf_counter() - t, 3)
         time.sleep(1.0)  # freeing dying memcgs is asynchronous
-        res["zombies_after"] = memory_tracked()
-        log(f"$ sync; echo 3 > /proc/sys/vm/drop_caches -> memory num_cgroups {res['zombies_before']} -> "
-            f"{res['zombies_after']}")
+        res["zombies_after"] = _dying(root)
+        log(f"$ {how} -> dying memory cgroups {res['zombies_before']} -> {res['zombies_after']}")
     return res
-
-
-def euid_ok() -> bool:
-    return os.geteuid() == 0

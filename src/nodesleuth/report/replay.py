@@ -6,8 +6,8 @@ from typing import Iterator
 
 from rich.console import Console
 
-from ..collect.sampler import Tick
-from ..timeparse import iso
+from ..model.records import Tick
+from ..model.timeparse import iso
 
 
 def hottest(t: Tick, prev: Tick | None, n: int | None) -> list:

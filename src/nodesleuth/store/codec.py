@@ -19,15 +19,15 @@ import dataclasses
 
 import orjson
 
-from ..collect.cgroups import Census, ControllerCount, DyingSubtree, V2Stat
-from ..collect.cpu import FIELDS, from_deltas
-from ..collect.kmsg import KernelEvent
-from ..collect.nic import NicCounters
-from ..collect.procs import ProcUse
-from ..collect.sampler import Tick
-from ..model import keyed_by_name
-from ..collect.units import Unit
-from ..errors import InputError
+from ..model.records import Census, ControllerCount, DyingSubtree, V2Stat
+from ..model.mpstat import FIELDS, from_deltas
+from ..model.records import KernelEvent
+from ..model.records import NicCounters
+from ..model.records import ProcUse
+from ..model.records import Tick
+from ..model.records import keyed_by_name
+from ..model.records import Unit
+from ..model.errors import InputError
 
 VERSION = 2  # the tick record schema this version writes
 READS = (1, 2)  # and the ones it reads

@@ -1,18 +1,13 @@
-"""Reading ticks back: decoded ranges, and the exports `dump` offers (csv, json, openmetrics)."""
+"""Reading ticks back: decoded ranges (report/dump.py turns them into dump's exports)."""
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Iterator
 
-import orjson
-
-from ..collect.cpu import COLUMNS
-from ..collect.sampler import Tick
-from ..timeparse import iso
+from ..model.records import Tick
 from .codec import KEYFRAME, decode, decode_lazy
-from .store import TICKS, StoreReader
+from .catalog import TICKS
+from .store import StoreReader
 
 
 def ticks(reader: StoreReader, t0: float | None, t1: float | None, on_segment=None,
@@ -39,54 +34,3 @@ def ticks(reader: StoreReader, t0: float | None, t1: float | None, on_segment=No
         yield tk
 
 
-def tick_dict(t: Tick) -> dict:
-    return t.to_dict()
-
-
-def to_json_lines(ts: Iterator[Tick], out) -> int:
-    n = 0
-    for t in ts:
-        out.write(orjson.dumps(tick_dict(t)) + b"\n")
-        n += 1
-    return n
-
-
-def to_csv(ts: Iterator[Tick], out: io.TextIOBase) -> int:
-    """One row per CPU per second: the mpstat columns plus busy, and the top process on that CPU."""
-    w = csv.writer(out)
-    w.writerow(["time", "iso", "cpu", *COLUMNS, "busy", "top_pid", "top_comm", "top_pct"])
-    n = 0
-    for t in ts:
-        top = {}
-        for p in t.procs:
-            if p.cpu not in top or p.pct > top[p.cpu].pct:
-                top[p.cpu] = p
-        for c, u in sorted(t.cpu.items()):
-            p = top.get(c)
-            w.writerow([f"{t.time:.3f}", iso(t.time), "all" if c < 0 else c, *(f"{v:.2f}" for v in u.row()),
-                        f"{u.busy:.2f}", p.pid if p else "", p.comm if p else "", f"{p.pct:.1f}" if p else ""])
-        n += 1
-    return n
-
-
-def to_openmetrics(ts: Iterator[Tick], out: io.TextIOBase) -> int:
-    """OpenMetrics text with timestamps, with the exporter's names and labels (nodesleuth/metrics.py),
-    each series' samples contiguous as the spec requires: feedable to
-    `promtool tsdb create-blocks-from openmetrics`, and the shipped alert rules apply to it."""
-    from ..metrics import METRICS, label_text, tick_gauges
-
-    series: dict[str, dict[str, list[str]]] = {}
-    n = 0
-    for t in ts:
-        ts_ = f"{t.time:.3f}"
-        for name, labels, value in tick_gauges(t):
-            series.setdefault(name, {}).setdefault(label_text(name, labels), []).append(f"{value} {ts_}")
-        n += 1
-    for name, by_labels in series.items():
-        m = METRICS[name]
-        out.write(f"# TYPE {name} {m.type}\n# HELP {name} {m.help}\n")
-        for labels, samples in by_labels.items():
-            for smp in samples:
-                out.write(f"{name}{labels} {smp}\n")
-    out.write("# EOF\n")
-    return n

@@ -4,14 +4,40 @@ the cgroup census and Percpu/Slab at the minute's end, and the minute's NIC even
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Iterator
+
 import orjson
 
-from ..collect.cpu import from_deltas
-from ..collect.sampler import Tick
-from ..collect.kmsg import is_nic
+from ..model.mpstat import from_deltas
+from ..model.records import RollupMinute, Tick
+from ..model.rules import is_nic
+from .catalog import ROLLUP
+from .segment import Problem
 
-STREAM = "rollup"
 PERIOD = 60.0
+_FIELDS = {f.name for f in dataclasses.fields(RollupMinute)}
+
+
+def encode(m: RollupMinute) -> bytes:
+    return orjson.dumps(dataclasses.asdict(m))
+
+
+def decode(payload: bytes) -> RollupMinute:
+    """A stored minute by field name (a key this version does not know is ignored); ValueError,
+    TypeError or KeyError for a record that is not one."""
+    d = orjson.loads(payload)
+    return RollupMinute(**{k: v for k, v in d.items() if k in _FIELDS})
+
+
+def minutes(reader, t0: float | None = None, t1: float | None = None) -> Iterator[RollupMinute]:
+    """The stored minutes starting in [t0 - PERIOD, t1]; an undecodable one is a store problem and
+    counts as a minute without a rollup (readers then read its ticks)."""
+    for _, payload in reader.read(ROLLUP, None if t0 is None else t0 - PERIOD, t1):
+        try:
+            yield decode(payload)
+        except (ValueError, TypeError, KeyError) as e:
+            reader.problems.append(Problem(f"{reader.dir}/{ROLLUP}", 0, f"undecodable rollup record: {e}"))
 
 
 class Rollup:
@@ -49,7 +75,7 @@ class Rollup:
             total = d[0] + d[1] + d[2] + d[3] + d[4] + d[5] + d[6] + d[7]
             if total <= 0:
                 continue
-            if min(d) < 0 or d[8] > d[0] or d[9] > d[1]:  # a counter went back: mpstat's rules (collect/cpu.py)
+            if min(d) < 0 or d[8] > d[0] or d[9] > d[1]:  # a counter went back: mpstat's rules (model/mpstat.py)
                 u = from_deltas(c, d)
                 busy, sys_ = u.busy, u.sys
             else:
@@ -67,14 +93,11 @@ class Rollup:
         n = max(1, self.n)
         t = self.last
         mem = t.census.controller("memory") if t else None
-        return orjson.dumps({
-            "t": self.start, "n": self.n,
-            "busy": [round(x / n) for x in self.busy_sum], "bmax": [round(x) for x in self.busy_max],
-            "sys": [round(x / n) for x in self.sys_sum],
-            "mem": [mem.tracked, mem.live, mem.dying] if mem else None,
-            "dying": t.census.memory_dying() if t else None,
-            "percpu": t.meminfo.get("Percpu") if t else None, "slab": t.meminfo.get("Slab") if t else None,
-            "ev": self.events})
+        return encode(RollupMinute(
+            self.start, self.n, [round(x / n) for x in self.busy_sum], [round(x) for x in self.busy_max],
+            [round(x / n) for x in self.sys_sum], [mem.tracked, mem.live, mem.dying] if mem else None,
+            t.census.memory_dying() if t else None, t.meminfo.get("Percpu") if t else None,
+            t.meminfo.get("Slab") if t else None, self.events))
 
     def flush(self) -> bytes | None:
         return self.record() if self.n else None

@@ -39,7 +39,7 @@ from typing import Iterator
 
 import zstandard
 
-from ..errors import InputError
+from ..model.errors import InputError
 
 MAGIC = b"NSF1"
 HEADER = struct.Struct("<4sIIdB3x")

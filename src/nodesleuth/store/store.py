@@ -14,18 +14,12 @@ import threading
 import time
 from typing import Iterator
 
-from ..errors import InputError
+from ..model.errors import InputError
+from . import catalog
+from .catalog import TICKS, Stream
 from .segment import Budget, DiskFull, Problem, SegmentReader, SegmentWriter, Syncer, lock_writer, segment_start
 
-TICKS = "ticks"
-PROFILE = "profile"
-CHURN = "churn"
-PROFILE_LOST = "profile_lost"  # samples perf lost (its ring buffer overflowed), per CPU and interval
-ROLLUP = "rollup"
-STREAMS = (TICKS, PROFILE, CHURN, ROLLUP)
-# zstd level per stream (default 6): a tick compresses in 0.06 ms at 3 against 0.22 ms at 6 for 8% more
-# bytes (96-CPU fixture: 1,443 vs 1,332 B a tick, 127 vs 117 MB/day), and it runs every second
-LEVELS = {TICKS: 3}
+V1_STREAMS = ("ticks", "profile", "churn", "rollup")  # what nodesleuth 0.1 wrote (no description file)
 META = "nodesleuth-store.json"
 SCHEMA = 2  # the store layout and record schema this version writes
 WORK = ".work"  # scratch space of the writer (perf chunks); emptied when a writer starts
@@ -60,7 +54,7 @@ def check_store(directory: str, for_writing: bool = False) -> int:
                              f"({meta.get('written_by', '?')}); this version reads up to schema {SCHEMA}")
         return schema
     names = set(os.listdir(directory))
-    if names & set(STREAMS):
+    if names & set(V1_STREAMS):
         return 1  # nodesleuth 0.1 wrote no description file
     if names - {"LOCK", WORK} and not for_writing:
         raise InputError(directory, "not a nodesleuth store (no nodesleuth-store.json and no ticks/profile/"
@@ -106,19 +100,22 @@ class StoreWriter:
         os.makedirs(d, exist_ok=True)
         return d
 
-    def writer(self, stream: str) -> SegmentWriter:
+    def writer(self, stream: Stream | str) -> SegmentWriter:
+        """The segment writer of a stream the catalog declares (ValueError for any other)."""
+        st = catalog.get(stream)
+        stream = st.name
         w = self.writers.get(stream)
         if w is None:
             try:
                 w = SegmentWriter(self.dir, stream, self.segment_seconds, fsync_every=self.fsync_every,
-                                  level=LEVELS.get(stream, 6), syncer=self.syncer)
+                                  level=st.level, syncer=self.syncer)
             except OSError as e:
                 raise InputError(os.path.join(self.dir, stream), f"cannot write: {e.strerror or e}") from None
             w.budget = self.budget
             self.writers[stream] = w
         return w
 
-    def append(self, stream: str, t: float, payload: bytes) -> int:
+    def append(self, stream: Stream | str, t: float, payload: bytes) -> int:
         """Write one record. On a full disk: drop the oldest closed segments one at a time until it
         fits; if nothing is left to drop the record is skipped (counted in `skipped`), never
         half-written."""
@@ -183,8 +180,8 @@ class StoreReader:
                 os.close(fd)
         return self._writing
 
-    def segments(self, stream: str) -> list[str]:
-        d = os.path.join(self.dir, stream)
+    def segments(self, stream: Stream | str) -> list[str]:
+        d = os.path.join(self.dir, catalog.get(stream).name)
         try:
             names = sorted(n for n in os.listdir(d) if n.endswith(".seg"))
         except FileNotFoundError:
@@ -194,7 +191,7 @@ class StoreReader:
             return []
         return [os.path.join(d, n) for n in names]
 
-    def span(self, stream: str = TICKS) -> tuple[float, float] | None:
+    def span(self, stream: Stream | str = TICKS) -> tuple[float, float] | None:
         """First and last record time (reads the last segment to find the end)."""
         segs = self.segments(stream)
         if not segs:
@@ -215,7 +212,7 @@ class StoreReader:
                 break
         return (first, last) if first is not None else None
 
-    def read(self, stream: str = TICKS, t0: float | None = None, t1: float | None = None,
+    def read(self, stream: Stream | str = TICKS, t0: float | None = None, t1: float | None = None,
              on_segment=None) -> Iterator[tuple[float, bytes]]:
         segs = self.segments(stream)
         starts = [segment_start(os.path.basename(p)) for p in segs]

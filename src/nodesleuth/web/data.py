@@ -11,12 +11,11 @@ import os
 import threading
 
 import numpy as np
-import orjson
 
 from ..profile import query as pq
-from ..store import query as sq
-from ..store.rollup import STREAM as ROLLUP
-from ..store.store import TICKS, StoreReader
+from ..store import query as sq, rollup
+from ..store.catalog import PROFILE, ROLLUP, TICKS
+from ..store.store import StoreReader
 
 TICKS_MAX_SPAN = 2 * 3600.0
 
@@ -24,12 +23,12 @@ TICKS_MAX_SPAN = 2 * 3600.0
 def summary(reader: StoreReader) -> dict:
     span = reader.span(TICKS) or reader.span(ROLLUP)
     ncpu = 0
-    for _, p in reader.read(ROLLUP, span[1] - 120 if span else None):
-        ncpu = len(orjson.loads(p)["busy"])
+    for m in rollup.minutes(reader, span[1] - 60 if span else None):
+        ncpu = len(m.busy)
     if not ncpu and span:
         for t in sq.ticks(reader, span[1] - 5, None, carry=False):
             ncpu = len([c for c in t.cpu if c >= 0])
-    pspan = reader.span("profile")
+    pspan = reader.span(PROFILE)
     return {"start": span[0] if span else None, "end": span[1] if span else None, "cpus": ncpu,
             "profile": pspan is not None, "profile_start": pspan[0] if pspan else None,
             "profile_end": pspan[1] if pspan else None}
@@ -56,21 +55,20 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
     grid = None
     if use_rollup:
         key = {"busy": "bmax", "mean": "busy", "sys": "sys"}.get(metric, "bmax")
-        for t, p in reader.read(ROLLUP, t0 - 60, t1):
-            r = orjson.loads(p)
-            vals = r[key]
+        for r in rollup.minutes(reader, t0, t1):
+            vals = getattr(r, key)
             if grid is None:
                 grid = np.full((len(vals), cols), -1, dtype=np.int16)
-            c = int((r["t"] - t0) / step)
+            c = int((r.t - t0) / step)
             if 0 <= c < cols:
                 grid[:, c] = np.maximum(grid[:, c], vals)
                 # a minute spans several columns when zoomed in: fill them
-                for cc in range(c + 1, min(cols, int((r["t"] + 60 - t0) / step))):
+                for cc in range(c + 1, min(cols, int((r.t + 60 - t0) / step))):
                     grid[:, cc] = np.maximum(grid[:, cc], vals)
-            events += [{"t": e[0], "reason": e[1], "kind": e[2], "ifname": e[3]} for e in r["ev"] if t0 <= e[0] <= t1]
-            if r.get("mem"):
-                census.append({"t": r["t"], "tracked": r["mem"][0], "live": r["mem"][1], "dying": r["mem"][2]})
-            mem.append({"t": r["t"], "percpu": r["percpu"], "slab": r["slab"]})
+            events += [{"t": e[0], "reason": e[1], "kind": e[2], "ifname": e[3]} for e in r.ev if t0 <= e[0] <= t1]
+            if r.mem:
+                census.append({"t": r.t, "tracked": r.mem[0], "live": r.mem[1], "dying": r.mem[2]})
+            mem.append({"t": r.t, "percpu": r.percpu, "slab": r.slab})
         resolution = 60
     else:
         for tk in sq.ticks(reader, t0, t1, carry=False):
@@ -141,11 +139,10 @@ def cell(reader: StoreReader, cpu: int, t: float, resolution: int) -> dict:
     """What one heatmap cell stands for: that CPU's mpstat columns in that second and who ran there
     (1 s ticks), or the minute's mean and max busy (rollups)."""
     if resolution > 1:
-        for rt, p in reader.read(ROLLUP, t - 60, t + 1):
-            r = orjson.loads(p)
-            if r["t"] <= t < r["t"] + 60 and cpu < len(r["busy"]):
-                return {"cpu": cpu, "t": r["t"], "span": 60, "busy_mean": r["busy"][cpu], "busy_max": r["bmax"][cpu],
-                        "sys": r["sys"][cpu]}
+        for r in rollup.minutes(reader, t, t + 1):
+            if r.t <= t < r.t + 60 and cpu < len(r.busy):
+                return {"cpu": cpu, "t": r.t, "span": 60, "busy_mean": r.busy[cpu], "busy_max": r.bmax[cpu],
+                        "sys": r.sys[cpu]}
         return {"cpu": cpu, "t": t, "span": 60, "missing": True}
     best = None
     for tk in sq.ticks(reader, t - 1, t + 2, carry=False):
@@ -192,7 +189,7 @@ class ProfileCache:
 
 
 def _mtime(reader: StoreReader) -> float:
-    segs = reader.segments("profile")
+    segs = reader.segments(PROFILE)
     return os.path.getmtime(segs[-1]) if segs else 0.0
 
 
@@ -226,8 +223,8 @@ def flame_filter(cpu: int | None, pid: int | None, comm: str | None, cgroup: str
     """The flame graph's filter; a cgroup is resolved to the processes in it now (as the CLI's --cgroup)."""
     pids = None
     if cgroup:
-        from ..collect.cgroups import pids_in_cgroup
-        from ..collect.root import Root
+        from ..node.cgroupfs import pids_in_cgroup
+        from ..node.root import Root
 
         pids = pids_in_cgroup(Root("/"), cgroup)
     return pq.Filter(cpus={cpu} if cpu is not None else None, pids={pid} if pid is not None else None,

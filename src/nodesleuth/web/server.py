@@ -20,8 +20,9 @@ import orjson
 from flask import Flask, Response, abort, jsonify, redirect, request, send_from_directory
 
 from ..profile import query as pq
+from ..store.catalog import PROFILE, TICKS
 from ..store.store import StoreReader
-from ..timeparse import iso
+from ..model.timeparse import iso
 from . import data
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
@@ -135,7 +136,7 @@ def create_app(store: str, token: str | None = None) -> Flask:
         if b0 is not None:
             base = pq.load_fast(r, b0, b1, f.cpus)
             if not len(base) or not sum(pq.folded(base, f).values()):
-                span = r.span("profile")
+                span = r.span(PROFILE)
                 where = (f"the profile covers {iso(span[0])} .. {iso(span[1])}" if span else "there is no profile")
                 what = f" for CPU {cpu}" if cpu is not None else ""
                 return refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
@@ -165,7 +166,7 @@ def create_app(store: str, token: str | None = None) -> Flask:
         from ..explain import chain, load
 
         r = reader()
-        segs = r.segments("ticks")
+        segs = r.segments(TICKS)
         key = (len(segs), os.path.getmtime(segs[-1]) if segs else 0)
         with inc_lock:
             if inc_cache.get("key") != key:

@@ -13,10 +13,17 @@ few structs are packed with `struct` instead.
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
+import subprocess
 import errno
 import fcntl
 import socket
 import struct
+
+from ..model.ethtool import parse_ethtool_s
+from .children import run
+from .root import Root
 
 SIOCETHTOOL = 0x8946
 ETHTOOL_GSTRINGS = 0x1B
@@ -96,3 +103,34 @@ class EthtoolStats:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+
+
+def driver_stats(root: Root, ifname: str, ioctl: EthtoolStats | None = None) -> dict[str, int]:
+    """`ethtool -S IFNAME` as a dict, asked in the host's network namespace (the ioctl names are
+    per namespace: a pod without host networking would ask its own). A recorded tree keeps what the
+    command printed in ROOT/run/nodesleuth/ethtool/IFNAME; a running kernel is asked through the
+    ioctl (same names and values, no fork) when this process shares the host's network namespace,
+    else with `nsenter --net=ROOT/proc/1/ns/net ethtool -S`; the command is also the fallback when the
+    ioctl is refused (a seccomp filter)."""
+    if not root.live:
+        rec = root.join(f"/run/nodesleuth/ethtool/{ifname}")
+        if os.path.exists(rec):
+            with open(rec) as f:
+                return parse_ethtool_s(f.read(), rec)
+        return {}
+    if ioctl is not None:
+        try:
+            return ioctl.read(ifname)
+        except OSError:
+            pass  # refused: ask the command
+    exe = shutil.which("ethtool")
+    if not exe:
+        return {}
+    cmd = [exe, "-S", ifname]
+    if not root.same_ns("net"):
+        cmd = ["nsenter", f"--net={root.ns(1, 'net')}", "--"] + cmd
+    try:
+        p = run(cmd, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return parse_ethtool_s(p.stdout, f"ethtool -S {ifname}") if p.returncode == 0 else {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .thresholds import CRASH_LOOP_RESTARTS
 from .timeparse import iso
 
 COLUMNS = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")
@@ -198,7 +199,7 @@ class Unit:
 
     @property
     def crash_looping(self) -> bool:
-        return self.sub == "auto-restart" or (self.n_restarts >= 3 and self.result != "success")
+        return self.sub == "auto-restart" or (self.n_restarts >= CRASH_LOOP_RESTARTS and self.result != "success")
 
     def to_dict(self) -> dict:
         return {"unit": self.id, "n_restarts": self.n_restarts, "active": self.active, "sub": self.sub,
@@ -245,3 +246,76 @@ class Tick:
                 "units": None if self.units is None else [u.to_dict() for u in self.units],
                 "softirqs": self.softirqs, "nic_irqs": self.nic_irqs,
                 "starvation": keyed_by_name(self.starve) if self.starve else None}
+
+
+@dataclass
+class MemcgCost:
+    percpu_bytes: float  # Percpu per memory cgroup
+    slab_bytes: float  # Slab per memory cgroup (upper bound for a dying one)
+    probes: int  # memcgs made
+    batches: int
+    possible_cpus: int
+    version: str  # "v1" or "v2"
+
+    def to_dict(self) -> dict:
+        return {"percpu_bytes_per_memcg": round(self.percpu_bytes), "slab_bytes_per_memcg": round(self.slab_bytes),
+                "probes": self.probes, "batches": self.batches, "possible_cpus": self.possible_cpus,
+                "version": self.version}
+
+
+@dataclass(frozen=True)
+class CgEvent:
+    time: float  # perf clock seconds
+    event: str  # mkdir | rmdir | release
+    comm: str
+    pid: int
+    hierarchy: int
+    cg_id: int
+    path: str
+
+
+@dataclass
+class Creator:
+    """Who made cgroups in a churn trace (one comm and path pattern), and what became of them."""
+
+    comm: str
+    pattern: str
+    hierarchy: int = 0
+    mkdir: int = 0
+    rmdir: int = 0
+    pids: set = field(default_factory=set)
+    unit: str | None = None  # the unit its cgroups sit under, by path (the most common)
+    freed: int = 0  # removed and released within the zombie age
+    still_dying: int = 0  # lasting: still dying the zombie age after removal (freed later, or never)
+    young: int = 0  # removed less than the zombie age before the trace ended: undecided
+    lifetimes: list = field(default_factory=list)  # rmdir -> release, seconds, of the released ones
+    first: float = 0.0  # first and last mkdir
+    last: float = 0.0
+
+
+@dataclass
+class ChurnSummary:
+    seconds: float
+    creators: list[Creator]
+    released: int  # rmdir'd cgroups freed within the trace
+    still_dying: int  # rmdir'd in the trace, not released by its end
+    lifetimes: list[float]  # rmdir -> release seconds
+    events: int
+
+
+@dataclass
+class RollupMinute:
+    """One minute of the recording in brief, written beside its 1 Hz ticks (store/rollup.py), so a
+    day's timeline is 1,440 small records. Field names are the stored keys (kept short: one a minute
+    for a year of retention)."""
+
+    t: float  # the minute's start
+    n: int  # ticks it summarises
+    busy: list[int]  # per CPU: mean of the per-second busy %
+    bmax: list[int]  # per CPU: max of the per-second busy % (a 3 s hot core still shows)
+    sys: list[int]  # per CPU: mean sys %
+    mem: list[int] | None = None  # v1 memory controller at the minute's end: tracked, live, dying
+    dying: int | None = None  # dying memory cgroups (either hierarchy) at the minute's end
+    percpu: int | None = None  # /proc/meminfo Percpu, bytes
+    slab: int | None = None
+    ev: list = field(default_factory=list)  # NIC events of the minute: [time, reason, kind, ifname]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .thresholds import HOT_BUSY
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -29,7 +31,10 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_cpu_softirq_ratio", "gauge", "Softirq fraction of each CPU over the last interval", ("cpu",)),
     Metric("nodesleuth_cpu_busy_max_ratio", "gauge", "Busy fraction of the busiest CPU"),
     Metric("nodesleuth_node_busy_ratio", "gauge", "Busy fraction of the whole node"),
-    Metric("nodesleuth_hot_core_seconds", "gauge", "Consecutive seconds each CPU has been >= 90% busy", ("cpu",)),
+    Metric("nodesleuth_hot_core_seconds", "gauge", f"Consecutive seconds each CPU has been >= {HOT_BUSY:.0f}% busy",
+           ("cpu",)),
+    Metric("nodesleuth_hot_core_others_busy_ratio", "gauge", "Mean busy fraction of the other CPUs over each hot "
+           "CPU's current run (the incident rule wants it low: one starved core, not a busy node)", ("cpu",)),
     Metric("nodesleuth_ksoftirqd_wait_ratio", "gauge",
            "Fraction of the interval ksoftirqd/N waited for its CPU (runnable, not running)", ("cpu",)),
     Metric("nodesleuth_cpu_pressure_some_ratio", "gauge",
@@ -61,7 +66,7 @@ METRICS = {m.name: m for m in (
 # must be added here (tests/test_model.py fails otherwise), so no collector's data is silently dropped.
 FROM_TICK = {
     "cpu": ("nodesleuth_cpu_busy_ratio", "nodesleuth_cpu_sys_ratio", "nodesleuth_cpu_softirq_ratio",
-            "nodesleuth_node_busy_ratio", "nodesleuth_hot_core_seconds"),
+            "nodesleuth_node_busy_ratio", "nodesleuth_hot_core_seconds", "nodesleuth_hot_core_others_busy_ratio"),
     "census": ("nodesleuth_cgroups_tracked", "nodesleuth_cgroups_live", "nodesleuth_cgroups_dying"),
     "meminfo": ("nodesleuth_memory_percpu_bytes", "nodesleuth_memory_slab_bytes"),
     "events": ("nodesleuth_nic_kernel_events", "nodesleuth_incidents"),
@@ -79,8 +84,9 @@ NOT_FROM_TICK = {
 }
 
 
-def tick_gauges(t, hot_seconds: dict[int, float] | None = None):
-    """(metric name, label values, value) for every gauge one tick gives."""
+def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None):
+    """(metric name, label values, value) for every gauge one tick gives; `hot`: per CPU (seconds hot,
+    the others' mean busy %) from the incident rule's tracker (detect/incidents.HotCoreTracker.gauges)."""
     cpus = [u for c, u in sorted(t.cpu.items()) if c >= 0]
     for u in cpus:
         yield "nodesleuth_cpu_busy_ratio", (str(u.cpu),), round(u.busy / 100, 4)
@@ -90,8 +96,10 @@ def tick_gauges(t, hot_seconds: dict[int, float] | None = None):
         yield "nodesleuth_cpu_busy_max_ratio", (), round(max(u.busy for u in cpus) / 100, 4)
     if -1 in t.cpu:
         yield "nodesleuth_node_busy_ratio", (), round(t.cpu[-1].busy / 100, 4)
-    for c, s in sorted((hot_seconds or {}).items()):
+    for c, (s, others) in sorted((hot or {}).items()):
         yield "nodesleuth_hot_core_seconds", (str(c),), s
+        if others is not None:
+            yield "nodesleuth_hot_core_others_busy_ratio", (str(c),), round(others / 100, 4)
     if t.starve:
         iv = max(1e-6, t.starve.get("interval") or t.interval)
         for c, ms in sorted(t.starve.get("ksoftirqd_wait_ms", {}).items()):

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..errors import InputError
+from .errors import InputError
 
 
 @dataclass(frozen=True)

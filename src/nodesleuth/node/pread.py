@@ -10,13 +10,7 @@ open file's link count and re-opens a replaced (unlinked) file. Errors are the c
 from __future__ import annotations
 
 import os
-import warnings
-from typing import TYPE_CHECKING
-
-from ..errors import InputError
-
-if TYPE_CHECKING:
-    import numpy as np
+from ..model.errors import InputError
 
 
 class Preader:
@@ -96,16 +90,3 @@ def read_text(reader: Preader, root, abspath: str, one_record: bool = True) -> s
     return data.decode(errors="replace")
 
 
-def numbers(text: str) -> "np.ndarray | None":
-    """The whitespace-separated unsigned integers of a kernel table's text, parsed in one C pass
-    (96 CPUs x 10 columns: ~30 us against ~400 us for int() on each); None where something else
-    stands among them (the caller then reads it line by line and names what is malformed)."""
-    import numpy as np
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # numpy < 2.3 warns instead of raising
-        try:
-            a = np.fromstring(text, dtype=np.uint64, sep=" ")
-        except ValueError:
-            return None
-    return a

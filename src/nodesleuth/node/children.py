@@ -2,7 +2,7 @@
 
 Every child is started with PR_SET_PDEATHSIG, so the kernel signals it when the thread that started
 it dies, however it dies. A child that writes scratch files (perf's chunks) runs under a small
-reaper (`python -m nodesleuth.children SCRATCH -- CMD...`): the reaper dies-with-parent on SIGTERM,
+reaper (`python -m nodesleuth.node.children SCRATCH -- CMD...`): the reaper dies-with-parent on SIGTERM,
 forwards SIGINT/SIGTERM to the command, and when nodesleuth is gone kills the command and removes
 the scratch directory, so neither a process nor a temp file survives a kill -9 for long.
 
@@ -44,6 +44,29 @@ def spawn(cmd: list[str], sig: int = signal.SIGKILL, **kw) -> subprocess.Popen:
     return subprocess.Popen(cmd, preexec_fn=lambda: die_with_parent(sig, parent), **kw)
 
 
+def run(cmd: list[str], timeout: float | None = None, input: str | None = None, check: bool = False,
+        **kw) -> subprocess.CompletedProcess:
+    """subprocess.run through spawn(): a command still waiting (a systemctl on a busy systemd, a
+    sync on a slow disk) dies with us. Output is captured as text unless the caller says otherwise;
+    on timeout the command is killed and TimeoutExpired raised, and `check` raises
+    CalledProcessError, as subprocess.run does."""
+    kw.setdefault("stdin", subprocess.PIPE if input is not None else subprocess.DEVNULL)
+    if "stdout" not in kw and "stderr" not in kw:
+        kw["stdout"] = kw["stderr"] = subprocess.PIPE
+        kw.setdefault("text", True)
+    with spawn(cmd, **kw) as p:
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise
+    done = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    if check:
+        done.check_returncode()
+    return done
+
+
 def spawn_reaped(cmd: list[str], scratch: str, **kw) -> subprocess.Popen:
     """`cmd` under a reaper that removes `scratch` if nodesleuth dies first. The reaper starts with
     SIGINT/SIGTERM blocked (inherited across exec), so a stop request that arrives while its Python
@@ -51,7 +74,7 @@ def spawn_reaped(cmd: list[str], scratch: str, **kw) -> subprocess.Popen:
     kw.setdefault("start_new_session", True)
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        return spawn([sys.executable, "-m", "nodesleuth.children", scratch, "--", *cmd], signal.SIGTERM, **kw)
+        return spawn([sys.executable, "-m", "nodesleuth.node.children", scratch, "--", *cmd], signal.SIGTERM, **kw)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
@@ -59,7 +82,7 @@ def spawn_reaped(cmd: list[str], scratch: str, **kw) -> subprocess.Popen:
 def _reap(argv: list[str]) -> int:
     scratch, sep, cmd = argv[0], argv[1], argv[2:]
     if sep != "--" or not cmd:
-        print("usage: python -m nodesleuth.children SCRATCH -- CMD...", file=sys.stderr)
+        print("usage: python -m nodesleuth.node.children SCRATCH -- CMD...", file=sys.stderr)
         return 2
     orphaned: list[int] = []
     pending: list[int] = []

@@ -1,0 +1,245 @@
+"""The cgroup hierarchies of a root: where they are mounted, what the kernel counts, and making,
+limiting and removing cgroups. The one place that knows cgroup v1 from v2 file names, used by the
+census, the memcg cost probe, the lab, remedy and the tests alike.
+
+Cost model: the counters (/proc/cgroups, a v2 cgroup.stat) are O(controllers); a directory walk is
+O(live cgroups) in the VFS and never touches a dying memcg (it has no directory); nothing here reads
+a file per memcg.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..model.errors import InputError
+from ..model.procfs import Mount, parse_cgroup_stat, parse_mountinfo, parse_proc_cgroups
+from ..model.records import DyingSubtree, V2Stat
+from .pread import Preader, read_text
+from .root import Root
+
+
+def mounts(root: Root) -> list[Mount]:
+    """The cgroup mounts of the root's mount table (host-absolute paths). Through a mount (a
+    container's /host) or in a recorded tree, PID 1's table is the host's; ours is the container's."""
+    mi = "/proc/self/mountinfo" if root.here or not root.exists("/proc/1/mountinfo") else "/proc/1/mountinfo"
+    return parse_mountinfo(root.read(mi), root.join(mi))
+
+
+def v1_mount(ms: list[Mount], controller: str) -> str | None:
+    return next((m.path for m in ms if m.fstype == "cgroup" and controller in m.controllers), None)
+
+
+def v2_mount(ms: list[Mount]) -> str | None:
+    return next((m.path for m in ms if m.fstype == "cgroup2"), None)
+
+
+def v2_stat(root: Root, mount: str, reader: Preader | None = None) -> V2Stat:
+    """`reader` (a loop's) keeps the root cgroup.stat open between ticks."""
+    p = os.path.join(mount, "cgroup.stat")
+    st = parse_cgroup_stat(root.read(p) if reader is None else read_text(reader, root, p), root.join(p))
+    subsys = {}
+    for k, v in st.items():
+        if k.startswith("nr_subsys_"):
+            name = k[len("nr_subsys_"):]
+            subsys[name] = (v, st.get(f"nr_dying_subsys_{name}", 0))
+    return V2Stat(mount, st.get("nr_descendants", 0), st["nr_dying_descendants"], subsys)
+
+
+def count_dirs(path: str) -> int:
+    """Directories under path, including path itself (what `find -type d | wc -l` prints)."""
+    n = 1
+    stack = [path]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    n += 1
+                    stack.append(e.path)
+    return n
+
+
+def dying_subtrees(root: Root, mount: str, max_depth: int = 6, limit: int = 10) -> list[DyingSubtree]:
+    """Descend only into v2 children that report dying descendants; return the deepest holders.
+
+    A cgroup whose dying count is not explained by its live children is where the zombies were
+    removed from (e.g. /system.slice for crash-looping services).
+    """
+    out: list[DyingSubtree] = []
+    base = root.join(mount)
+
+    def walk(rel: str, dying: int, depth: int) -> None:
+        in_children = 0
+        if depth < max_depth:
+            d = os.path.join(base, rel.lstrip("/"))
+            try:
+                names = [e.name for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+            except OSError:
+                names = []
+            for name in names:
+                crel = f"{rel.rstrip('/')}/{name}"
+                try:
+                    st = parse_cgroup_stat(root.read(os.path.join(mount, crel.lstrip("/"), "cgroup.stat")), crel)
+                except InputError:
+                    continue
+                cd = st["nr_dying_descendants"]
+                if cd > 0:
+                    in_children += cd
+                    walk(crel, cd, depth + 1)
+        own = dying - in_children
+        if own > 0:
+            out.append(DyingSubtree(rel or "/", own))
+
+    top = v2_stat(root, mount).nr_dying_descendants
+    if top > 0:
+        walk("/", top, 0)
+    out.sort(key=lambda s: -s.dying)
+    return out[:limit]
+
+
+def pids_in_cgroup(root: Root, path: str) -> set[int]:
+    """Processes in a cgroup and its descendants, on whichever mounted hierarchy has that path
+    (v1 memory, the v1 name=systemd tree, or v2)."""
+    order = sorted(mounts(root), key=lambda m: (m.fstype != "cgroup2", "memory" not in m.controllers))
+    for m in order:
+        base = root.join(os.path.join(m.path, path.lstrip("/")))
+        if not os.path.isdir(base):
+            continue
+        pids: set[int] = set()
+        for dp, _, files in os.walk(base):
+            if "cgroup.procs" in files:
+                try:
+                    with open(os.path.join(dp, "cgroup.procs")) as f:
+                        pids |= {int(x) for x in f.read().split()}
+                except OSError:
+                    pass
+        return pids
+    raise InputError(path, "no such cgroup on any mounted hierarchy")
+
+
+def remove_cgroup_tree(path: str) -> None:
+    """rmdir `path` and every cgroup below it, deepest first; what cannot be removed (a process still
+    in it) stays, quietly: callers check the count they care about."""
+    for dp, dn, _ in sorted(os.walk(path), key=lambda t: -t[0].count("/")):
+        for d in dn:
+            try:
+                os.rmdir(os.path.join(dp, d))
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+class Memcg:
+    """The memory controller of a root, under either cgroup version: v1's own hierarchy
+    (memory.limit_in_bytes, memory.usage_in_bytes) or the unified v2 one (memory.max,
+    memory.current, `+memory` in every ancestor's cgroup.subtree_control), wherever the mount
+    table puts it. Paths given to the methods are relative to the controller's root cgroup."""
+
+    def __init__(self, root: Root = Root("/")):
+        self.root = root
+        try:
+            ms = mounts(root)
+        except InputError:
+            ms = []
+        v1 = v1_mount(ms, "memory")
+        v2 = v2_mount(ms)
+        if v1 is not None and os.path.isfile(root.join(os.path.join(v1, "memory.limit_in_bytes"))):
+            self.version, self.host_mount = 1, v1
+        elif v2 is not None and "memory" in _read(root.join(os.path.join(v2, "cgroup.controllers"))).split():
+            self.version, self.host_mount = 2, v2
+        else:
+            raise InputError(root.join("/sys/fs/cgroup"),
+                             "no cgroup v1 memory hierarchy and no v2 memory controller in the mount table")
+        self.mount = root.join(self.host_mount)
+
+    @property
+    def name(self) -> str:
+        return f"v{self.version}"
+
+    def path(self, rel: str) -> str:
+        return os.path.join(self.mount, rel.strip("/"))
+
+    def make(self, rel: str, children: bool = False) -> str:
+        """Create `rel` (and its parents); on v2 enable the memory controller down to it (and, with
+        `children`, for its own children: then it may hold no process itself)."""
+        parts = [x for x in rel.strip("/").split("/") if x]
+        here = self.mount
+        for part in parts:
+            if self.version == 2 and "memory" not in _read(os.path.join(here, "cgroup.subtree_control")).split():
+                _write(os.path.join(here, "cgroup.subtree_control"), "+memory")
+            here = os.path.join(here, part)
+            os.makedirs(here, exist_ok=True)
+        if children and self.version == 2:
+            _write(os.path.join(here, "cgroup.subtree_control"), "+memory")
+        return here
+
+    def set_limit(self, rel: str, limit: int | None) -> None:
+        name = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+        _write(os.path.join(self.path(rel), name), str(limit) if limit is not None else
+               ("-1" if self.version == 1 else "max"))
+
+    def limit(self, rel: str) -> int | None:
+        """The hard limit in bytes, None when unlimited ("max" on v2, a huge number on v1)."""
+        name = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+        text = _read(os.path.join(self.path(rel), name)).strip()
+        return int(text) if text.isdigit() and int(text) < 1 << 60 else None
+
+    def usage(self, rel: str) -> int:
+        name = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
+        return int(_read(os.path.join(self.path(rel), name)).split()[0])
+
+    def count(self) -> int | None:
+        """Memory cgroups the kernel holds, live and dying: /proc/cgroups num_cgroups on v1; on v2
+        the root's cgroup.stat (nr_subsys_memory + nr_dying_subsys_memory, 6.12+; else every cgroup:
+        1 + nr_descendants + nr_dying_descendants). None when the kernel does not say."""
+        try:
+            if self.version == 1:
+                rows = parse_proc_cgroups(self.root.read("/proc/cgroups"), self.root.join("/proc/cgroups"))
+                return next((num for name, _, num, _ in rows if name == "memory"), None)
+            p = os.path.join(self.host_mount, "cgroup.stat")
+            st = parse_cgroup_stat(self.root.read(p), self.root.join(p))
+        except InputError:
+            return None
+        if "nr_subsys_memory" in st:
+            return st["nr_subsys_memory"] + st.get("nr_dying_subsys_memory", 0)
+        return 1 + st.get("nr_descendants", 0) + st.get("nr_dying_descendants", 0)
+
+    def reclaim(self, rel: str, nbytes: int) -> None:
+        """v2 `memory.reclaim` (5.19+): reclaim up to nbytes under `rel` (its dying children's
+        page cache first in line); OSError EAGAIN when less could be reclaimed."""
+        if self.version != 2:
+            raise InputError(self.path(rel), "memory.reclaim exists only on cgroup v2")
+        _write(os.path.join(self.path(rel), "memory.reclaim"), str(nbytes))
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def enter(cgroup: str, pid: int) -> None:
+    """Move a process into a cgroup (its directory path); v1 and v2 alike."""
+    _write(os.path.join(cgroup, "cgroup.procs"), str(pid))
+
+
+def drop_caches(root: Root = Root("/")) -> None:
+    """sync, then drop clean page cache, dentries and inodes (what frees page-cache-pinned zombies)."""
+    from .children import run
+
+    run(["sync"], timeout=600)
+    _write(root.join("/proc/sys/vm/drop_caches"), "3")
