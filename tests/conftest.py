@@ -77,6 +77,41 @@ def finding(doc: dict, kind: str, **match) -> dict | None:
     return None
 
 
+def memcg():
+    """The memory controller of this host, on whichever cgroup version it runs (node/cgroupfs.py):
+    tests follow the hierarchy they find, never a hard-coded v1 path."""
+    from nodesleuth.node.cgroupfs import Memcg
+
+    return Memcg()
+
+
+def zombie_finding(doc: dict) -> dict | None:
+    """The zombie_cgroups finding of the memory controller on this host's hierarchy (v2 kernels before
+    6.12 report every dying cgroup, controller "all")."""
+    mc = memcg()
+    if mc.version == 1:
+        return finding(doc, "zombie_cgroups", controller="memory", version="v1")
+    return finding(doc, "zombie_cgroups", controller="memory", version="v2") or finding(
+        doc, "zombie_cgroups", controller="all", version="v2")
+
+
+def kernel_dying_memcgs() -> tuple[int, int]:
+    """(tracked, live) memory cgroups as the kernel counts them, read independently of nodesleuth's
+    census: v1 /proc/cgroups num_cgroups and `find MOUNT -type d | wc -l`; v2 the root cgroup.stat."""
+    mc = memcg()
+    if mc.version == 1:
+        tracked = mc.count()
+        live = int(subprocess.run(f"find {mc.mount} -type d | wc -l", shell=True, capture_output=True,
+                                  text=True).stdout)
+        return tracked, live
+    st = dict(line.split() for line in open(os.path.join(mc.mount, "cgroup.stat")) if line.strip())
+    if "nr_subsys_memory" in st:
+        live = int(st["nr_subsys_memory"])
+        return live + int(st.get("nr_dying_subsys_memory", 0)), live
+    live = int(st["nr_descendants"]) + 1
+    return live + int(st["nr_dying_descendants"]), live
+
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for cgroups, /dev/kmsg and perf")
 
 

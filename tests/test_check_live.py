@@ -8,27 +8,23 @@ import threading
 import time
 
 
-from conftest import check_json, finding, kmsg_write, needs_root
+from conftest import check_json, finding, kernel_dying_memcgs, kmsg_write, memcg, needs_root, zombie_finding
 from nodesleuth.lab import zombies as zl
 
 pytestmark = needs_root
 
 
-def live_dirs(path: str) -> int:
-    return int(subprocess.run(f"find {path} -type d | wc -l", shell=True, capture_output=True, text=True).stdout)
-
-
 def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
-    parent = f"{zl.V1_MEMORY}/nodesleuth-test-{os.getpid()}"
+    mc = memcg()
+    parent = os.path.join(mc.mount, f"nodesleuth-test-{os.getpid()}")
     data = str(tmp_path / "pins")
-    before = zl.memory_num_cgroups()
+    before = mc.count()
     try:
         made = zl.make_zombies(1500, parent, data)
         assert made == 1500
         rc, doc = check_json("--seconds", "1", "--no-trace")
-        tracked_now = zl.memory_num_cgroups()
-        live_now = live_dirs(zl.V1_MEMORY)
-        f = finding(doc, "zombie_cgroups", controller="memory", version="v1")
+        tracked_now, live_now = kernel_dying_memcgs()
+        f = zombie_finding(doc)
         assert f is not None, doc["findings"]
         d = f["data"]
         # warning from 1,000 dying, critical from 10,000 (other jobs on this host may hold zombies too)
@@ -49,10 +45,10 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         assert any("memory cost measured here" in e for e in f["evidence"])
     finally:
         zl.clear(parent, data)
-    after = zl.memory_num_cgroups()
+    after = mc.count()
     assert after <= before + 50, (before, after)
     rc, doc2 = check_json("--seconds", "1", "--no-trace")
-    f2 = finding(doc2, "zombie_cgroups", controller="memory", version="v1")
+    f2 = zombie_finding(doc2)
     assert f2 is None or f2["data"]["dying"] <= d["dying"] - 1450  # ours are gone
 
 
@@ -63,7 +59,7 @@ def test_churn_trace_names_the_creator(tmp_path):
     that for "no tracepoints" and skipped the trace without a word, the CI of 2026-12-04)."""
     if os.path.ismount("/sys/kernel/tracing"):
         subprocess.run(["umount", "/sys/kernel/tracing"], capture_output=True)  # busy: traced as it is
-    parent = f"{zl.V1_MEMORY}/nodesleuth-churn-{os.getpid()}"
+    parent = os.path.join(memcg().mount, f"nodesleuth-churn-{os.getpid()}")
     data = str(tmp_path / "pins")
     out = {"made": 0}
     stop = threading.Event()
@@ -88,7 +84,7 @@ def test_churn_trace_names_the_creator(tmp_path):
     top = churn["creators"][0]
     assert 20 <= top["mkdir"] <= out["made"]
     assert top["pattern"].endswith("/ecs-agent-*-*"), top
-    f = finding(doc, "zombie_cgroups", controller="memory", version="v1")
+    f = zombie_finding(doc)
     assert f["data"]["growth"] >= 20
     assert any("ecs-agent-" in e for e in f["evidence"])
 

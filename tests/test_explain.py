@@ -122,7 +122,9 @@ WantedBy=multi-user.target
             loop.kill()
         from nodesleuth.lab import zombies as zl
 
-        zl.clear(f"{zl.V1_MEMORY}/nodesleuth-decoy", os.path.join(work, "data"))
+        from conftest import memcg
+
+        zl.clear(os.path.join(memcg().mount, "nodesleuth-decoy"), os.path.join(work, "data"))
         shutil.rmtree(work, ignore_errors=True)
     ex = nodesleuth("explain", "--store", store, "--json", timeout=300)
     assert ex.returncode == 0, ex.stderr

@@ -135,7 +135,9 @@ def test_remedy_apply_disables_the_unit_proven_to_make_zombies():
             time.sleep(1.0)
             assert int(ns.systemctl("show", "-p", "NRestarts", "--value", "ecs.service").stdout) == n1
     finally:
-        zl.clear(f"{zl.V1_MEMORY}/nodesleuth-remedy-test", os.path.join(workdir, "data"))
+        from conftest import memcg
+
+        zl.clear(os.path.join(memcg().mount, "nodesleuth-remedy-test"), os.path.join(workdir, "data"))
         import shutil
 
         shutil.rmtree(workdir, ignore_errors=True)
