@@ -20,6 +20,7 @@ from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from ..node.root import Root
 from .starvation import StarvationReader, deltas as starvation_deltas
+from .registry import registered
 from .units import UnitWatcher
 
 TOP_PER_CPU = 5
@@ -53,6 +54,7 @@ MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cac
 class Preset:
     """What a Sampler reads and how often. check, record and the exporter differ only in this."""
 
+    use: str = "check"  # which registered collectors run (collect/registry.py: check | record | exporter)
     threads: bool = True  # attribute CPU per thread (field 39 of each task)
     live_every: float = 60.0  # s between cgroup directory walks (the counts themselves every tick)
     units_every: int = 5  # ticks between systemd reads; 0: never
@@ -65,9 +67,9 @@ class Preset:
 
 
 # a check is short: NIC counters every tick so the window's delta is exact; check reads units itself
-CHECK = Preset(units_every=0, ethtool_every=1, irqs=True)
-RECORD = Preset(irqs=True, util=False, procs_full_max=10)
-EXPORTER = Preset(units_every=5)
+CHECK = Preset("check", units_every=0, ethtool_every=1, irqs=True)
+RECORD = Preset("record", irqs=True, util=False, procs_full_max=10)
+EXPORTER = Preset("exporter", units_every=5)
 
 
 class Sampler:
@@ -76,7 +78,7 @@ class Sampler:
         """A sampler for one use (CHECK, RECORD, EXPORTER); `source`: kmsg, ns_pid, rules_path, kmsg_boot."""
         return cls(root, **dataclasses.asdict(preset), **source)
 
-    def __init__(self, root: Root, *, threads: bool = True, live_every: float = 60.0,
+    def __init__(self, root: Root, *, use: str = "check", threads: bool = True, live_every: float = 60.0,
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
@@ -118,6 +120,8 @@ class Sampler:
         self._irq_prev: tuple[dict, dict] | None = None
         self.starvation = StarvationReader(root, self.reader) if starvation else None
         self._starve_prev: dict | None = None
+        # the registered collectors of this use (collect/registry.py): one Tick field each
+        self.extra = [(r, r.cls(root, self.reader)) for r in registered(use)]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
         self.problems: dict[str, str] = dict(self.census.problems)
         if self.kmsg_problem:
@@ -146,6 +150,8 @@ class Sampler:
             self._starve_prev = self._read("starvation", self.starvation.read)
         if self.irqs:
             self._irq_prev = self._read("irqs", self.irqs.read)
+        for r, c in self.extra:
+            self._read(r.field, c.prime)
         return self._kmsg_events()
 
     def tick(self, force_walk: bool = False) -> Tick:
@@ -210,10 +216,12 @@ class Sampler:
             if cur_s is not None and self._starve_prev is not None:
                 starve = starvation_deltas(self._starve_prev, cur_s, interval)
             self._starve_prev = cur_s
+        sections = {r.field: self._read(r.field, lambda c=c: c.read(interval))
+                    for r, c in self.extra if self.n % r.every == 0}
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
         return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
-                    events, nics, units, raw, si, ni, starve)
+                    events, nics, units, raw, si, ni, starve, **sections)
 
     def _kmsg_events(self) -> list[KernelEvent]:
         """New kernel-log events. Following the root's own log (record, exporter), a line whose form carries
@@ -235,6 +243,8 @@ class Sampler:
             return None
 
     def close(self) -> None:
+        for _, c in self.extra:
+            c.close()
         if self.units is not None:
             self.units.close()
         self.tasks.close()

@@ -1,19 +1,20 @@
-"""The detectors, listed once. A detector is `findings(window) -> list[Finding]` in its own module,
-registered with @detector; `check` runs them all on one Window (detect/window.py), the way
-node_exporter registers collectors and node-problem-detector registers log watchers.
+"""The detectors register themselves. A detector is `findings(window) -> list[Finding]` in its own
+module, decorated @detector("kind"); `check` runs every one on one Window (detect/window.py), the
+way node_exporter registers collectors and node-problem-detector registers log watchers.
 
-To add one: write detect/NAME.py with a function decorated @detector("kind"), add NAME to MODULES.
+To add one: write detect/NAME.py with a function decorated @detector("kind"). Nothing else wires it:
+every module of this package is imported once when the detectors are asked for.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from typing import Callable
 
 from .findings import Finding
 from .window import Window
 
-MODULES = ("zombies", "hotcore", "nic", "lockups", "units")
 _DETECTORS: dict[str, Callable[[Window], list[Finding]]] = {}
 
 
@@ -27,8 +28,10 @@ def detector(name: str):
 
 
 def detectors() -> dict[str, Callable[[Window], list[Finding]]]:
-    for m in MODULES:
-        importlib.import_module(f"{__package__}.{m}")
+    from . import __path__ as here
+
+    for m in pkgutil.iter_modules(here):
+        importlib.import_module(f"{__package__}.{m.name}")
     return dict(_DETECTORS)
 
 

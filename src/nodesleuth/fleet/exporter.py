@@ -75,7 +75,8 @@ class NodesleuthCollector(Collector):
             f = fams.get(name)
             if f is None:
                 m = METRICS[name]
-                f = fams[name] = GaugeMetricFamily(name, m.help, labels=list(m.labels) or None)
+                kind = CounterMetricFamily if m.type == "counter" else GaugeMetricFamily
+                f = fams[name] = kind(name, m.help, labels=list(m.labels) or None)
             f.add_metric(list(labels), value)
         yield from fams.values()
         def counter(name):

@@ -12,18 +12,9 @@ configuration facts in low-cardinality labels, bounded as fleet/facts.py documen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from .metric import Metric
+from .records import SECTIONS
 from .thresholds import HOT_BUSY
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    type: str  # gauge | counter | info
-    help: str
-    labels: tuple[str, ...] = ()
-
 
 METRICS = {m.name: m for m in (
     Metric("nodesleuth_cpu_busy_ratio", "gauge", "Busy fraction of each CPU over the last interval", ("cpu",)),
@@ -62,6 +53,9 @@ METRICS = {m.name: m for m in (
 )}
 
 
+for _cls in SECTIONS.values():  # a registered collector's record declares its own metrics (model/section.py)
+    METRICS.update({m.name: m for m in _cls.METRICS})
+
 # Where each field of a second (model.Tick) shows in the exporter, or why it does not: a new field
 # must be added here (tests/test_model.py fails otherwise), so no collector's data is silently dropped.
 FROM_TICK = {
@@ -73,6 +67,7 @@ FROM_TICK = {
     "nics": ("nodesleuth_nic_driver_resets",),
     "units": ("nodesleuth_unit_restarts", "nodesleuth_unit_crash_looping"),
     "starve": ("nodesleuth_ksoftirqd_wait_ratio", "nodesleuth_cpu_pressure_some_ratio"),
+    **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items()},
 }
 NOT_FROM_TICK = {
     "time": "the scrape's own timestamp",
@@ -85,7 +80,7 @@ NOT_FROM_TICK = {
 
 
 def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None):
-    """(metric name, label values, value) for every gauge one tick gives; `hot`: per CPU (seconds hot,
+    """(metric name, label values, value) for every gauge (and section counter) one tick gives; `hot`: per CPU (seconds hot,
     the others' mean busy %) from the incident rule's tracker (detect/incidents.HotCoreTracker.gauges)."""
     cpus = [u for c, u in sorted(t.cpu.items()) if c >= 0]
     for u in cpus:
@@ -122,6 +117,10 @@ def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None):
         yield "nodesleuth_memory_percpu_bytes", (), t.meminfo["Percpu"]
     if "Slab" in t.meminfo:
         yield "nodesleuth_memory_slab_bytes", (), t.meminfo["Slab"]
+    for name in SECTIONS:
+        sec = getattr(t, name, None)
+        if sec is not None:
+            yield from sec.samples()
 
 
 def label_text(name: str, values: tuple) -> str:

@@ -238,3 +238,52 @@ def cpu_list_count(text: str, path: str) -> int:
     except ValueError:
         raise InputError(path, f"malformed CPU list {text.strip()!r}") from None
     return n
+
+
+SOFTNET_COLS = {"processed": 0, "dropped": 1, "time_squeeze": 2, "received_rps": 9, "flow_limit_count": 10,
+                "backlog_len": 11}  # 0-based columns of /proc/net/softnet_stat (net/core/net-procfs.c)
+
+
+def parse_softnet(text: str, online: list[int] | None, path: str = "/proc/net/softnet_stat") -> dict[int, dict]:
+    """Per CPU, the columns this kernel prints: {cpu: {"processed": n, ...}}.
+
+    One row per *online* CPU, every field hex u32, no header; the width says the generation: 9 (2.6:
+    processed, dropped, time_squeeze, 5 zeros, cpu_collision), 10 (+received_rps, 2.6.35; RHEL 7),
+    11 (+flow_limit_count, 3.11), 13 (+backlog_len and the CPU's id, 5.10; RHEL 8.5), 15
+    (+input_qlen, process_qlen, 6.4). Width 12 is a vendor's (Android 4.19: gro_coalesced), so
+    columns past 11 are trusted only from 13. The CPU is column 13 where printed, else the i-th
+    online CPU (`online`, from /sys/devices/system/cpu/online read at the same moment), never the
+    row number (node_exporter before 1.6 mislabels every CPU after an offline one)."""
+    rows = [line.split() for line in text.splitlines() if line.strip()]
+    if not rows:
+        raise InputError(path, "no rows")
+    out: dict[int, dict] = {}
+    for i, r in enumerate(rows):
+        if len(r) < 9:
+            raise InputError(path, f"row {i + 1} has {len(r)} columns, a kernel prints at least 9")
+        try:
+            vals = [int(x, 16) for x in r]
+        except ValueError:
+            raise InputError(path, f"row {i + 1} is not hex: {' '.join(r)[:60]!r}") from None
+        if len(vals) >= 13:
+            cpu = vals[12]
+        elif online is not None and i < len(online):
+            cpu = online[i]
+        else:
+            cpu = i
+        out[cpu] = {k: vals[c] for k, c in SOFTNET_COLS.items()
+                    if c < len(vals) and (c < 11 or len(vals) >= 13)}
+    return out
+
+
+def parse_cpu_list(text: str, path: str) -> list[int]:
+    """The CPUs a kernel CPU list names, in order ("0-3,8-11" -> [0, 1, 2, 3, 8, 9, 10, 11])."""
+    out: list[int] = []
+    try:
+        for part in text.strip().split(","):
+            if part:
+                a, _, b = part.partition("-")
+                out += range(int(a), int(b or a) + 1)
+    except ValueError:
+        raise InputError(path, f"malformed CPU list {text.strip()!r}") from None
+    return out

@@ -8,8 +8,11 @@ dump, the exporter's metric vocabulary nor the web data.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
+from .metric import Metric
+from .section import SECTIONS, Section
 from .thresholds import CRASH_LOOP_RESTARTS
 from .timeparse import iso
 
@@ -208,6 +211,85 @@ class Unit:
 
 
 @dataclass
+class Softnet(Section):
+    """Per CPU over the interval: /proc/net/softnet_stat, the kernel's per-CPU receive work
+    (net/core/net-procfs.c softnet_seq_show; model/procfs.parse_softnet reads every generation's
+    columns). What a starved core does to the network shows here first: time_squeeze counts
+    net_rx_action running out of budget or time with work left, dropped the packets its backlog had
+    no room for. Deltas of the kernel's u32 counters (modulo 2^32); backlog_len is a gauge; a column
+    the running kernel does not print is None."""
+
+    FIELD = "softnet"
+    METRICS = tuple(Metric(f"nodesleuth_softnet_{n}", "counter", h, ("cpu",)) for n, h in (
+        ("processed", "Packets processed by each CPU (softnet_stat, as node_exporter's node_softnet_processed_total)"),
+        ("dropped", "Packets dropped because the CPU's backlog was full (softnet_stat)"),
+        ("times_squeezed", "Times net_rx_action ran out of budget or time with work left (softnet_stat time_squeeze)"),
+        ("received_rps", "RPS interrupts received by the CPU (softnet_stat)"),
+        ("flow_limit_count", "Packets dropped by the flow limit (softnet_stat)"))) + (
+        Metric("nodesleuth_softnet_backlog_len", "gauge", "Packets in the CPU's backlog queues (softnet_stat)",
+               ("cpu",)),)
+    WEB = "panel:softnet"
+
+    cpus: list[int]
+    processed: list[int]
+    dropped: list[int]
+    time_squeeze: list[int]
+    received_rps: list[int] | None = None
+    flow_limit_count: list[int] | None = None
+    backlog_len: list[int] | None = None
+    totals: dict | None = None  # the kernel's counters now, for /metrics (not stored: deltas are)
+
+    COUNTERS = (("processed", "processed"), ("dropped", "dropped"), ("time_squeeze", "times_squeezed"),
+                ("received_rps", "received_rps"), ("flow_limit_count", "flow_limit_count"))
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in dataclasses.asdict(self).items() if k != "totals"}
+        return d
+
+    def stored(self) -> dict:
+        """Only the CPUs where something moved: a quiet 96-CPU node stores a few rows, not 96."""
+        cols = [k for k in ("processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count", "backlog_len")
+                if getattr(self, k) is not None]
+        vals = [getattr(self, k) for k in cols]
+        rows = [[c, *(v[i] for v in vals)] for i, c in enumerate(self.cpus) if any(v[i] for v in vals)]
+        n = len(self.cpus)
+        return {"cpus": n if self.cpus == list(range(n)) else self.cpus, "f": cols, "r": rows}
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Softnet":
+        cpus = list(range(d["cpus"])) if isinstance(d["cpus"], int) else list(d["cpus"])
+        at = {c: i for i, c in enumerate(cpus)}
+        cols = {k: [0] * len(cpus) for k in d.get("f", [])}
+        for row in d.get("r", []):
+            i = at.get(row[0])
+            if i is not None:
+                for k, v in zip(d.get("f", []), row[1:]):
+                    cols[k][i] = v
+        return cls(cpus, cols.get("processed", [0] * len(cpus)), cols.get("dropped", [0] * len(cpus)),
+                   cols.get("time_squeeze", [0] * len(cpus)), cols.get("received_rps"), cols.get("flow_limit_count"),
+                   cols.get("backlog_len"))
+
+    def samples(self):
+        if self.totals:
+            for key, name in self.COUNTERS:
+                col = self.totals.get(key)
+                if col is not None:
+                    for c, v in zip(self.cpus, col):
+                        yield f"nodesleuth_softnet_{name}", (str(c),), v
+        if self.backlog_len is not None:
+            for c, v in zip(self.cpus, self.backlog_len):
+                yield "nodesleuth_softnet_backlog_len", (str(c),), v
+
+    def of(self, cpu: int) -> dict:
+        """One CPU's figures this interval (empty when the CPU has no row: offline)."""
+        if cpu not in self.cpus:
+            return {}
+        i = self.cpus.index(cpu)
+        return {k: getattr(self, k)[i] for k in ("processed", "dropped", "time_squeeze", "received_rps",
+                                                   "flow_limit_count", "backlog_len") if getattr(self, k) is not None}
+
+
+@dataclass
 class Tick:
     time: float
     interval: float  # seconds covered by cpu/procs
@@ -222,6 +304,8 @@ class Tick:
     softirqs: dict[str, list[int]] | None = None  # per-CPU deltas this interval
     nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
     starve: dict | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
+    # sections of registered collectors (model/section.py): None when not read this tick
+    softnet: Softnet | None = None
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
@@ -245,7 +329,8 @@ class Tick:
                 "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
                 "units": None if self.units is None else [u.to_dict() for u in self.units],
                 "softirqs": self.softirqs, "nic_irqs": self.nic_irqs,
-                "starvation": keyed_by_name(self.starve) if self.starve else None}
+                "starvation": keyed_by_name(self.starve) if self.starve else None,
+                **{name: None if getattr(self, name) is None else getattr(self, name).to_dict() for name in SECTIONS}}
 
 
 @dataclass

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..model.errors import InputError
 from ..store.segment import Problem
+from ..model.thresholds import HOT_BUSY
 from ..store.catalog import HEAT, HEAT_ALL, PROFILE, PROFILE_LOST, agg
 from ..store.store import StoreReader
 from .arrays import distinct
@@ -448,7 +449,7 @@ class Heatmap:
     """FlameScope's layout: columns are seconds from `start`, rows are subsecond offsets.
 
     values[col][row] counts non-idle samples (rows ordered top = end of the second, as FlameScope);
-    hot_cpus[col] lists the CPUs whose samples in that second were >= 90% non-idle, so one pinned
+    hot_cpus[col] lists the CPUs whose samples in that second were >= HOT_BUSY % non-idle, so one pinned
     core among many is named even where the summed cells cannot show it.
     """
 
@@ -465,7 +466,7 @@ class Heatmap:
 
 
 def heatmap(s: Samples, f: Filter, rows: int = 50, start: float | None = None, end: float | None = None,
-            hot: float = 0.9, hz: float | None = None) -> Heatmap:
+            hot: float = HOT_BUSY / 100, hz: float | None = None) -> Heatmap:
     if start is None:
         start = math.floor(float(s.t.min())) if len(s) else 0.0
     if end is None:
@@ -533,7 +534,7 @@ def _heatmap(start, rows, vals, tot, busy, hot, hz, f, note, step: int = 1) -> H
 
 
 def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | None = None,
-                 end: float | None = None, hot: float = 0.9, hz: float | None = None,
+                 end: float | None = None, hot: float = HOT_BUSY / 100, hz: float | None = None,
                  on_segment=None, step: int = 1) -> Heatmap | None:
     """heatmap() of the stored range [start, end) from the per-minute heatmap aggregates (profile/agg.py):
     the same cells and marks, from ~one record a minute instead of every sample. None where they cannot

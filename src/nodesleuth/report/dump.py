@@ -58,8 +58,9 @@ def to_openmetrics(ts: Iterator[Tick], out: io.TextIOBase) -> int:
     for name, by_labels in series.items():
         m = METRICS[name]
         out.write(f"# TYPE {name} {m.type}\n# HELP {name} {m.help}\n")
+        sample = f"{name}_total" if m.type == "counter" else name  # OpenMetrics: a counter's sample is NAME_total
         for labels, samples in by_labels.items():
             for smp in samples:
-                out.write(f"{name}{labels} {smp}\n")
+                out.write(f"{sample}{labels} {smp}\n")
     out.write("# EOF\n")
     return n

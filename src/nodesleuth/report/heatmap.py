@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from ..model.thresholds import HOT_BUSY
+
 SHADES = " .:-=+*#%@"
 LABEL_EVERY = 10  # columns (seconds) between time labels; an HH:MM:SS label is 8 characters
 
@@ -36,5 +38,5 @@ def render_text(h) -> str:
     out.append(pad + "".join(ticks).rstrip())
     out.append(pad + "".join(labels).rstrip())
     hot = [f"{_hms(h.start + c * st)} CPU {','.join(map(str, hc))}" for c, hc in zip(h.columns, h.hot_cpus) if hc]
-    out.append(f"hot CPUs (>= 90% busy) per {per}: " + ("; ".join(hot) if hot else "none"))
+    out.append(f"hot CPUs (>= {HOT_BUSY:.0f}% busy) per {per}: " + ("; ".join(hot) if hot else "none"))
     return "\n".join(out) + "\n"

@@ -19,15 +19,10 @@ import dataclasses
 
 import orjson
 
-from ..model.records import Census, ControllerCount, DyingSubtree, V2Stat
-from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import KernelEvent
-from ..model.records import NicCounters
-from ..model.records import ProcUse
-from ..model.records import Tick
-from ..model.records import keyed_by_name
-from ..model.records import Unit
 from ..model.errors import InputError
+from ..model.mpstat import FIELDS, from_deltas
+from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, NicCounters, ProcUse, Tick,
+                             Unit, V2Stat, keyed_by_name)
 
 VERSION = 2  # the tick record schema this version writes
 READS = (1, 2)  # and the ones it reads
@@ -122,6 +117,10 @@ class Encoder:
             if key or units != self._units:
                 rec["u"] = units
                 self._units = units
+        for name in SECTIONS:  # registered collectors' sections (model/section.py), by field name
+            v = getattr(t, name)
+            if v is not None:
+                rec.setdefault("x", {})[name] = v.stored()
         if extra:
             rec.update(extra)
         return orjson.dumps(rec)
@@ -145,7 +144,20 @@ def decode(payload: bytes, where: str = "tick") -> Tick:
     cpu, raw = _cpus(r)
     return Tick(r["t"], r["iv"], cpu, _procs(r.get("p")), _census(r, where), r.get("mi", {}),
                 untable(r.get("ev"), KernelEvent, where), _nics(r), untable(r["u"], Unit, where) if "u" in r else None,
-                raw, r.get("si"), _nic_irqs(r, raw), _starve(r))
+                raw, r.get("si"), _nic_irqs(r, raw), _starve(r), **_sections(r, where))
+
+
+def _sections(r: dict, where: str) -> dict:
+    """Sections of registered collectors by field name; a name this version does not know is ignored."""
+    out = {}
+    for name, d in (r.get("x") or {}).items():
+        cls = SECTIONS.get(name)
+        if cls is not None:
+            try:
+                out[name] = cls.from_stored(d)
+            except (TypeError, KeyError, ValueError, IndexError) as e:
+                raise InputError(where, f"{name} section {str(d)[:60]!r}: {e}") from None
+    return out
 
 
 class _OnRead:
@@ -243,6 +255,9 @@ def decode_lazy(payload: bytes, where: str = "tick") -> Tick:
     t.events = untable(r.get("ev"), KernelEvent, where)
     t.nics = _nics(r)
     t.units = untable(r["u"], Unit, where) if "u" in r else None
+    for name in SECTIONS:
+        t.__dict__[name] = None
+    t.__dict__.update(_sections(r, where))
     return t
 
 

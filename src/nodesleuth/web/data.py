@@ -16,6 +16,8 @@ from ..profile import query as pq
 from ..store import query as sq, rollup
 from ..store.catalog import PROFILE, ROLLUP, TICKS
 from ..store.store import StoreReader
+from .panels import panels
+from ..model.thresholds import THRESHOLDS
 
 TICKS_MAX_SPAN = 2 * 3600.0
 
@@ -30,14 +32,18 @@ def summary(reader: StoreReader) -> dict:
             ncpu = len([c for c in t.cpu if c >= 0])
     pspan = reader.span(PROFILE)
     return {"start": span[0] if span else None, "end": span[1] if span else None, "cpus": ncpu,
+            "rules": THRESHOLDS,
             "profile": pspan is not None, "profile_start": pspan[0] if pspan else None,
             "profile_end": pspan[1] if pspan else None}
 
 
+def _drawn() -> dict[str, str]:
+    return {f: f"panel:{p.name}" for p in panels() for f in p.fields}
+
+
 # Where each field of a second (model.Tick) shows in the timeline's data (or why not): a new field
-# must be added here (tests/test_model.py fails otherwise).
-FROM_TICK = {"cpu": "values", "census": "census", "meminfo": "memory", "events": "events",
-             "starve": "starvation", "softirqs": "starvation", "time": "from", "interval": "step"}
+# must be drawn by a panel (web/panels/) or listed here with the reason (tests/test_model.py fails otherwise).
+FROM_TICK = {"cpu": "values", "events": "events", "time": "from", "interval": "step", **_drawn()}
 NOT_FROM_TICK = {
     "cpu_raw": "jiffies: drawn as the busy/sys values of `cpu`",
     "procs": "per cell on hover (/api/cell)",
@@ -51,7 +57,9 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
     span = max(1.0, t1 - t0)
     use_rollup = span > TICKS_MAX_SPAN and reader.segments(ROLLUP)
     step = span / cols
-    events, census, mem, starve = [], [], [], []
+    events = []
+    pans = panels()
+    points: dict[str, list] = {p.name: [] for p in pans}
     grid = None
     if use_rollup:
         key = {"busy": "bmax", "mean": "busy", "sys": "sys"}.get(metric, "bmax")
@@ -66,9 +74,10 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
                 for cc in range(c + 1, min(cols, int((r.t + 60 - t0) / step))):
                     grid[:, cc] = np.maximum(grid[:, cc], vals)
             events += [{"t": e[0], "reason": e[1], "kind": e[2], "ifname": e[3]} for e in r.ev if t0 <= e[0] <= t1]
-            if r.mem:
-                census.append({"t": r.t, "tracked": r.mem[0], "live": r.mem[1], "dying": r.mem[2]})
-            mem.append({"t": r.t, "percpu": r.percpu, "slab": r.slab})
+            for p in pans:
+                pt = p.from_minute(r) if p.from_minute else None
+                if pt:
+                    points[p.name].append(pt)
         resolution = 60
     else:
         for tk in sq.ticks(reader, t0, t1, carry=False):
@@ -83,37 +92,15 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
                 grid[cpus, cc] = np.maximum(grid[cpus, cc], vals)
             events += [{"t": e.time, "reason": e.reason, "kind": e.kind, "ifname": e.ifname, "message": e.message}
                        for e in tk.events]
-            m = tk.census.controller("memory")
-            census.append({"t": tk.time, "tracked": m.tracked if m else None, "live": m.live if m else None,
-                           "dying": tk.census.memory_dying()})
-            mem.append({"t": tk.time, "percpu": tk.meminfo.get("Percpu"), "slab": tk.meminfo.get("Slab")})
-            sv = starvation_point(tk)
-            if sv:
-                starve.append(sv)
+            for p in pans:
+                pt = p.from_tick(tk)
+                if pt:
+                    points[p.name].append(pt)
         resolution = 1
     return {"from": t0, "to": t1, "cols": cols, "step": step, "resolution": resolution, "metric": metric,
             "values": grid.tolist() if grid is not None else [], "events": events,
-            "census": _thin(census, 800), "memory": _thin(mem, 800), "starvation": _thin_max(starve, 800),
+            "panels": {p.name: p.doc((_thin_max if p.thin == "max" else _thin)(points[p.name], 800)) for p in pans},
             "problems": [str(p) for p in reader.problems]}
-
-
-def starvation_point(tk) -> dict | None:
-    """The victim's side of one second: the longest ksoftirqd wait (ms, and on which CPU), CPU
-    pressure (ms of the second some task waited), and NET_RX/NET_TX softirqs per second."""
-    out: dict = {}
-    sv = tk.starve or {}
-    waits = sv.get("ksoftirqd_wait_ms") or {}
-    if waits:
-        c, ms = max(waits.items(), key=lambda kv: kv[1])
-        out.update(ksoftirqd_wait_ms=ms, ksoftirqd_cpu=c)
-    if sv.get("psi_cpu_some_ms") is not None:
-        out["psi_cpu_some_ms"] = sv["psi_cpu_some_ms"]
-    if tk.softirqs:
-        iv = max(tk.interval, 1e-3)
-        for k in ("NET_RX", "NET_TX"):
-            if k in tk.softirqs:
-                out[k.lower() + "_per_s"] = round(sum(tk.softirqs[k]) / iv)
-    return {"t": tk.time, **out} if out else None
 
 
 def _thin_max(points: list, n: int) -> list:
@@ -127,10 +114,10 @@ def _thin_max(points: list, n: int) -> list:
         m = dict(b[0])
         for p in b[1:]:
             for key, v in p.items():
-                if key not in ("t", "ksoftirqd_cpu") and v is not None and (m.get(key) is None or v > m[key]):
+                if key != "t" and not key.endswith("_cpu") and v is not None and (m.get(key) is None or v > m[key]):
                     m[key] = v
-                    if key == "ksoftirqd_wait_ms":
-                        m["ksoftirqd_cpu"] = p.get("ksoftirqd_cpu")
+                    for which in (k for k in p if k.endswith("_cpu")):  # the CPU that had the max goes with it
+                        m[which] = p[which]
         out.append(m)
     return out
 

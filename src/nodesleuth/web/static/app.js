@@ -14,6 +14,8 @@ const iso = t => new Date(t * 1000).toISOString().replace(".000Z", "Z");
 const hms = d3.utcFormat("%H:%M:%S");
 const LEFT = 60;  // px left of the plot area: CPU labels, chart y axes
 const ROWH = 12;  // px per CPU row: readable at 96 CPUs (the heatmap scrolls)
+// the hot-core rule's threshold, as the server's rules say (model/thresholds.py, in /api/summary)
+const HOT = () => state.summary && state.summary.rules ? state.summary.rules.hot_busy_pct : 90;
 const FOLD_BELOW = 50;  // "fold idle CPUs" hides the rows that never reached this busy % in the range
 const color = v => v < 0 ? "#f4f4f4" : d3.interpolateYlOrRd(Math.min(1, v / 100));
 const state = { summary: null, from: 0, to: 0, tl: null, rows: [], sub: null, flame: null, fl: null,
@@ -122,7 +124,7 @@ function drawTimeline(tl) {
   for (let c = 0; c < ncpu; c++) if (!fold || peak[c] >= FOLD_BELOW) rows.push(c);
   state.rows = rows;
   $("fold-note").textContent = fold ? `(${ncpu - rows.length} of ${ncpu} CPUs folded: never >= ${FOLD_BELOW}% in this range)`
-                                    : `(${ncpu} CPUs; hot ones, >= 90% at some point, in red)`;
+                                    : `(${ncpu} CPUs; hot ones, >= ${HOT()}% at some point, in red)`;
   cv.width = tl.cols; cv.height = Math.max(ROWH, rows.length * ROWH);
   const ctx = cv.getContext("2d");
   const img = ctx.createImageData(cv.width, cv.height);
@@ -141,9 +143,9 @@ function drawTimeline(tl) {
   cv.dataset.drawn = "1"; cv.dataset.cpus = ncpu; cv.dataset.rows = rows.length; cv.dataset.cols = tl.cols;
   const labels = $("cpu-labels"); labels.innerHTML = ""; labels.style.height = `${cv.height}px`;
   rows.forEach((c, ri) => {
-    const l = document.createElement("div"); l.className = "cpu-label" + (peak[c] >= 90 ? " hot" : "");
+    const l = document.createElement("div"); l.className = "cpu-label" + (peak[c] >= HOT() ? " hot" : "");
     l.style.top = `${ri * ROWH}px`; l.textContent = `CPU ${c}`; l.dataset.cpu = c;
-    if (peak[c] >= 90) l.title = `CPU ${c} reached ${peak[c]}% in this range`;
+    if (peak[c] >= HOT()) l.title = `CPU ${c} reached ${peak[c]}% in this range`;
     labels.appendChild(l);
   });
   // time axes (UTC) above and below, and the colour legend
@@ -299,37 +301,30 @@ function lineChart(id, tl, pts, series, axes) {
   return u;
 }
 
+const FMT = { count: fmtCount, bytes: fmtBytes, ms: fmtMs, rate: fmtRate, pct: v => v == null ? "-" : `${d3.format(".1f")(v)}%` };
+const TICK = { count: v => d3.format(".3~s")(v), bytes: v => d3.format(".2~s")(v) + "B", ms: v => d3.format("~s")(v),
+               rate: v => d3.format("~s")(v), pct: v => d3.format("~s")(v) + "%" };
+
+/* The charts below the timeline: one per panel the server describes (web/panels/), drawn from its
+   axes, series and points; a series no point of the range has is left out and its note said. */
 function drawCharts(tl) {
-  lineChart("census", tl, tl.census, [
-    { key: "tracked", label: "tracked", stroke: "#555", scale: "n", fmt: fmtCount },
-    { key: "live", label: "live", stroke: "#090", scale: "n", fmt: fmtCount },
-    { key: "dying", label: "dying (zombie)", stroke: "#c00", scale: "n", fmt: fmtCount, dash: [6, 3] }],
-    [{ scale: "n", label: "cgroups", tick: v => d3.format(".3~s")(v) }]);
-  lineChart("memory", tl, tl.memory, [
-    { key: "percpu", label: "Percpu", stroke: "#c60", scale: "b", fmt: fmtBytes },
-    { key: "slab", label: "Slab", stroke: "#06c", scale: "b", fmt: fmtBytes }],
-    [{ scale: "b", label: "bytes", tick: v => d3.format(".2~s")(v) + "B" }]);
-  const sv = tl.starvation || [];
-  const has = k => sv.some(p => p[k] != null);
-  const notes = [];
-  if (!has("ksoftirqd_wait_ms")) notes.push("ksoftirqd wait not recorded in this range");
-  if (!has("psi_cpu_some_ms")) notes.push("CPU pressure (PSI) not recorded in this range");
-  if (!has("net_rx_per_s")) notes.push("softirq counts not recorded in this range");
-  $("starve-note").textContent = notes.join("; ");
-  const series = [], axes = [];
-  if (has("ksoftirqd_wait_ms") || has("psi_cpu_some_ms")) {
-    axes.push({ scale: "ms", label: "ms / s", tick: v => d3.format("~s")(v), floor: 10 });
-    if (has("ksoftirqd_wait_ms")) series.push({ key: "ksoftirqd_wait_ms", label: "longest ksoftirqd wait", stroke: "#c00", scale: "ms",
-      fmt: v => v == null ? "-" : fmtMs(v) });
-    if (has("psi_cpu_some_ms")) series.push({ key: "psi_cpu_some_ms", label: "PSI cpu some", stroke: "#80c", scale: "ms", fmt: fmtMs });
+  const below = $("below");
+  for (const [name, p] of Object.entries(tl.panels || {})) {
+    if (!$(name)) {
+      const h = document.createElement("h4"); h.className = "chart-title"; h.textContent = p.title;
+      const note = document.createElement("p"); note.id = `${name}-note`; note.className = "hint";
+      const div = document.createElement("div"); div.id = name; div.className = "chart";
+      below.append(h, note, div);
+    }
+    $(`${name}-note`).textContent = p.notes.join("; ");
+    const present = p.series.filter(s => p.points.some(pt => pt[s.key] != null));
+    const axes = p.axes.filter(a => present.some(s => s.axis === a.scale))
+      .map(a => ({ scale: a.scale, label: a.label, floor: a.floor, tick: TICK[a.unit] }));
+    const unit = Object.fromEntries(p.axes.map(a => [a.scale, a.unit]));
+    const series = present.map(s => ({ key: s.key, label: s.label, stroke: s.color, dash: s.dash || undefined,
+                                       scale: s.axis, fmt: FMT[unit[s.axis]] }));
+    lineChart(name, tl, series.length ? p.points : [], series, axes);
   }
-  if (has("net_rx_per_s")) {
-    axes.push({ scale: "r", label: "softirqs / s", tick: v => d3.format("~s")(v) });
-    series.push({ key: "net_rx_per_s", label: "NET_RX", stroke: "#06c", scale: "r", fmt: fmtRate },
-                { key: "net_tx_per_s", label: "NET_TX", stroke: "#0a8", scale: "r", fmt: fmtRate });
-  }
-  if (series.length) lineChart("starve", tl, sv, series, axes);
-  else lineChart("starve", tl, [], [], []);
 }
 
 /* ---- subsecond heatmap ---------------------------------------------------------------------- */
@@ -379,7 +374,7 @@ async function openSubsecond(a, b, cpu) {
     .text(`time (UTC), ${d3.utcFormat("%Y-%m-%d")(new Date(h.start * 1000))}, one column per ${st > 1 ? st + " seconds (cells summed)" : "second"}`);
   h.hot_cpus.forEach((hc, c) => { if (hc.length) g.append("text").attr("x", c * cw).attr("y", h.rows * ch + 34)
     .attr("font-size", 9).attr("class", "hot").attr("fill", "#c00").text(hc.join(","))
-    .append("title").text(`CPUs >= 90% busy in this second: ${hc.join(", ")}`); });
+    .append("title").text(`CPUs >= ${HOT()}% busy in this second: ${hc.join(", ")}`); });
   g.append("text").attr("x", -50).attr("y", h.rows * ch + 34).attr("font-size", 9).attr("fill", "#c00").text("hot CPUs");
   // colour legend
   const lg = svg.append("g").attr("transform", `translate(${W + 10},${M.t})`);

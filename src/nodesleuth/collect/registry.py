@@ -1,0 +1,46 @@
+"""Collectors that register themselves, the way node_exporter's do: a module in collect/ decorates its
+class with @collector(FIELD), and every Sampler whose use it names reads it each tick (or every
+`every` ticks) into Tick.FIELD. The record type is the model's (model/section.py says how it reaches
+the store, dump, /metrics and the web), so adding one touches that record and this module's file.
+
+A collector class: __init__(self, root, reader) (reader: the sampler's Preader for files read every
+tick), prime() for the first read, read(interval) -> Section | None (InputError: the section is
+unread this tick and the check says so), close().
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+
+USES = ("check", "record", "exporter")
+
+
+@dataclass(frozen=True)
+class Registration:
+    field: str  # the Tick field (model/section.py SECTIONS)
+    cls: type
+    uses: tuple[str, ...]
+    every: int  # ticks between reads
+
+
+_REGISTERED: dict[str, Registration] = {}
+
+
+def collector(field: str, uses: tuple[str, ...] = USES, every: int = 1):
+    def reg(cls):
+        if field in _REGISTERED and _REGISTERED[field].cls is not cls:
+            raise ValueError(f"two collectors fill Tick.{field}")
+        _REGISTERED[field] = Registration(field, cls, tuple(uses), max(1, every))
+        return cls
+    return reg
+
+
+def registered(use: str | None = None) -> list[Registration]:
+    """Every registered collector (importing each module of collect/ once), or those of one use."""
+    from . import __path__ as here
+
+    for m in pkgutil.iter_modules(here):
+        importlib.import_module(f"{__package__}.{m.name}")
+    return [r for r in _REGISTERED.values() if use is None or use in r.uses]
