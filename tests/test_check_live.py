@@ -22,7 +22,7 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
     try:
         made = zl.make_zombies(1500, parent, data)
         assert made == 1500
-        rc, doc = check_json("--seconds", "1", "--no-trace")
+        rc, doc = check_json("--seconds", "1", "--no-trace-churn")
         tracked_now, live_now = kernel_dying_memcgs()
         f = zombie_finding(doc)
         assert f is not None, doc["findings"]
@@ -47,7 +47,7 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         zl.clear(parent, data)
     after = mc.count()
     assert after <= before + 50, (before, after)
-    rc, doc2 = check_json("--seconds", "1", "--no-trace")
+    rc, doc2 = check_json("--seconds", "1", "--no-trace-churn")
     f2 = zombie_finding(doc2)
     assert f2 is None or f2["data"]["dying"] <= d["dying"] - 1450  # ours are gone
 
@@ -93,7 +93,7 @@ def test_hot_core_names_cpu_and_process(busy_loop):
     """A pinned loop on CPU 1. The rule also needs the other CPUs quiet (< 60%): on a host where
     something else keeps CPU 0 busy the check must say there is no hot core, not invent one."""
     p = busy_loop(cpu=1, comm="ns-busyloop")
-    rc, doc = check_json("--seconds", "5", "--no-trace")
+    rc, doc = check_json("--seconds", "5", "--no-trace-churn")
     others = doc["cpus"]["0"]["busy"]
     f = finding(doc, "hot_core", cpu=1)
     assert doc["cpus"]["1"]["busy"] >= 90
@@ -123,7 +123,7 @@ def test_ena_lines_in_kmsg_are_reported():
     kmsg_write("ena 0000:00:05.0: Trigger reset is on", 6)
     kmsg_write("ena 0000:00:05.0: Device reset completed successfully, Driver info: "
                "Elastic Network Adapter (ENA) v2.11.0g", 6)
-    rc, doc = check_json("--seconds", "1", "--no-trace")
+    rc, doc = check_json("--seconds", "1", "--no-trace-churn")
     f = finding(doc, "nic_reset", ifname="ens5")
     assert f is not None, [x["title"] for x in doc["findings"]]
     assert rc == 1 and f["severity"] == "critical"
@@ -171,6 +171,6 @@ def test_per_cpu_figures_agree_with_mpstat(busy_loop):
             assert abs(getattr(ours[cpu], col) - ref[cpu][col]) <= 5.0, (cpu, col, ours[cpu], ref[cpu])
     assert ours["1"].busy >= 90  # the loop is really there, so the comparison is not of two idles
     # and the CLI reports the same arithmetic for its own window
-    rc, doc = check_json("--seconds", "2", "--no-trace")
+    rc, doc = check_json("--seconds", "2", "--no-trace-churn")
     assert doc["cpus"]["1"]["busy"] >= 90
     assert set(doc["cpus"]["1"]) == set(COLUMNS) | {"busy"}

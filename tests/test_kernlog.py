@@ -143,7 +143,7 @@ def node(tmp_path_factory):
 
 
 def _check(root: str, path: str, *extra: str):
-    p = nodesleuth("check", "--root", root, "--kmsg", path, "--no-trace", "--seconds", "1", "--lookback", "1e12",
+    p = nodesleuth("check", "--root", root, "--kmsg", path, "--no-trace-churn", "--seconds", "1", "--lookback", "1e12",
                    "--json", *extra)
     assert p.returncode in (0, 1), p.stderr
     return p.returncode, json.loads(p.stdout)
@@ -261,7 +261,7 @@ def test_broken_journal_files_are_one_line_errors(node, tmp_path):
     cut = tmp_path / "cut.export"
     cut.write_bytes(export.split(b"\n\n")[0] + b"\n\nMESSAGE\n\x10\x00")  # a binary field: 8-byte size, cut
     for path, what in ((bad, "line 4: not a journal JSON object"), (cut, "journal export: field b'MESSAGE' cut short")):
-        p = nodesleuth("check", "--root", node, "--kmsg", str(path), "--no-trace", "--seconds", "1")
+        p = nodesleuth("check", "--root", node, "--kmsg", str(path), "--no-trace-churn", "--seconds", "1")
         assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"nodesleuth: error: {path}: {what}"), p.stderr

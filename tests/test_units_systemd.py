@@ -13,7 +13,7 @@ pytestmark = needs_root
 def test_crash_looping_unit_is_found():
     with SystemdNamespace() as ns:
         start_crasher(ns, 1)
-        rc, doc = check_json("--seconds", "2", "--no-trace", "--systemd-pid", str(ns.pid))
+        rc, doc = check_json("--seconds", "2", "--no-trace-churn", "--systemd-pid", str(ns.pid))
     f = finding(doc, "crash_loop", unit="ecs.service")
     assert f is not None, [x["title"] for x in doc["findings"]]
     assert rc == 1

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..model.records import ChurnSummary
+from ..collect.cgroups import UNMOUNTED
 from ..collect.churn import ChurnTracer
 from ..collect import memcg_cost
 from ..collect.kmsg import boot_wall_time
@@ -55,6 +56,7 @@ class CheckResult:
     units: list | None = None  # systemd units at the end of the window
     unread: dict[str, str] = field(default_factory=dict)  # section -> "path: reason" it could not be read
     cpu_window: str = "interval"  # "since-boot" when /proc/stat did not move (a recorded tree)
+    root: dict = field(default_factory=dict)  # the root read and its kind (node/root.py): live | host | tree
 
     @property
     def exit_code(self) -> int:
@@ -152,6 +154,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
             "" if r.has_wall_time else ": its times are uptime offsets and no boot time is known (the file is "
             "not this host's: give --boot-time), so findings show uptime only and --lookback cannot apply"))
     unread.update(sampler.problems)
+    if UNMOUNTED in unread:  # counted as unknown (live: null), said once, and not what the check is about
+        notes.append(f"{UNMOUNTED}: {unread.pop(UNMOUNTED)}")
     for section, why in unread.items():
         notes.append(f"could not read {section}: {why}; {section} not checked")
     churn = tracer.stop(seconds) if tracer else None
@@ -196,7 +200,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
                                                           for k, (a, b) in c.v2.subsys.items()}},
               "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
     return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes, units1, unread,
-                       cpu_window)
+                       cpu_window, {"path": root.path, "kind": root.kind, "description": root.describe()})
 
 
 def _memcgs_dying(t: Tick) -> bool:
@@ -211,7 +215,7 @@ def to_json(res: CheckResult, root: str) -> dict:
     return {"schema": SCHEMA, "host": Root(root).hostname(),
             "time": res.started, "seconds": round(res.seconds, 3), "status": res.status,
             "exit_code": res.exit_code, "findings": [f.to_dict() for f in res.findings], "cpus": res.cpus,
-            "cpu_window": res.cpu_window, "cgroups": res.census, "notes": res.notes,
+            "cpu_window": res.cpu_window, "cgroups": res.census, "notes": res.notes, "root": res.root,
             "unread": [{"section": k, "problem": v} for k, v in res.unread.items()],
             "churn": None if res.churn is None else {
                 "seconds": round(res.churn.seconds, 2), "events": res.churn.events,

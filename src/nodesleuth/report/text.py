@@ -20,6 +20,8 @@ def render(res: CheckResult, console: Console | None = None) -> None:
                   f"{', '.join(res.unread)} (status unknown)[/yellow]")
     else:
         con.print(f"[green]{head}: this node looks healthy[/green]")
+    if res.root.get("kind") not in (None, "live"):
+        con.print(f"root: {res.root['description']}", markup=False)
     for f in res.findings:
         con.print(f"\n[{STYLE.get(f.severity, '')}]{f.severity.upper():8}[/] {f.title}", markup=True)
         for e in f.evidence:
