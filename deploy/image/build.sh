@@ -18,7 +18,8 @@
 # Usage (as root, from any directory): bash deploy/image/build.sh [--refresh] [--if-missing]
 #                                      [--save FILE.tar] [--print-image]
 #   --refresh      make the root file system anew even when cached (picks up Debian security updates)
-#   --if-missing   do nothing when localhost/nodesleuth:VERSION exists already
+#   --if-missing   do nothing when localhost/nodesleuth:VERSION exists and was built from this
+#                  checkout's sources (label io.nodesleuth.source) and the same root file system
 #   --save FILE    also write the image as a docker-archive (`docker load -i FILE` on another host)
 #   --print-image  print the image name and exit
 # Environment: NODESLEUTH_IMAGE_CACHE (default /var/cache/nodesleuth-image), PYTHON (default python3,
@@ -62,11 +63,6 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-if [ "$if_missing" = 1 ] && podman image exists "$image"; then
-    echo "$image exists (--if-missing)"
-    exit 0
-fi
-
 # ---- 1. the Debian root file system (cached) ----
 suite=trixie
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -97,6 +93,19 @@ cache="${NODESLEUTH_IMAGE_CACHE:-/var/cache/nodesleuth-image}"
 tarball="$cache/rootfs-$suite-$key.tar"
 base="localhost/nodesleuth-base:$key"
 mkdir -p "$cache"
+
+# what the wheel is made of, and its digest: the image carries it, so --if-missing rebuilds a stale image
+wheel_src=(pyproject.toml README.md src)
+for f in setup.py setup.cfg MANIFEST.in LICENSE LICENSE.txt NOTICE; do [ -e "$repo/$f" ] && wheel_src+=("$f"); done
+src_digest="$(cd "$repo" && find "${wheel_src[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
+    ! -path '*.egg-info/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+if [ "$if_missing" = 1 ] && [ "$refresh" = 0 ] && podman image exists "$image"; then
+    have="$(podman image inspect --format '{{index .Labels "io.nodesleuth.source"}} {{index .Labels "io.nodesleuth.rootfs"}}' "$image")"
+    if [ "$have" = "$src_digest Debian $suite, key $key" ]; then
+        echo "$image is up to date (source $src_digest, rootfs key $key)"
+        exit 0
+    fi
+fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/nodesleuth-image.XXXXXX")"
 ctr=""
@@ -130,10 +139,8 @@ fi
 
 # ---- 2. the wheel, from a copy of the checkout (a build in place would leave build/ and *.egg-info) ----
 mkdir -p "$work/src" "$work/wheel"
-extra=()
-for f in setup.py setup.cfg MANIFEST.in LICENSE LICENSE.txt NOTICE; do [ -e "$repo/$f" ] && extra+=("$f"); done
 tar -C "$repo" --exclude=__pycache__ --exclude='*.egg-info' --exclude='*.pyc' \
-    -cf - pyproject.toml README.md src "${extra[@]}" | tar -C "$work/src" -xf -
+    -cf - "${wheel_src[@]}" | tar -C "$work/src" -xf -
 py="${PYTHON:-python3}"
 # pip builds in an isolated environment with the build backend pyproject.toml names (fetched from the
 # package index, or pip's cache), unless this interpreter already has a setuptools that writes wheels
@@ -169,6 +176,7 @@ buildah config \
     --label org.opencontainers.image.version="$version" \
     --label org.opencontainers.image.description="finds the hidden causes of intermittent CPU starvation on Linux nodes" \
     --label io.nodesleuth.rootfs="Debian $suite, key $key" \
+    --label io.nodesleuth.source="$src_digest" \
     "$ctr"
 buildah commit --quiet --rm "$ctr" "$image" >/dev/null
 ctr=""
