@@ -94,11 +94,13 @@ tarball="$cache/rootfs-$suite-$key.tar"
 base="localhost/nodesleuth-base:$key"
 mkdir -p "$cache"
 
-# what the wheel is made of, and its digest: the image carries it, so --if-missing rebuilds a stale image
+# what the wheel is made of, and its digest with this script's: the image carries it, so --if-missing
+# rebuilds a stale image
 wheel_src=(pyproject.toml README.md src)
 for f in setup.py setup.cfg MANIFEST.in LICENSE LICENSE.txt NOTICE; do [ -e "$repo/$f" ] && wheel_src+=("$f"); done
-src_digest="$(cd "$repo" && find "${wheel_src[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
-    ! -path '*.egg-info/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+src_digest="$(cd "$repo" && { find "${wheel_src[@]}" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
+    ! -path '*.egg-info/*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; sha256sum "$here/build.sh"; } \
+    | sha256sum | cut -c1-16)"
 if [ "$if_missing" = 1 ] && [ "$refresh" = 0 ] && podman image exists "$image"; then
     have="$(podman image inspect --format '{{index .Labels "io.nodesleuth.source"}} {{index .Labels "io.nodesleuth.rootfs"}}' "$image")"
     if [ "$have" = "$src_digest Debian $suite, key $key" ]; then
@@ -171,6 +173,7 @@ rm -f "$mnt/tmp/$(basename "$whl")"
 buildah umount "$ctr" >/dev/null
 buildah config \
     --entrypoint '["/usr/local/bin/nodesleuth"]' --cmd '["--help"]' \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --env LANG=C.UTF-8 --env PYTHONUNBUFFERED=1 --workingdir / \
     --label org.opencontainers.image.title=nodesleuth \
     --label org.opencontainers.image.version="$version" \
