@@ -23,7 +23,8 @@ runtime cannot raise a limit above its parent's hard limit and podman's defaults
 RLIMIT_NPROC = pid_max, 32768 works and 32769 is refused).
 
 Cleanup is guaranteed by `Pod` (a context manager): every container it starts is removed with
-`podman rm -f` when it closes, at interpreter exit (atexit), on SIGTERM, and, for a run that was
+`podman rm -f` when it closes, at interpreter exit (atexit), on SIGTERM (then raised as
+KeyboardInterrupt, so pytest runs the other teardowns as on Ctrl-C), and, for a run that was
 killed outright, by the next Pod (containers carry the label io.nodesleuth.test=PID of the process that
 started them; those of dead PIDs are removed). Containers go under their own cgroup parent
 (/nodesleuth-image-test, with conmon's cgroup in it), which is removed from every hierarchy at the end,
@@ -339,9 +340,11 @@ class Pod:
             cls._close_all()
             if callable(prev):
                 prev(signum, frame)
-            else:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
+            elif prev == signal.SIG_IGN:
+                return
+            # as Ctrl-C: pytest (or whoever runs this) unwinds and runs its own cleanups (a test's
+            # temporary store, ...) instead of dying here
+            raise KeyboardInterrupt("SIGTERM")
 
         try:
             signal.signal(signal.SIGTERM, on_term)

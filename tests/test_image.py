@@ -157,8 +157,13 @@ def pod(image):
 
 @pytest.fixture
 def store_dir():
-    """The recorder's store on the host: a fresh directory instead of the node's /var/lib/nodesleuth."""
-    d = tempfile.mkdtemp(prefix="nodesleuth-image-store.", dir="/var/tmp")
+    """The recorder's store on the host: a fresh directory instead of the node's /var/lib/nodesleuth
+    (named with our PID: those of a killed run are removed by the next)."""
+    for old in os.listdir("/var/tmp"):
+        m = re.fullmatch(r"nodesleuth-image-store\.(\d+)\..*", old)
+        if m and not C._pid_alive(int(m.group(1))):
+            shutil.rmtree(os.path.join("/var/tmp", old), ignore_errors=True)
+    d = tempfile.mkdtemp(prefix=f"nodesleuth-image-store.{os.getpid()}.", dir="/var/tmp")
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
