@@ -3,7 +3,8 @@
 # cross-checks, ethtool, perf for kernel stacks and cgroup tracepoints, util-linux for unshare/nsenter,
 # prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program,
 # Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download),
-# Debian's golang for `go tool pprof` reading the pprof export, atop for the recorder benchmark.
+# Debian's golang for `go tool pprof` reading the pprof export, atop for the recorder benchmark,
+# podman/runc/mmdebstrap/buildah for the container image tests.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -33,4 +34,17 @@ if [ ${#vm[@]} -gt 0 ]; then
     apt-get update -qq || true
     apt-get install -y -qq --no-install-recommends "${vm[@]}" >/dev/null || echo "warning: could not install ${vm[*]}"
 fi
+# the container image tests (tests/test_image.py): podman with runc (crun refuses hybrid cgroups), and
+# mmdebstrap + buildah, with which deploy/image/build.sh makes the image from Debian packages
+img=()
+command -v podman >/dev/null || img+=(podman)
+[ -x /usr/sbin/runc ] || img+=(runc)
+command -v mmdebstrap >/dev/null || img+=(mmdebstrap)
+command -v buildah >/dev/null || img+=(buildah)
+if [ ${#img[@]} -gt 0 ]; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${img[@]}" >/dev/null
+fi
 python3 -m pip install -q -e ".[test]"
+# the DaemonSet is validated against Kubernetes' schemas (bundled in the package: no network at test time)
+python3 -c 'import kubernetes_validate' 2>/dev/null || python3 -m pip install -q kubernetes-validate
