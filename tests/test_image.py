@@ -7,9 +7,9 @@ is missing or older than the checkout: a few seconds with the cached root file s
 from nothing). Every container they start is removed, and the run fails if a container, a conmon, a
 container mount or the test cgroup parent is left.
 
-Today `--root /host` reads the host's tree as it reads a fixture (NIC counters from recorded ethtool
-files, no package facts...): the comparison with a host exporter marks what needs the product's live-host
-mode as xfail("needs live-host mode"), to be flipped when it lands.
+`--root /host` is the live host through a mount (node/root.py tells it from a recorded tree by the
+procfs mounted at /host/proc): NIC counters through ethtool in the host's network namespace, units
+through the host's systemd, packages from /host/var/lib/dpkg, as the exporter on the host reads them.
 """
 
 from __future__ import annotations
@@ -24,18 +24,12 @@ import sys
 import tempfile
 import time
 import urllib.request
-import warnings
 
 import pytest
-
-# `image` is to be registered in pyproject.toml's markers; until then, no warning per test
-warnings.filterwarnings("ignore", message=r"Unknown pytest\.mark\.image", category=pytest.PytestUnknownMarkWarning)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import container as C  # noqa: E402
-
-LIVE = pytest.mark.xfail(reason="needs live-host mode", strict=False)
 
 
 # --- the manifests (no container needed) -------------------------------------------------------------
@@ -311,9 +305,6 @@ def test_recorder_container_writes_a_store_the_host_reads(pod, store_dir):
 
 @pytest.mark.slow
 @pytest.mark.image
-@pytest.mark.xfail(reason="perf 6.12 in the image adds a PERF_COUNT_SW_DUMMY side-band event to `perf record -a`"
-                   " and profile/perfdata.py refuses its attr (unsupported sample_type 0x10187): a src/ fix",
-                   strict=False)
 def test_recorder_container_profiles(pod, store_dir):
     """--profile in the container: perf (the image's, Debian trixie's 6.12) runs and its samples, with
     named frames, reach the store."""
@@ -513,11 +504,11 @@ COMPARE = {"names_labels": _compare_names_labels, "cpus": _compare_cpus, "dying_
 @pytest.mark.slow
 @pytest.mark.image
 @pytest.mark.parametrize("part", [
-    pytest.param("names_labels", marks=LIVE),  # package_info needs dpkg-query on /host/var/lib/dpkg
+    "names_labels",
     "cpus",
     "dying_memcgs",
-    pytest.param("unit_restarts", marks=LIVE),
-    pytest.param("nic_driver_counters", marks=LIVE),  # ethtool -S is read from recorded files under --root
+    "unit_restarts",
+    "nic_driver_counters",
 ])
 def test_container_exporter_matches_host_exporter(both_exporters, part):
     COMPARE[part](both_exporters if part == "dying_memcgs" else both_exporters["pairs"])

@@ -84,7 +84,7 @@ class NodesleuthCollector(Collector):
 
         resets = counter("nodesleuth_nic_driver_resets")
         for n in nics:
-            for k, v in n.trouble().items():
+            for k, v in n.resets().items():
                 resets.add_metric([n.ifname, k], v)
         yield resets
         kev = counter("nodesleuth_nic_kernel_events")

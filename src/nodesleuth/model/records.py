@@ -9,6 +9,7 @@ dump, the exporter's metric vocabulary nor the web data.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from .metric import Metric
@@ -17,9 +18,14 @@ from .thresholds import CRASH_LOOP_RESTARTS
 from .timeparse import iso
 
 COLUMNS = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")
-RESET_COUNTERS = ("total_resets", "reset_fail", "tx_timeout", "wd_expired", "suspected_poll_starvation",
-                  "missing_tx_cmpl", "missing_intr", "os_netdev_wd", "admin_to", "missing_first_intr",
-                  "tx_timeout_count", "tx_restart_queue", "reset_count")
+# `ethtool -S` counters that mean "the NIC reset itself, or a queue timed out or hung": the names drivers
+# use (ENA total_resets, wd_expired, suspected_poll_starvation, missing_tx_cmpl...; virtio_net tx_timeouts;
+# mlx5 tx_timeout...; bnxt reset_count; i40e tx_timeout_count...), matched by name so a driver not seen
+# before is read too. Per-queue copies (a digit in the name) are left out: they repeat the totals
+# queue by queue (96 queues, 96 series) and the per-queue sysfs tx_timeout is read apart.
+RESET_COUNTER = re.compile(r"^(?:[a-z]+_)*(?:total_resets|resets?|reset_count|reset_fail\w*|tx_timeouts?|tx_timeout_count|"
+                           r"timeouts?|wd_expired|watchdog\w*|suspected_poll_starvation|missing_tx_cmpl|missing_intr|"
+                           r"missing_first_intr|admin_to|os_netdev_wd|tx_restart_queue|hangs?|tx_hang\w*|recover\w*)$")
 
 
 def keyed_by_name(starve: dict) -> dict:
@@ -31,7 +37,8 @@ def keyed_by_name(starve: dict) -> dict:
 @dataclass(slots=True, unsafe_hash=True)
 class CpuUtil:
     """One CPU's mpstat columns over an interval, in percent (0..100). Treated as immutable but not
-    frozen: ~100 are made every second, and a frozen dataclass's __init__ costs ~8x a slotted one's."""
+    frozen: ~100 are made every second, and a frozen dataclass's __init__ costs several times a slotted
+    one's."""
 
     cpu: int  # -1 means all CPUs
     usr: float
@@ -69,7 +76,7 @@ class CpuUtil:
 @dataclass(slots=True, unsafe_hash=True)
 class ProcUse:
     """CPU a process used on one CPU over an interval. Treated as immutable but not frozen (made
-    per busy task every second; a frozen dataclass's __init__ costs ~8x a slotted one's)."""
+    per busy task every second; a frozen dataclass's __init__ costs several times a slotted one's)."""
 
     pid: int
     comm: str
@@ -177,12 +184,16 @@ class NicCounters:
     ethtool: dict[str, int] = field(default_factory=dict)
     bus: str = ""  # PCI address the kernel log's dev_* lines use
 
+    def resets(self) -> dict[str, int]:
+        """Every reset/timeout counter the driver has, zeros included (what /metrics exports, so a
+        rate() starts from the first scrape), and the sum of the per-queue sysfs tx_timeout."""
+        out = {k: v for k, v in self.ethtool.items() if RESET_COUNTER.match(k) and not any(c.isdigit() for c in k)}
+        out["queue_tx_timeout"] = self.queue_tx_timeouts
+        return out
+
     def trouble(self) -> dict[str, int]:
         """Reset/timeout counters that are non-zero."""
-        out = {k: v for k, v in self.ethtool.items() if k in RESET_COUNTERS and v}
-        if self.queue_tx_timeouts:
-            out["queue_tx_timeout"] = self.queue_tx_timeouts
-        return out
+        return {k: v for k, v in self.resets().items() if v}
 
 
 @dataclass(frozen=True)
