@@ -343,6 +343,52 @@ def test_npd_plugin_in_the_image(pod):
 
 # --- the exporter in the container against the exporter on the host --------------------------------------
 
+def test_check_in_the_container_proves_the_hosts_zombie_creator(pod, tmp_path):
+    """The incident's question asked from the pod, as the NPD plugin asks it: a process on the host
+    keeps making memcgs that stay dying (a page of cache each); `check` in the container, with the
+    manifest's settings and --root /host, reads the host live (root kind "host"), counts them, traces
+    the churn with perf and proves that process as their creator, and measures what one memcg costs
+    by making and removing memcgs under /host/sys/fs/cgroup."""
+    import threading
+
+    from conftest import memcg, zombie_finding
+    from nodesleuth.lab import zombies as zl
+
+    parent = os.path.join(memcg().mount, f"nodesleuth-image-churn-{os.getpid()}")
+    data = str(tmp_path / "pins")
+    made, stop = [0], threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            made[0] += zl.make_zombies(40, parent, data, prefix="ecs-agent-")
+            time.sleep(0.05)
+
+    th = threading.Thread(target=churn)
+    th.start()
+    try:
+        time.sleep(1.0)
+        r = pod.run("exporter", entrypoint=["/usr/local/bin/nodesleuth"],
+                    args=["check", "--json", "--seconds", "6", "--zombie-warn", "100", "--root", "/host",
+                          "--systemd-pid", "1"], timeout=300)
+    finally:
+        stop.set()
+        th.join()
+        zl.clear(parent, data)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    doc = json.loads(r.stdout)
+    assert doc["root"]["kind"] == "host", doc["root"]
+    f = zombie_finding(doc)
+    assert f is not None, doc["findings"]
+    assert f["data"]["growth"] >= 40, f["data"]
+    assert doc["churn"] is not None, doc["notes"]
+    top = doc["churn"]["creators"][0]
+    assert top["pattern"].endswith("/ecs-agent-*-*"), doc["churn"]["creators"]
+    assert any(e.startswith("proven creator: ") for e in f["evidence"]), f["evidence"]
+    cost = f["data"]["memcg_cost"]
+    assert cost is not None and cost["possible_cpus"] >= os.cpu_count(), f["data"]
+    assert 1000 <= cost["percpu_bytes_per_memcg"] / cost["possible_cpus"] <= 4000, cost
+
+
 @pytest.fixture(scope="module")
 def both_exporters(image):
     """Scrapes of the container's exporter (as the manifest says) and a host `nodesleuth exporter`,
