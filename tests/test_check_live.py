@@ -8,7 +8,7 @@ import threading
 import time
 
 
-from conftest import check_json, finding, kernel_dying_memcgs, kmsg_write, memcg, needs_root, zombie_finding
+from conftest import Busy, check_json, finding, retry_when_busy, kernel_dying_memcgs, kmsg_write, memcg, needs_root, zombie_finding
 from nodesleuth.lab import zombies as zl
 
 pytestmark = needs_root
@@ -89,9 +89,11 @@ def test_churn_trace_names_the_creator(tmp_path):
     assert any("ecs-agent-" in e for e in f["evidence"])
 
 
+@retry_when_busy()
 def test_hot_core_names_cpu_and_process(busy_loop):
     """A pinned loop on CPU 1. The rule also needs the other CPUs quiet (< 60%): on a host where
-    something else keeps CPU 0 busy the check must say there is no hot core, not invent one."""
+    something else keeps CPU 0 busy the check must say there is no hot core, not invent one (checked
+    on the way), and the attempt is retried (conftest.retry_when_busy) until CPU 0 was quiet."""
     p = busy_loop(cpu=1, comm="ns-busyloop")
     rc, doc = check_json("--seconds", "5", "--no-trace-churn")
     others = doc["cpus"]["0"]["busy"]
@@ -99,11 +101,10 @@ def test_hot_core_names_cpu_and_process(busy_loop):
     assert doc["cpus"]["1"]["busy"] >= 90
     if others >= 70:  # a busy node, not one starved core
         assert f is None, (others, f)
-        return
-    if others < 50:
-        assert f is not None, ([x["title"] for x in doc["findings"]], others)
-    if f is None:
-        return  # others averaged 50-70% over the window: either answer follows the rule at the edge
+    if others >= 50:  # at or past the rule's edge: this attempt cannot show the finding
+        p.kill()
+        raise Busy(f"CPU 0 averaged {others:.0f}% (the rule wants the others < 60%)")
+    assert f is not None, ([x["title"] for x in doc["findings"]], others)
     assert rc == 1 and doc["status"] == "problem"
     assert f["data"]["busy"] >= 90
     assert f["data"]["seconds"] >= 3
