@@ -3,6 +3,8 @@ episodes that do not depend on the range asked, per-CPU attribution that adds up
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import shutil
@@ -74,6 +76,7 @@ def _loop(cpu: int, comm: str, seconds: float | None = None) -> subprocess.Popen
     return subprocess.Popen([sys.executable, "-c", BUSY, str(cpu), comm])
 
 
+@pytest.mark.slow
 def test_decoy_is_not_blamed_on_the_crash_loop(tmp_path):
     """A busy loop saturates CPU 1, a crash-looping unit churns cgroups that die at once, and NIC
     reset lines follow. explain must name the loop, reject the zombie/creator links, name no root
@@ -193,6 +196,7 @@ def _episodes(store: str, *args: str) -> list[tuple]:
     return [(i["kind"], round(i["start"], 3), round(i["end"], 3)) for i in doc["incidents"]], doc
 
 
+@pytest.mark.slow
 @retry_when_busy()
 def test_episodes_do_not_depend_on_the_range_asked(tmp_path):
     store = str(tmp_path / f"st-{time.monotonic_ns()}")  # a fresh store per attempt

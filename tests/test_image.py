@@ -30,6 +30,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import container as C  # noqa: E402
+from conftest import missing
 
 
 # --- the manifests (no container needed) -------------------------------------------------------------
@@ -73,7 +74,10 @@ def test_daemonset_is_a_live_host_deployment():
 
 
 def test_daemonset_validates_against_kubernetes_schemas():
-    kv = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate (scripts/setup-tests.sh)")
+    try:
+        import kubernetes_validate as kv
+    except ImportError:
+        missing("pip install kubernetes-validate (scripts/setup-tests.sh)")
     import kubernetes_validate.utils as kvu
 
     ds = C.load_daemonset()
@@ -118,10 +122,10 @@ def test_podman_argv_follows_the_manifest():
 
 def _need_podman() -> None:
     if os.geteuid() != 0:
-        pytest.skip("needs root (podman with host namespaces)")
+        missing("needs root (podman with host namespaces)")
     why = C.podman_available()
     if why:
-        pytest.skip(why)
+        missing(why)
 
 
 @pytest.fixture(scope="module")

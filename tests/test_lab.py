@@ -37,6 +37,7 @@ def lab():
     assert not os.path.exists(os.path.join(memcg().mount, "nodesleuth-lab-cost"))
 
 
+@pytest.mark.slow
 @retry_when_busy(attempts=2, pause=10.0)
 def test_lab_makes_the_incident_and_explain_proves_the_chain(lab, tmp_path):
     """The kernel makes the hot core: a crash-looping unit leaves 20,000 zombies under a memory-limited
@@ -108,6 +109,7 @@ WantedBy=multi-user.target
     ns.systemctl("start", "ecs.service", check=False)
 
 
+@pytest.mark.slow
 def test_remedy_does_nothing_for_a_crash_loop_that_makes_no_zombies():
     """Presence is not proof: a crash-looping unit whose restarts leave nothing dying is not disabled."""
     with SystemdNamespace() as ns:
@@ -118,6 +120,7 @@ def test_remedy_does_nothing_for_a_crash_loop_that_makes_no_zombies():
         assert ns.systemctl("is-enabled", "ecs.service", check=False).stdout.strip() == "enabled"
 
 
+@pytest.mark.slow
 def test_remedy_apply_disables_the_unit_proven_to_make_zombies():
     from nodesleuth.lab import zombies as zl
 

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import nodesleuth
+from conftest import missing, nodesleuth
 from nodesleuth.model.mpstat import CpuTimes, from_deltas, interval, parse_stat
 from nodesleuth.node.root import Root
 from nodesleuth.collect.sampler import Sampler
@@ -215,7 +215,7 @@ def test_store_deltas_give_the_same_rows():
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory):
     if not shutil.which("mpstat") or not shutil.which("gcc"):
-        pytest.skip("needs mpstat (apt-get install sysstat) and gcc")
+        missing("needs mpstat (apt-get install sysstat) and gcc")
     out = str(tmp_path_factory.mktemp("mpreplay") / "mpreplay_shim.so")
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", out, os.path.join(HERE, "mpreplay", "mpreplay_shim.c"),
                     "-ldl"], check=True, capture_output=True)

@@ -13,13 +13,12 @@ import urllib.request
 
 import pytest
 
-from conftest import ART, free_port, needs_root
+from conftest import ART, free_port, missing, needs_root
 from fixtures.webstore import build, build_day
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 
 
@@ -59,6 +58,10 @@ def recorded(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
+    """Debian's chromium driven by Playwright; only the tests that draw need it (the server's own
+    answers, tokens and cookies are tested without a browser)."""
+    if not os.path.exists(CHROMIUM):
+        missing("Debian's chromium is not installed (scripts/setup-tests.sh)")
     from playwright.sync_api import sync_playwright
 
     os.makedirs(ART, exist_ok=True)
