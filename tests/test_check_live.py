@@ -10,6 +10,7 @@ import time
 
 from conftest import Busy, check_json, finding, retry_when_busy, kernel_dying_memcgs, kmsg_write, memcg, needs_root, zombie_finding
 from nodesleuth.lab import zombies as zl
+from nodesleuth.node.cgroupfs import make_zombies
 
 pytestmark = needs_root
 
@@ -20,7 +21,7 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
     data = str(tmp_path / "pins")
     before = mc.count()
     try:
-        made = zl.make_zombies(1500, parent, data)
+        made = make_zombies(1500, parent, data)
         assert made == 1500
         rc, doc = check_json("--seconds", "1", "--no-trace-churn")
         tracked_now, live_now = kernel_dying_memcgs()
@@ -66,7 +67,7 @@ def test_churn_trace_names_the_creator(tmp_path):
 
     def churn():
         while not stop.is_set():
-            out["made"] += zl.make_zombies(20, parent, data, prefix="ecs-agent-")  # ecs-agent-I-PID
+            out["made"] += make_zombies(20, parent, data, prefix="ecs-agent-")  # ecs-agent-I-PID
             time.sleep(0.1)
 
     th = threading.Thread(target=churn)

@@ -357,6 +357,7 @@ def test_check_in_the_container_proves_the_hosts_zombie_creator(pod, tmp_path):
 
     from conftest import memcg, zombie_finding
     from nodesleuth.lab import zombies as zl
+    from nodesleuth.node.cgroupfs import make_zombies
 
     parent = os.path.join(memcg().mount, f"nodesleuth-image-churn-{os.getpid()}")
     data = str(tmp_path / "pins")
@@ -364,7 +365,7 @@ def test_check_in_the_container_proves_the_hosts_zombie_creator(pod, tmp_path):
 
     def churn():
         while not stop.is_set():
-            made[0] += zl.make_zombies(40, parent, data, prefix="ecs-agent-")
+            made[0] += make_zombies(40, parent, data, prefix="ecs-agent-")
             time.sleep(0.05)
 
     th = threading.Thread(target=churn)

@@ -50,6 +50,9 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_unit", "info", "A service unit that is enabled or crash-looping", ("unit", "unit_file_state", "state")),
     Metric("nodesleuth_sysctl", "info", "A selected sysctl and its value", ("sysctl", "value")),
     Metric("nodesleuth_package", "info", "A selected installed package and its version", ("package", "version")),
+    Metric("nodesleuth_zombie_posture", "info", "Whether this kernel keeps removed memory cgroups dying: the "
+           "reparenting symbol, cgroup.stat's counts, and the behaviour probe's answer (true, false, unknown)",
+           ("kernel", "hierarchy", "reparents_lru", "nr_dying_subsys", "accumulate")),
 )}
 
 

@@ -415,3 +415,28 @@ class RollupMinute:
     percpu: int | None = None  # /proc/meminfo Percpu, bytes
     slab: int | None = None
     ev: list = field(default_factory=list)  # NIC events of the minute: [time, reason, kind, ifname]
+
+
+@dataclass
+class ZombiePosture:
+    """Whether this kernel has the problem class at all: does page cache still keep removed memory
+    cgroups dying here, and can the kernel say how many there are."""
+
+    kernel: str  # uname -r
+    hierarchy: str  # v1 | v2 | hybrid (v1 memory controller beside a cgroup2 mount)
+    reparents_lru: bool | None  # lru_reparent_memcg in /proc/kallsyms (7.1+, or a distro backport); None: unreadable
+    nr_dying_subsys: bool | None  # cgroup.stat has nr_dying_subsys_memory (6.12+); None on pure v1
+    probe: dict | None = None  # {"wait_s", "kinds": {"tmpfs"|"disk": {"made", "dying"}}, "exact"}; None: not run
+    problem: str | None = None  # why the probe could not run
+
+    @property
+    def accumulate(self) -> bool | None:
+        """True when removed memcgs stayed dying under the probe's page cache (the problem class is
+        here), False when none did on any kind of cache, None when not measured."""
+        if not self.probe or not self.probe.get("kinds"):
+            return None
+        kinds = self.probe["kinds"].values()
+        return any(k["dying"] > 0.5 * k["made"] for k in kinds if k["made"])
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "accumulate": self.accumulate}
