@@ -83,9 +83,11 @@ def _fact(e: KernelEvent) -> dict:
     if kind == "rcu_stall":
         if "cpu" in d:  # the 2.6.3x one-line self-detected stall names the CPU
             cpus.append(d["cpu"])
-        inline = re.search(r"stalls on CPUs/tasks: \{([^}]*)\}", e.message)  # 4.x one line, expedited stalls
+        inline = re.search(r"stalls on CPUs/tasks: \{([^}]*)\}(?: (\d+) jiffies)?", e.message)  # 4.x, expedited
         if inline:
             cpus += cpulist(inline.group(1))
+            if inline.group(2) and "duration_jiffies" not in d:
+                d["duration_jiffies"] = int(inline.group(2))
         if f.get("cpus"):  # the report's next lines: '\t85-....: (59999 ticks this GP) ...'
             cpus += [int(c) for c in f["cpus"].split(",")]
         if f.get("ticks") is not None:
@@ -114,7 +116,8 @@ def _fact(e: KernelEvent) -> dict:
     if f.get("nic_driver"):
         d["nic"] = {"driver": f["nic_driver"], "frames": f.get("nic_frames", "").split(",") if f.get("nic_frames")
                     else [], "how": f.get("nic_how", ""), "device": f.get("nic_device") or None,
-                    "ifname": f.get("nic_ifname") or None}
+                    "ifname": f.get("nic_ifname") or None, "device_from": f.get("nic_device_from") or None,
+                    "device_note": f.get("nic_device_note") or None}
     return d
 
 

@@ -48,8 +48,8 @@ def when(e: KernelEvent) -> str:
     up = f"uptime +{e.usec / 1e6:.3f} s" if e.usec is not None else ""
     if e.time is None:
         return f"{up}, wall time unknown (no boot time for this log: give --boot-time)" if up else "time unknown"
-    how = {"wall": "as logged", "boot": "boot time + uptime", "read": "when read; the line has no time"}.get(
-        e.clock, e.clock)
+    how = {"wall": "as logged", "boot": "boot time + uptime", "read": "when read; the line has no time",
+           "minute": "to the minute: dmesg --reltime prints hh:mm and deltas; year assumed"}.get(e.clock, e.clock)
     return f"{iso(e.time)} ({how}{'; ' + up if up else ''})"
 
 
@@ -299,3 +299,104 @@ def match(rec: Record, rules: list[Rule], boot_wall: float | None, naive: bool =
                           "": "i40e"}.get(driver, driver)
     return KernelEvent(rec.seq, t, rec.usec, r.reason, r.kind, r.severity, driver, ifname, rec.message,
                        reset_reason, fields, r.cls, family, clock)
+
+
+# ---- a lockup's stack trace tied to the NIC driver whose code it runs
+
+# one stack frame: 'func+0xoff/0xlen [module]' (x86 frames, 'RIP: 0010:', arm64 'pc : '/'lr : ', powerpc 'NIP [..] ',
+# 4.x '[<ffffffff..>] '); '? ' marks a frame the unwinder could not vouch for
+FRAME = re.compile(r"(?:^|[\s\]:>(])(?P<unrel>\? )?(?P<fn>[A-Za-z_$][\w.$]*)\+0x[0-9a-fA-F]+/0x[0-9a-fA-F]+"
+                   r"(?: \[(?P<mod>[\w-]+)\])?")
+# the kernel's own NAPI and transmit entry points: a driver frame under one of them is the driver's NAPI/xmit code
+NET_CONTEXT = frozenset({"__napi_poll", "napi_poll", "net_rx_action", "napi_busy_loop", "busy_poll_stop",
+                         "napi_threaded_poll", "napi_threaded_poll_loop", "netpoll_poll_dev", "poll_one_napi",
+                         "dev_hard_start_xmit", "sch_direct_xmit", "__dev_queue_xmit", "dev_queue_xmit", "xmit_one",
+                         "netpoll_start_xmit", "__netdev_start_xmit", "netdev_start_xmit", "__dev_direct_xmit",
+                         "napi_complete_done", "__napi_schedule", "napi_gro_receive"})
+# lines that end a report: the next report, or the trace's end marker
+REPORT_END = re.compile(r"---\[ end (?:trace|Kernel panic)|^\s*(?:\S+ )?kernel: ---\[ end")
+
+
+@functools.lru_cache(maxsize=1)
+def nic_frames() -> dict:
+    """rules/nic-frames.json: which module each NAPI poll / ndo_start_xmit function (and the driver functions they
+    call) belongs to, and each driver's function-name prefixes; read from the drivers' sources."""
+    return json.loads(resources.files("nodesleuth").joinpath("rules/nic-frames.json").read_text())
+
+
+def _modules_of(fn: str, mod: str | None, context: bool) -> tuple[set, str] | None:
+    """The NIC modules a frame belongs to and how that is known; None if it is not NIC driver code (or not
+    provably so: a driver helper needs the kernel's NAPI/xmit entry under it)."""
+    fm = nic_frames()
+    mod = mod.replace("-", "_") if mod else None
+    f = fm["functions"].get(fn)
+    if f:
+        mods = set(f["modules"])
+        if mod and mod not in mods:
+            return None  # another module's function of the same name
+        return ({mod} if mod else mods), f["role"]
+    if not context:
+        return None
+    c = fm["calls"].get(fn)
+    if c and (not mod or mod in c["modules"]):
+        return ({mod} if mod else set(c["modules"])), "called by " + "/".join(c["called_by"][:2])
+    if mod and mod in fm["modules"]:
+        return {mod}, "driver code"
+    if mod and re.search(r"_(?:start_xmit|xmit_frame|napi_poll|poll)$", fn):
+        return {mod}, "xmit" if "xmit" in fn else "napi_poll"  # an out-of-tree driver's own entry point
+    for p, mods in fm["prefixes"].items():
+        if fn.startswith(p):
+            if mod and mod not in mods:
+                return None
+            return ({mod} if mod else set(mods)), "driver code"
+    return None
+
+
+def tie_stack(lines: list[str]) -> dict | None:
+    """Whether a lockup/stall report (its header and the lines after it) shows NIC driver code running: a driver's
+    NAPI poll or transmit function, or driver code under the kernel's NAPI/transmit entry points. Returns the
+    fields to add to the event (nic_driver, nic_family, nic_frames, nic_how, nic_device/nic_ifname when a line of
+    the report names the device) or None. Driver names come from nic-frames.json (read from driver sources)."""
+    frames = []
+    for ln in lines:
+        for m in FRAME.finditer(ln):
+            frames.append((m.group("fn").split(".")[0], m.group("mod"), bool(m.group("unrel"))))
+    if not frames:
+        return None
+    context = any(fn in NET_CONTEXT for fn, _, _ in frames)
+    votes: dict[str, int] = {}
+    hits: list[tuple[str, set, str]] = []
+    for reliable_pass in (True, False):
+        for fn, mod, unrel in frames:
+            if unrel == reliable_pass:
+                continue
+            got = _modules_of(fn, mod, context)
+            if got is None:
+                continue
+            mods, how = got
+            hits.append((fn, mods, how))
+            for m in mods:
+                votes[m] = votes.get(m, 0) + (2 if not unrel else 1) * (2 if how in ("napi_poll", "xmit") else 1)
+        if hits:
+            break  # frames the unwinder vouches for decide; the '? ' ones only when there are none
+    if not votes:
+        return None
+    top = max(votes.values())
+    best = sorted(m for m, v in votes.items() if v == top)
+    fm = nic_frames()
+    names = []
+    for fn, mods, how in hits:
+        if mods & set(best) and fn not in names:
+            names.append(fn)
+    how = next((h for _, mods, h in hits if mods & set(best) and h in ("napi_poll", "xmit")),
+               next(h for _, mods, h in hits if mods & set(best)))
+    out = {"nic_driver": "|".join(best), "nic_family": "|".join(fm["modules"].get(m, {}).get("family", m) for m in best),
+           "nic_frames": ",".join(names[:6]), "nic_how": how}
+    for ln in lines:  # a line of the report naming the device ('mlx5_core 0000:3b:00.0 ens1f0np0: ...')
+        pm = PREFIX.search(ln)
+        if pm and pm.group("driver").replace("-", "_") in best:
+            out["nic_device"] = pm.group("bus")
+            if pm.group("ifname"):
+                out["nic_ifname"] = pm.group("ifname")
+            break
+    return out
