@@ -58,16 +58,21 @@ def load_rules(path: str | None = None) -> "RuleSet":
     re.ASCII: \\d, \\w, \\s and \\b mean what they mean in Go's regexp, so the file means the same to NPD."""
     if path is None:
         ref = resources.files("nodesleuth").joinpath("rules/kernel-net.json")
-        return RuleSet(_load_text(ref.read_text(), "nodesleuth/rules/kernel-net.json"))
+        return RuleSet(_ruleset(ref.read_text(), "nodesleuth/rules/kernel-net.json"))
     try:
         with open(path) as f:
             text = f.read()
     except OSError as e:
         raise InputError(path, e.strerror or str(e)) from None
-    return RuleSet(_load_text(text, path))
+    return RuleSet(_ruleset(text, path))
 
 
 @functools.lru_cache(maxsize=4)
+def _ruleset(text: str, path: str) -> "RuleSet":
+    """Parsed, compiled and indexed once per rules text; load_rules() hands out copies sharing the index."""
+    return RuleSet(_load_text(text, path))
+
+
 def _load_text(text: str, path: str) -> tuple[Rule, ...]:
     try:
         doc = json.loads(text)
@@ -210,6 +215,9 @@ class RuleSet(list):
 
     def __init__(self, rules=()):
         super().__init__(rules)
+        if isinstance(rules, RuleSet):  # a copy: same rules, same index
+            self.always, self.words, self.subs, self._keys = rules.always, rules.words, rules.subs, rules._keys
+            return
         words: dict[str, list[int]] = {}
         subs: dict[str, list[int]] = {}
         self.always: list[int] = []
