@@ -70,7 +70,7 @@ FROM_TICK = {
     "nics": ("nodesleuth_nic_driver_resets",),
     "units": ("nodesleuth_unit_restarts", "nodesleuth_unit_crash_looping"),
     "starve": ("nodesleuth_ksoftirqd_wait_ratio", "nodesleuth_cpu_pressure_some_ratio"),
-    **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items()},
+    **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items() if cls.METRICS},
 }
 NOT_FROM_TICK = {
     "time": "the scrape's own timestamp",
@@ -79,6 +79,7 @@ NOT_FROM_TICK = {
     "procs": "per-process labels are unbounded cardinality: /snapshot carries the top processes",
     "softirqs": "per-CPU per-softirq series are 10 x CPUs: the ksoftirqd wait and PSI say what matters",
     "nic_irqs": "per-CPU per-IRQ line: in /snapshot and the recording",
+    **{name: cls.NO_METRICS for name, cls in SECTIONS.items() if not cls.METRICS},
 }
 
 

@@ -317,6 +317,9 @@ class Tick:
     starve: dict | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
     # sections of registered collectors (model/section.py): None when not read this tick
     softnet: Softnet | None = None
+    vmstat: Vmstat | None = None
+    irqtop: IrqTop | None = None
+    hogs: Hogs | None = None
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
@@ -440,3 +443,66 @@ class ZombiePosture:
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "accumulate": self.accumulate}
+
+
+@dataclass
+class Vmstat(Section):
+    """Reclaim and paging over the interval (/proc/vmstat deltas, node-wide): whether memory pressure
+    was making the kernel scan and steal pages, directly in the allocating task (direct reclaim,
+    what puts it on its CPU) or in kswapd; how often an allocation stalled; OOM kills."""
+
+    FIELD = "vmstat"
+    KEYS = ("pgscan_direct", "pgscan_kswapd", "pgsteal_direct", "pgsteal_kswapd", "allocstall", "pgmajfault",
+            "compact_stall", "oom_kill", "workingset_refault_file")
+    METRICS = tuple(Metric(f"nodesleuth_vmstat_{k}", "counter", f"/proc/vmstat {k} (allocstall: the sum of "
+                           "allocstall_*)" if k == "allocstall" else f"/proc/vmstat {k}") for k in KEYS)
+    WEB = "panel:reclaim"
+
+    deltas: dict  # key -> delta this interval (keys this kernel prints)
+    totals: dict | None = None  # the kernel's counters now, for /metrics (not stored)
+
+    def to_dict(self) -> dict:
+        return {"deltas": self.deltas}
+
+    def stored(self) -> dict:
+        return {k: v for k, v in self.deltas.items() if v}
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Vmstat":
+        return cls({k: d.get(k, 0) for k in cls.KEYS})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Vmstat":
+        return cls(dict(d.get("deltas", {})))
+
+    def samples(self):
+        for k, v in (self.totals or {}).items():
+            yield f"nodesleuth_vmstat_{k}", (), v
+
+
+@dataclass
+class IrqTop(Section):
+    """Per CPU, the interrupt lines that fired most there since the previous full read of
+    /proc/interrupts (read every few seconds: it costs the kernel milliseconds on a big node):
+    [[line, name, count per second], ...], at most 3 a CPU with >= 100/s. Whose interrupts a CPU
+    serves, whatever the device (a NIC's, a disk's, a timer's)."""
+
+    FIELD = "irqtop"
+    NO_METRICS = "per-CPU per-line series would be unbounded: in dump and in explain's evidence"
+    WEB = "not shown: explain's evidence for a CPU whose irq/softirq time is high (which device's lines)"
+
+    span: float  # seconds the counts cover
+    cpus: dict  # str(cpu) -> [[line, name, per_s], ...]
+
+
+@dataclass
+class Hogs(Section):
+    """The processes that took a large share of a CPU this tick (>= 20%), looked at closer: their
+    scheduling class (a SCHED_FIFO/RR task can starve ksoftirqd), and whether their cgroup's CPU
+    quota throttled them (cpu.stat nr_throttled, throttled time). At most 8 a tick: bounded."""
+
+    FIELD = "hogs"
+    NO_METRICS = "per-process labels would be unbounded: in dump and in explain's evidence"
+    WEB = "not shown: explain's evidence for the processes on a hot core (class, throttling)"
+
+    rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms"}]
