@@ -135,7 +135,9 @@ WantedBy=multi-user.target
     assert len(nic) == 1, [i["title"] for i in doc["incidents"]]
     inc = nic[0]
     lk = _links(inc)
-    assert inc["root_cause"] == "" and inc["chain_proven"] is False
+    # never the crash-looping unit: at most the loop itself, when the core is proven to be the NIC's
+    assert inc["root_cause"] == "" or inc["root_cause"].startswith("decoy-loop (pid "), inc["root_cause"]
+    assert inc["family"] in ("", "user"), inc["family"]
     assert not any(a["kind"] == "disable_unit" for a in inc["actions"])
     core = lk["saturated_core"]
     if core["verdict"] == "not_proven":
@@ -145,6 +147,9 @@ WantedBy=multi-user.target
     else:
         assert core["data"]["cpu"] == 1 and core["data"]["busy"] >= 90
         assert inc["leading"].startswith("decoy-loop (pid "), inc["leading"]
+        hyp = {h["family"]: h for h in inc["hypotheses"]}
+        assert hyp["user"]["verdict"] == "proven" and hyp["user"]["share"] >= 0.8, hyp["user"]
+        assert hyp["memcg_walk"]["verdict"] == "not_proven" and hyp["kernel"]["verdict"] == "not_proven"
         top = lk["processes"]["data"]["top"][0]
         assert top["comm"] == "decoy-loop" and top["share"] >= 0.8 and top["source"] == "profile"
         assert top["kernel"] < 0.2  # user space
