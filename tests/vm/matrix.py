@@ -6,6 +6,8 @@ kernels (cgroup v1 or v2) under QEMU TCG and keep the JSON it prints under tests
     python3 matrix.py run 7.2:v2:2 cost 0,1000 perf --disk-mb 1024
     python3 matrix.py plan [NAME...]                    # the standard set (see PLAN), skipping done ones
     python3 matrix.py table                             # markdown table from out/matrix/*.json
+    python3 matrix.py nic 5.10:v1:2 reclaim 10000 20 --disk-mb 1024 --tag reclaim   # NICs on the hot CPU
+                                                        # (nic_probe.py: HOT ZOMBIES SECONDS [PPS])
 
 Each run prints one JSON line: {"config", "probe", "kernel" (guest uname -r), "wall_s", "rc", "out"}.
 Host side: stdlib + vmrun.py; the probe's helper zombie_tool.c is built here with gcc -static.
@@ -43,25 +45,41 @@ def build_tool() -> str:
     return str(out)
 
 
-def stage_probe() -> str:
-    """matrix_probe.py copied under the cache (a checkout under /tmp would be hidden in the guest)."""
-    src = HERE / "matrix_probe.py"
-    h = hashlib.sha256(src.read_bytes()).hexdigest()[:12]
-    out = vmrun.CACHE / "matrix" / f"matrix_probe-{h}.py"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(src.read_bytes())
-    return str(out)
+def stage_probe(name: str = "matrix_probe.py") -> str:
+    """The guest scripts (matrix_probe.py, nic_probe.py) copied under the cache (a checkout under /tmp
+    would be hidden in the guest); returns the staged path of `name`."""
+    srcs = [HERE / "matrix_probe.py", HERE / "nic_probe.py"]
+    h = hashlib.sha256(b"".join(p.read_bytes() for p in srcs)).hexdigest()[:12]
+    out = vmrun.CACHE / "matrix" / f"stage-{h}"
+    if not (out / ".done").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        for p in srcs:
+            (out / p.name).write_bytes(p.read_bytes())
+        (out / ".done").write_text("")
+    return str(out / name)
+
+
+NIC_QEMU = [  # two QEMU hubs, no host backend: frames never leave the QEMU process
+    "-netdev", "hubport,id=h0a,hubid=0", "-device", "virtio-net-pci,netdev=h0a,mac=52:54:00:00:00:01",
+    "-netdev", "hubport,id=h0b,hubid=0", "-device", "e1000,netdev=h0b,mac=52:54:00:00:01:01",
+    "-netdev", "hubport,id=h1a,hubid=1", "-device", "e1000e,netdev=h1a,mac=52:54:00:00:00:02",
+    "-netdev", "hubport,id=h1b,hubid=1", "-device", "e1000,netdev=h1b,mac=52:54:00:00:01:02",
+]
 
 
 def run(config: str, probe: str, args: list[str], disk_mb: int = 0, mem: str = "2G", timeout: float = 3600,
         tag: str = "", save: bool = True) -> dict:
     kernel, hier, cpus = config.split(":")
-    tool, script = build_tool(), stage_probe()
-    cmd = f"$VMRUN_PYTHON {script} {tool} {probe} " + " ".join(shlex.quote(a) for a in args)
+    tool = build_tool()
+    if probe == "nic":
+        cmd = f"$VMRUN_PYTHON {stage_probe('nic_probe.py')} {tool} " + " ".join(shlex.quote(a) for a in args)
+        extra = NIC_QEMU
+    else:
+        cmd = f"$VMRUN_PYTHON {stage_probe()} {tool} {probe} " + " ".join(shlex.quote(a) for a in args)
+        extra = []
     t0 = time.time()
     r = vmrun.run_in_vm(cmd, cpus=int(cpus), mem=mem, timeout=timeout, kernel=kernel, hierarchy=hier,
-                        disk_mb=disk_mb)
+                        disk_mb=disk_mb, extra_qemu=extra)
     lines = []
     for ln in r.stdout.splitlines():
         try:
@@ -190,17 +208,22 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    if argv[0] == "run":
-        disk, mem, rest = 0, "2G", []
+    if argv[0] in ("run", "nic"):
+        disk, mem, tag, rest = 0, "2G", "", []
         it = iter(argv[1:])
         for a in it:
             if a == "--disk-mb":
                 disk = int(next(it))
             elif a == "--mem":
                 mem = next(it)
+            elif a == "--tag":
+                tag = next(it)
             else:
                 rest.append(a)
-        res = run(rest[0], rest[1], rest[2:], disk, mem, save=False)
+        if argv[0] == "nic":
+            res = run(rest[0], "nic", rest[1:], disk, mem, tag=tag, save=True)
+        else:
+            res = run(rest[0], rest[1], rest[2:], disk, mem, save=False)
         print(json.dumps(res, indent=1))
         return 0 if res["rc"] == 0 else 1
     if argv[0] == "plan":

@@ -93,16 +93,23 @@ def dying(parent: str) -> dict:
     return d
 
 
-def mkcg(rel: str) -> str:
-    """mkdir -p under the memory hierarchy; on v2 enable +memory down the path."""
+def _enable_memory(path: str) -> None:
+    ctl = path + "/cgroup.subtree_control"
+    if "memory" not in rd(ctl).split():
+        wr(ctl, "+memory")
+
+
+def mkcg(rel: str, parent_of_memcgs: bool = False) -> str:
+    """mkdir -p under the memory hierarchy; on v2 enable +memory down the path (and in the last
+    directory too when `parent_of_memcgs`: its children get a memory css)."""
     path = MEM
     for part in rel.strip("/").split("/"):
         if HIER == "v2":
-            ctl = path + "/cgroup.subtree_control"
-            if "memory" not in rd(ctl).split():
-                wr(ctl, "+memory")
+            _enable_memory(path)
         path += "/" + part
         os.makedirs(path, exist_ok=True)
+    if parent_of_memcgs and HIER == "v2":
+        _enable_memory(path)
     return path
 
 
@@ -209,7 +216,7 @@ def probe_pin(n: int, times: list[float]) -> None:
     fss = [("tmpfs", fresh_tmpfs("/run/ztmp"))] + ([("ext4", disk + "/zfiles")] if disk else [])
     rows = []
     for fs, fdir in fss:
-        parent = mkcg(f"pin-{fs}")
+        parent = mkcg(f"pin-{fs}", True)
         before = dying(parent)
         res, _ = make_zombies(parent, 0, n, fdir)
         t_end = time.monotonic()
@@ -241,7 +248,7 @@ def probe_pin(n: int, times: list[float]) -> None:
 def probe_percpu(n: int, socket: bool) -> None:
     info = setup()
     fdir = fresh_tmpfs("/run/ztmp")
-    parent = mkcg("node/docker")
+    parent = mkcg("node/docker", True)
     time.sleep(1)
     m0, d0 = meminfo(), dying(parent)
     res, holder = make_zombies(parent, 0, n, fdir, pages=0 if socket else 1, socket=socket)
@@ -294,6 +301,27 @@ def perf_record(argv: list[str], out: str, system_wide: bool = False, seconds: f
             "self": perf_report(out, False), "children": perf_report(out, True)}
 
 
+def cpu_busy() -> tuple[int, int]:
+    p = rd("/proc/stat").splitlines()[0].split()[1:]
+    v = [int(x) for x in p]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v) - idle, sum(v)
+
+
+def settle(max_s: float = 90, busy_max: float = 0.05) -> float:
+    """Wait until the guest is idle (busy < busy_max of all CPUs over 1 s): under single-threaded TCG
+    every vCPU shares one host thread, so background kernel work (css offlining after a burst of
+    rmdirs, RCU frees) slows the measured vCPU in guest time and inflates its CPU figures."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < max_s:
+        b0, a0 = cpu_busy()
+        time.sleep(1)
+        b1, a1 = cpu_busy()
+        if a1 > a0 and (b1 - b0) / (a1 - a0) < busy_max:
+            break
+    return round(time.monotonic() - t0, 1)
+
+
 def limit_file() -> str:
     return "memory.limit_in_bytes" if HIER == "v1" else "memory.max"
 
@@ -321,12 +349,19 @@ def reclaim_cost(node: str, ctr: str, data: str, warm_s: float, secs: float, per
     st = node + "/memory.stat"
     s0 = kv(rd(st))
     w = subprocess.run(in_cgroup(ctr, [TOOL, "stream", data, str(warm_s)]), capture_output=True, text=True)
-    holder = None
-    if perf_out:
-        holder = subprocess.Popen(["perf", "record", "-q", "-g", "-a", "-o", perf_out, "--", "sleep", str(secs)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     s1 = kv(rd(st))
-    m = subprocess.run(in_cgroup(ctr, [TOOL, "stream", data, str(secs)]), capture_output=True, text=True)
+    # perf takes seconds to start under TCG: profile the reader itself (-p), which runs long enough
+    # for perf to attach (the cost is a rate: the longer window does not change it)
+    m_secs = secs + (20 if perf_out else 0)
+    mp_ = subprocess.Popen(in_cgroup(ctr, [TOOL, "stream", data, str(m_secs)]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    pr = None
+    if perf_out:
+        time.sleep(1)
+        pr = subprocess.run(["perf", "record", "-q", "-g", "-p", str(mp_.pid), "-o", perf_out, "--",
+                             "sleep", str(secs)], capture_output=True, text=True)
+    mo, me = mp_.communicate()
+    m = subprocess.CompletedProcess([], mp_.returncode, mo, me)
     s2 = kv(rd(st))
     out = {"limit_mb": round(lim / 2**20, 1), "base_mb": round(base / 2**20, 1)}
     try:
@@ -339,9 +374,9 @@ def reclaim_cost(node: str, ctr: str, data: str, warm_s: float, secs: float, per
     out["stat_delta_warm"] = {k: s1.get(k, 0) - s0.get(k, 0) for k in keys}
     out["stat_delta_measured"] = {k: s2.get(k, 0) - s1.get(k, 0) for k in keys}
     out["ctr_usage_mb"] = round(usage(ctr) / 2**20, 1)
-    if holder:
-        holder.wait()
-        out["perf"] = {"self": perf_report(perf_out, False), "children": perf_report(perf_out, True)}
+    if pr is not None:
+        out["perf"] = {"rc": pr.returncode, "err": pr.stderr[-300:],
+                       "self": perf_report(perf_out, False), "children": perf_report(perf_out, True)}
     set_limit(node, None)
     return out
 
@@ -352,7 +387,7 @@ def probe_cost(points: list[int], perf: bool, socket: bool) -> None:
     disk = os.environ.get("VMRUN_DISK")
     fdir = fresh_tmpfs("/run/ztmp")
     node = mkcg("node")
-    zparent = mkcg("node/docker")
+    zparent = mkcg("node/docker", True)
     pod = mkcg("node/kubepods/pod1")
     ctr = mkcg("node/kubepods/pod1/ctr")
     data = None
@@ -365,14 +400,16 @@ def probe_cost(points: list[int], perf: bool, socket: bool) -> None:
     files = {"root memory.stat": MEM + "/memory.stat", "root memory.numa_stat": MEM + "/memory.numa_stat",
              "pod memory.stat": pod + "/memory.stat", "pod memory.numa_stat": pod + "/memory.numa_stat"}
     files = {k: v for k, v in files.items() if os.path.exists(v)}
+    for path in files.values():  # warm: the first reads after boot are slower (caches, dentries)
+        subprocess.run([TOOL, "read", path, "200"], capture_output=True)
     made, holders, rows = 0, [], []
     for i, n in enumerate(points):
         res, h = make_zombies(zparent, made, n - made, fdir, pages=0 if socket else 1, socket=socket)
         if h:
             holders.append(h)
         made = n
-        time.sleep(2)
-        row = {"zombies_target": n, "make": res, "dying": dying(zparent)["dying"],
+        waited = settle()
+        row = {"zombies_target": n, "make": res, "settle_s": waited, "dying": dying(zparent)["dying"],
                "meminfo": {k: meminfo().get(k) for k in ("Percpu", "Slab", "MemFree")}, "reads": {}}
         for name, path in files.items():
             row["reads"][name] = read_cost(path)
@@ -383,6 +420,7 @@ def probe_cost(points: list[int], perf: bool, socket: bool) -> None:
                 if name in files:
                     row["perf_reads"][name] = perf_record([TOOL, "read", files[name], "2000"], "/run/perf-read.data")
         if data:
+            settle(30)
             row["reclaim"] = reclaim_cost(node, ctr, data, 8, 5, "/run/perf-reclaim.data" if perf and last else None)
         row["dying_after_reclaim"] = dying(zparent)["dying"]
         rows.append(row)

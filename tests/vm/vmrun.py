@@ -526,7 +526,10 @@ def run_in_vm(cmd: str, cpus: int = 16, mem: str = "2G", timeout: float = 600, *
         raise ValueError("hierarchy='v1' needs the 9p backend")
     k = ensure_kernel(need_busybox=(backend == "9p"), kernel=kernel)
     python = host_python()
-    env = dict(env or {}, VMRUN_KROOT=k.root, VMRUN_HIERARCHY=hierarchy, VMRUN_KERNEL_NAME=k.name)
+    # VMRUN_MODBASE: `modprobe -d $VMRUN_MODBASE NAME` loads NAME from this kernel's package tree
+    modbase = str(Path(k.modules).parent.parent.parent)
+    env = dict(env or {}, VMRUN_KROOT=k.root, VMRUN_MODBASE=modbase, VMRUN_HIERARCHY=hierarchy,
+               VMRUN_KERNEL_NAME=k.name)
     append = (["cgroup_no_v1=all"] if hierarchy == "v2" else ["vmrun.cgroup=v1"]) + list(append)
     if backend == "vng":
         r = _run_vng(k, cmd, cpus, mem, timeout, maxcpus, append, env, python, mthread)

@@ -18,6 +18,13 @@
  *       (the reclaim walk's cost when this process sits under a memory limit).
  *   zombie_tool spin SECONDS
  *       busy loop in user space (a hot core that is not the kernel's).
+ *   zombie_tool readloop FILE SECONDS
+ *       read FILE (e.g. memory.stat) again and again for SECONDS: a stats reader as a hot core.
+ *   zombie_tool udpsend DST_IP PORT SECONDS PPS SIZE
+ *       UDP datagrams of SIZE bytes to DST_IP:PORT at PPS for SECONDS; prints sent / errors (ENOBUFS).
+ *   zombie_tool icmpping DST_IP COUNT INTERVAL_MS
+ *       ICMP echo (raw socket) COUNT times; prints RTT min/avg/p50/p99/max in microseconds and losses:
+ *       the reply is made in the target's NET_RX softirq, so the RTT shows how long NAPI waited.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +34,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/ip_icmp.h>
+#include <arpa/inet.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -147,12 +159,126 @@ static int cmd_spin(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_readloop(int argc, char **argv) {
+    if (argc < 4) return 2;
+    double secs = atof(argv[3]), t0 = now();
+    long n = 0;
+    while (now() - t0 < secs) {
+        int fd = open(argv[2], O_RDONLY);
+        if (fd < 0) { perror(argv[2]); return 1; }
+        while (read(fd, buf, sizeof buf) > 0) ;
+        close(fd);
+        n++;
+    }
+    printf("{\"reads\": %ld, \"seconds\": %.3f}\n", n, now() - t0);
+    return 0;
+}
+
+static int cmd_udpsend(int argc, char **argv) {
+    if (argc < 7) return 2;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[3]))};
+    inet_pton(AF_INET, argv[2], &a.sin_addr);
+    double secs = atof(argv[4]), pps = atof(argv[5]), t0 = now();
+    int size = atoi(argv[6]);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    long sent = 0, err = 0, enobufs = 0;
+    while (1) {
+        double t = now() - t0;
+        if (t >= secs) break;
+        double due = sent + err;
+        if (pps > 0 && due > t * pps) { usleep(200); continue; }
+        if (sendto(fd, buf, size, 0, (struct sockaddr *)&a, sizeof a) < 0) {
+            err++;
+            if (errno == ENOBUFS || errno == EAGAIN) enobufs++;
+        } else sent++;
+    }
+    printf("{\"sent\": %ld, \"errors\": %ld, \"enobufs\": %ld, \"seconds\": %.3f}\n", sent, err, enobufs, now() - t0);
+    return 0;
+}
+
+static unsigned short csum(void *p, int len) {
+    unsigned long s = 0;
+    unsigned short *w = p;
+    for (; len > 1; len -= 2) s += *w++;
+    if (len) s += *(unsigned char *)w;
+    while (s >> 16) s = (s & 0xffff) + (s >> 16);
+    return ~s;
+}
+
+static int cmpd(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmd_icmpping(int argc, char **argv) {
+    if (argc < 5) return 2;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, argv[2], &a.sin_addr);
+    int count = atoi(argv[3]);
+    double interval = atof(argv[4]) / 1000.0;
+    int fd = socket(AF_INET, SOCK_RAW, IPPROTO_ICMP);
+    if (fd < 0) { perror("socket"); return 1; }
+    double *rtt = calloc(count, sizeof(double));
+    double *sent_at = calloc(count, sizeof(double));
+    int got = 0, id = getpid() & 0xffff;
+    double t0 = now();
+    for (int i = 0; i < count; i++) {
+        struct icmphdr h = {.type = ICMP_ECHO};
+        h.un.echo.id = htons(id);
+        h.un.echo.sequence = htons(i);
+        h.checksum = csum(&h, sizeof h);
+        sent_at[i] = now();
+        sendto(fd, &h, sizeof h, 0, (struct sockaddr *)&a, sizeof a);
+        double until = t0 + (i + 1) * interval;
+        for (;;) {
+            double left = until - now();
+            if (left <= 0) break;
+            struct pollfd pf = {fd, POLLIN, 0};
+            if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0) continue;
+            char pkt[1500];
+            ssize_t k = recv(fd, pkt, sizeof pkt, 0);
+            if (k < (ssize_t)(sizeof(struct iphdr) + sizeof(struct icmphdr))) continue;
+            struct iphdr *ip = (struct iphdr *)pkt;
+            struct icmphdr *r = (struct icmphdr *)(pkt + ip->ihl * 4);
+            if (r->type != ICMP_ECHOREPLY || ntohs(r->un.echo.id) != id) continue;
+            int seq = ntohs(r->un.echo.sequence);
+            if (seq < count && rtt[seq] == 0) { rtt[seq] = now() - sent_at[seq]; got++; }
+        }
+    }
+    /* late replies */
+    double until = now() + 2;
+    while (now() < until && got < count) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        char pkt[1500];
+        ssize_t k = recv(fd, pkt, sizeof pkt, 0);
+        if (k < (ssize_t)(sizeof(struct iphdr) + sizeof(struct icmphdr))) continue;
+        struct iphdr *ip = (struct iphdr *)pkt;
+        struct icmphdr *r = (struct icmphdr *)(pkt + ip->ihl * 4);
+        if (r->type != ICMP_ECHOREPLY || ntohs(r->un.echo.id) != id) continue;
+        int seq = ntohs(r->un.echo.sequence);
+        if (seq < count && rtt[seq] == 0) { rtt[seq] = now() - sent_at[seq]; got++; }
+    }
+    double *v = calloc(got + 1, sizeof(double));
+    int j = 0;
+    double sum = 0;
+    for (int i = 0; i < count; i++) if (rtt[i] > 0) { v[j++] = rtt[i] * 1e6; sum += rtt[i] * 1e6; }
+    qsort(v, j, sizeof(double), cmpd);
+    printf("{\"sent\": %d, \"received\": %d, \"min_us\": %.0f, \"avg_us\": %.0f, \"p50_us\": %.0f, "
+           "\"p99_us\": %.0f, \"max_us\": %.0f}\n", count, got, j ? v[0] : 0, j ? sum / j : 0,
+           j ? v[j / 2] : 0, j ? v[(int)(j * 0.99)] : 0, j ? v[j - 1] : 0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: zombie_tool make|read|stream|spin ...\n"); return 2; }
     if (!strcmp(argv[1], "make")) return cmd_make(argc, argv);
     if (!strcmp(argv[1], "read")) return cmd_read(argc, argv);
     if (!strcmp(argv[1], "stream")) return cmd_stream(argc, argv);
     if (!strcmp(argv[1], "spin")) return cmd_spin(argc, argv);
+    if (!strcmp(argv[1], "readloop")) return cmd_readloop(argc, argv);
+    if (!strcmp(argv[1], "udpsend")) return cmd_udpsend(argc, argv);
+    if (!strcmp(argv[1], "icmpping")) return cmd_icmpping(argc, argv);
     fprintf(stderr, "unknown command %s\n", argv[1]);
     return 2;
 }
