@@ -103,7 +103,7 @@ PLAN: dict[str, tuple] = {}
 for c in CONFIGS:
     k, h = c.split(":")
     PLAN[f"symbols:{c}"] = (f"{c}:2", "symbols", [], 0, "2G", "")
-    PLAN[f"pin:{c}"] = (f"{c}:2", "pin", ["200", "1,5,15"], 256, "2G", "")
+    PLAN[f"pin:{c}"] = (f"{c}:2", "pin", ["200", "1,5,15,45"], 256, "2G", "")
     PLAN[f"percpu2:{c}"] = (f"{c}:2", "percpu", ["2000"], 0, "2G", "")
     PLAN[f"percpu16:{c}"] = (f"{c}:16", "percpu", ["2000"], 0, "3G", "")
     PLAN[f"cost:{c}"] = (f"{c}:2", "cost", ["0,1000,10000,30000", "perf"], 1024, "3G", "")
@@ -140,68 +140,77 @@ def load(config: str, cpus: int, probe: str, tag: str = "") -> dict | None:
     return json.loads(f.read_text()) if f.exists() else None
 
 
-def hot(perf: dict | None, prefer: tuple[str, ...]) -> str:
-    """The hottest kernel function in a perf report (self), skipping idle and the reader's own copy."""
+def hot(perf: dict | None, n: int = 3) -> str:
+    """The hottest kernel functions (self) of a perf report, idle and the reader's own copy skipped."""
     if not perf:
         return "-"
+    out = []
     for ln in perf.get("self", []):
         p = ln.split()
         if len(p) >= 3 and p[0].endswith("%") and "[k]" in p:
             sym = p[-1]
-            if sym in ("default_idle", "pv_native_safe_halt", "native_safe_halt", "acpi_safe_halt") or "idle" in sym:
+            if "idle" in sym or "safe_halt" in sym:
                 continue
-            return f"{sym} {p[0]}"
-    return "-"
+            out.append(f"{sym} {p[0]}")
+        if len(out) == n:
+            break
+    return ", ".join(out) or "-"
+
+
+def _last(d: dict | None) -> dict:
+    return d["out"][-1] if d and d.get("out") else {}
 
 
 def cmd_table() -> str:
-    rows = ["| kernel / hierarchy | reparent symbols | page-cache zombies left after 15 s: tmpfs / ext4 (of 200) "
-            "| Percpu kB per zombie: 2 / 16 CPUs | Slab kB per zombie (2 CPUs) | stats read, kernel us: 0 -> N zombies "
-            "(root memory.stat; root numa_stat; pod memory.stat) | reclaim walk ms/MB: 0 -> N zombies "
-            "| hottest function (reads at N; reclaim at N) |", "|" + "---|" * 8]
+    """Two markdown tables from out/matrix: what accumulates and what it costs."""
+    t1 = ["| kernel (uname -r) / hierarchy | reparenting in /proc/kallsyms | dying of 200 removed memcgs after "
+          "1 / 15 / 45 s: tmpfs write; ext4 write; ext4 read | Percpu kB per zombie, 2 / 16 vCPUs "
+          "| Slab kB per zombie, 2 / 16 vCPUs |", "|---|---|---|---|---|"]
+    t2 = ["| kernel / hierarchy | zombies | one stats read, kernel us (median of 3): root memory.stat; root "
+          "numa_stat; pod memory.stat; pod numa_stat | reclaim walk: kernel ms per MB read | hottest in the "
+          "reclaim profile at the largest count |", "|---|---|---|---|---|"]
     for c in CONFIGS:
-        sym = load(c, 2, "symbols")
-        pin = load(c, 2, "pin")
-        p2, p16 = load(c, 2, "percpu"), load(c, 16, "percpu")
-        cost = load(c, 2, "cost")
-        cells = [c.replace(":", " / ")]
-        if sym and sym["out"]:
-            s = sym["out"][-1]
-            cells[0] += f" ({sym['kernel']})"
-            pres = [k for k in ("lru_reparent_memcg", "memcg_reparent_objcgs", "memcg_reparent_list_lrus")
-                    if s["present"].get(k)]
-            cells.append(", ".join(pres) + ("; nr_dying_subsys_memory" if s.get("has_nr_dying_subsys_memory") else ""))
-        else:
-            cells.append("-")
-        if pin and pin["out"]:
-            s = pin["out"][-1]
-            by = {r["fs"]: r for r in s.get("rows", [])}
-            cells.append(" / ".join(str(by[f]["after"]["15.0"]) if f in by else "-" for f in ("tmpfs", "ext4")))
-        else:
-            cells.append("-")
+        sym, pin = _last(load(c, 2, "symbols")), _last(load(c, 2, "pin"))
+        p2, p16 = _last(load(c, 2, "percpu")), _last(load(c, 16, "percpu"))
+        kern = (load(c, 2, "symbols") or {}).get("kernel", "?")
+        name = f"{kern} / {c.split(':')[1]}"
+        pres = [k for k in ("lru_reparent_memcg", "lru_gen_reparent_memcg", "memcg_reparent_list_lrus",
+                            "reparent_shrinker_deferred") if sym.get("present", {}).get(k)]
+        by = {r["fs"]: r for r in pin.get("rows", [])}
+        cells = []
+        for fs in ("tmpfs-write", "ext4-write", "ext4-read"):
+            r = by.get(fs)
+            cells.append(" / ".join(str(r["after"].get(t, "-")) for t in ("1.0", "15.0", "45.0")) if r else "-")
 
-        def pc(x, key):
-            return (str(x["out"][-1].get(key)) if x and x["out"] else "-")
-        cells.append(f"{pc(p2, 'percpu_kB_per_zombie')} / {pc(p16, 'percpu_kB_per_zombie')}")
-        cells.append(pc(p2, "slab_kB_per_zombie"))
-        if cost and cost["out"] and cost["out"][-1].get("summary"):
-            t = cost["out"][-1]["table"]
-            a, b = t[0], t[-1]
-            names = ("root memory.stat", "root memory.numa_stat", "pod memory.stat")
-            cells.append(f"{a['zombies']} -> {b['zombies']}: " + "; ".join(
-                f"{a['read_sys_us'].get(n, 0):.0f} -> {b['read_sys_us'].get(n, 0):.0f}" for n in names
-                if n in a["read_sys_us"]))
-            ra, rb = a["reclaim_sys_ms_per_mb"], b["reclaim_sys_ms_per_mb"]
-            cells.append(f"{ra} -> {rb}" if ra is not None else "-")
-            rows_ = [r for r in cost["out"] if r.get("probe") == "cost" and "reads" in r]
-            lastr = rows_[-1] if rows_ else {}
-            pr = (lastr.get("perf_reads") or {}).get("root memory.stat")
-            pc_ = (lastr.get("reclaim") or {}).get("perf")
-            cells.append(f"{hot(pr, ())}; {hot(pc_, ())}")
-        else:
-            cells += ["-", "-", "-"]
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+        def f(x, k):
+            v = x.get(k)
+            return "-" if v is None else f"{v:.1f}"
+        pc = f"{f(p2, 'percpu_kB_per_zombie')} / {f(p16, 'percpu_kB_per_zombie')}"
+        sl = f"{f(p2, 'slab_kB_per_zombie')} / {f(p16, 'slab_kB_per_zombie')}"
+        if p2 and not p2.get("zombies"):
+            s2, s16 = _last(load(c, 2, "percpu", "socket")), _last(load(c, 16, "percpu", "socket"))
+            pc = f"no zombies left of {p2.get('n')} (tmpfs pages)"
+            sl = "-"
+            if s2:
+                pc += f"; pinned by sockets: {f(s2, 'percpu_kB_per_zombie')} / {f(s16, 'percpu_kB_per_zombie')}"
+                sl = f"sockets: {f(s2, 'slab_kB_per_zombie')} / {f(s16, 'slab_kB_per_zombie')}"
+        t1.append(f"| {name} | {', '.join(pres) or 'none'} | {'; '.join(cells)} | {pc} | {sl} |")
+        for tag in ("", "socket"):
+            cost = load(c, 2, "cost", tag)
+            if not cost:
+                continue
+            rows = [r for r in cost["out"] if r.get("probe") == "cost" and "reads" in r]
+            for r in rows:
+                rd_ = "; ".join(f"{r['reads'][k]['sys_us']:.0f}" for k in ("root memory.stat", "root memory.numa_stat",
+                                                                              "pod memory.stat", "pod memory.numa_stat")
+                                if k in r["reads"])
+                rec = (r.get("reclaim") or {}).get("sys_ms_per_mb")
+                hp = hot((r.get("reclaim") or {}).get("perf")) if r is rows[-1] else ""
+                z = f"{r['dying']:,}" + (f" (of {r['zombies_target']:,} made)" if r["dying"] != r["zombies_target"] else "")
+                label = name + (" (socket pins)" if tag else "")
+                t2.append(f"| {label if r is rows[0] else ''} | {z} | {rd_} | "
+                          f"{format(rec, '.1f') if rec is not None else '-'} | {hp} |")
+    return "\n".join(t1) + "\n\n" + "\n".join(t2)
 
 
 def main(argv: list[str]) -> int:

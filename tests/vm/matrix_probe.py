@@ -4,8 +4,9 @@ Prints one JSON object per line; the last line is the probe's summary.
 usage: python matrix_probe.py TOOL PROBE [args]
   TOOL    path of the static zombie_tool binary (zombie_tool.c)
   symbols                       /proc/kallsyms: reparenting symbols, stat/walk functions; cgroup.stat keys
-  pin N [T1,T2,...]             N memcgs each charging one page (a) on tmpfs (b) on the ext4 scratch disk,
-                                removed; dying count T s after the last rmdir; then files removed / caches dropped
+  pin N [T1,T2,...]             N memcgs each charging one page: written on tmpfs, written on the ext4
+                                scratch disk, read (clean) from it; removed; dying count T s after the last
+                                rmdir; then after sync (ext4 written), then files removed / caches dropped
   percpu N [socket]             Percpu / Slab from /proc/meminfo before and after N zombies (tmpfs pages;
                                 "socket": pinned by a socket each instead, for kernels that reparent page cache)
   cost P1,P2,... [perf] [socket]
@@ -141,12 +142,15 @@ def setup() -> dict:
     return info
 
 
-def make_zombies(parent: str, first: int, n: int, filedir: str, pages: int = 1, socket: bool = False):
-    """Run zombie_tool make; with socket=True the tool stays alive holding the pins: returns (result, proc)."""
+def make_zombies(parent: str, first: int, n: int, filedir: str, pages: int = 1, socket: bool = False,
+                 read: bool = False):
+    """Run zombie_tool make; with socket=True the tool stays alive holding the pins: returns (result, proc).
+    read=True: each zombie reads its (existing) file instead of writing it."""
     if n <= 0:
         return {"made": 0, "seconds": 0.0, "failed": 0}, None
     os.makedirs(filedir, exist_ok=True)
-    argv = [TOOL, "make", parent, str(first), str(n), filedir, HOME, str(pages)] + (["socket"] if socket else [])
+    argv = [TOOL, "make", parent, str(first), str(n), filedir, HOME, str(pages)] + (
+        ["socket"] if socket else ["read"] if read else [])
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if not socket:
@@ -211,21 +215,40 @@ def probe_symbols() -> None:
 
 
 def probe_pin(n: int, times: list[float]) -> None:
+    """Does page cache still pin removed memcgs? Three ways to charge one page each:
+    tmpfs-write (shmem page), ext4-write (dirty page cache, and the inode joins the memcg's cgroup
+    writeback), ext4-read (clean page cache of files written, synced and dropped beforehand, as a
+    container reading its image). Dying count T s after the last rmdir, then after sync (ext4-write),
+    then after the pins go (tmpfs: files removed; ext4: drop_caches)."""
     info = setup()
     disk = os.environ.get("VMRUN_DISK")
-    fss = [("tmpfs", fresh_tmpfs("/run/ztmp"))] + ([("ext4", disk + "/zfiles")] if disk else [])
+    variants = [("tmpfs-write", fresh_tmpfs("/run/ztmp"), False)]
+    if disk:
+        variants += [("ext4-write", disk + "/zfiles-w", False), ("ext4-read", disk + "/zfiles-r", True)]
+        os.makedirs(disk + "/zfiles-r", exist_ok=True)
+        for i in range(n):
+            with open(f"{disk}/zfiles-r/f{i}", "wb") as f:
+                f.write(b"r" * 4096)
+        drop_caches()
     rows = []
-    for fs, fdir in fss:
+    for fs, fdir, read in variants:
         parent = mkcg(f"pin-{fs}", True)
         before = dying(parent)
-        res, _ = make_zombies(parent, 0, n, fdir)
+        res, _ = make_zombies(parent, 0, n, fdir, read=read)
         t_end = time.monotonic()
         row = {"fs": fs, "n": n, "make": res, "before": before["dying"], "after": {}}
         for t in times:
             time.sleep(max(0.0, t_end + t - time.monotonic()))
             row["after"][str(t)] = dying(parent)["dying"] - before["dying"]
+        if fs == "ext4-write":
+            subprocess.run(["sync"])
+            t_s = time.monotonic()
+            row["after_sync"] = {}
+            for t in (2, 10):
+                time.sleep(max(0.0, t_s + t - time.monotonic()))
+                row["after_sync"][str(t)] = dying(parent)["dying"] - before["dying"]
         # then release the pins: delete the files (tmpfs) / drop the page cache (ext4)
-        if fs == "tmpfs":
+        if fs.startswith("tmpfs"):
             shutil.rmtree(fdir, ignore_errors=True)
             os.makedirs(fdir, exist_ok=True)
         else:

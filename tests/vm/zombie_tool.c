@@ -7,6 +7,8 @@
  *       write PAGES (default 1; 0: none) pages of FILEDIR/fI (page cache charged to zI; the file is
  *       kept), move back to HOME (a cgroup.procs file), rmdir PARENT/zI.  A crash-looping unit's
  *       cgroup in miniature.  Prints {"made": N, "seconds": S, "failed": F}.
+ *       "read": read PAGES pages of the existing FILEDIR/fI instead of writing it (clean page cache,
+ *       as a container reading its image's files charges it).
  *       "socket": also open a socket while in zI and keep it (cgroup v2 sockets hold a reference on
  *       their memcg: sk_alloc -> mem_cgroup_sk_alloc), then stay alive (pause) until killed: a pin
  *       that no reparenting of page cache removes.
@@ -67,6 +69,7 @@ static int cmd_make(int argc, char **argv) {
     const char *parent = argv[2], *filedir = argv[5], *home = argv[6];
     long first = atol(argv[3]), n = atol(argv[4]), pages = argc > 7 ? atol(argv[7]) : 1;
     int sockets = argc > 8 && !strcmp(argv[8], "socket");
+    int reading = argc > 8 && !strcmp(argv[8], "read");
     if (sockets) {
         struct rlimit rl = {n + 64, n + 64};
         if (setrlimit(RLIMIT_NOFILE, &rl)) perror("setrlimit");
@@ -84,10 +87,14 @@ static int cmd_make(int argc, char **argv) {
         if (write_str(procs, pid)) { perror(procs); failed++; rmdir(path); continue; }
         if (sockets && socket(AF_UNIX, SOCK_DGRAM, 0) < 0) { perror("socket"); failed++; }
         snprintf(procs, sizeof procs, "%s/f%ld", filedir, i);
-        int fd = pages > 0 ? open(procs, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -2;
+        int fd = pages <= 0 ? -2 : reading ? open(procs, O_RDONLY) : open(procs, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd == -2) ;
         else if (fd < 0) { perror(procs); failed++; }
-        else {
+        else if (reading) {
+            for (long p = 0; p < pages; p++)
+                if (read(fd, page, sizeof page) <= 0) break;
+            close(fd);
+        } else {
             for (long p = 0; p < pages; p++)
                 if (write(fd, page, sizeof page) != sizeof page) { perror("write"); failed++; break; }
             close(fd);
