@@ -218,13 +218,15 @@ def probe_pin(n: int, times: list[float]) -> None:
     """Does page cache still pin removed memcgs? Three ways to charge one page each:
     tmpfs-write (shmem page), ext4-write (dirty page cache, and the inode joins the memcg's cgroup
     writeback), ext4-read (clean page cache of files written, synced and dropped beforehand, as a
-    container reading its image). Dying count T s after the last rmdir, then after sync (ext4-write),
+    container reading its image; the read updates atime, which dirties the inode from inside the memcg),
+    ext4-read-noatime (the same with the disk remounted noatime). Dying count T s after the last rmdir, then after sync (ext4-write),
     then after the pins go (tmpfs: files removed; ext4: drop_caches)."""
     info = setup()
     disk = os.environ.get("VMRUN_DISK")
     variants = [("tmpfs-write", fresh_tmpfs("/run/ztmp"), False)]
     if disk:
-        variants += [("ext4-write", disk + "/zfiles-w", False), ("ext4-read", disk + "/zfiles-r", True)]
+        variants += [("ext4-write", disk + "/zfiles-w", False), ("ext4-read", disk + "/zfiles-r", True),
+                     ("ext4-read-noatime", disk + "/zfiles-r", True)]
         os.makedirs(disk + "/zfiles-r", exist_ok=True)
         for i in range(n):
             with open(f"{disk}/zfiles-r/f{i}", "wb") as f:
@@ -232,6 +234,11 @@ def probe_pin(n: int, times: list[float]) -> None:
         drop_caches()
     rows = []
     for fs, fdir, read in variants:
+        if fs == "ext4-read-noatime":
+            # the same clean files, but reading them does not update atime: the inode is not dirtied
+            # from inside the memcg (a dirtied inode is attached to the memcg's cgroup writeback)
+            drop_caches()
+            subprocess.run(["mount", "-o", "remount,noatime", disk])
         parent = mkcg(f"pin-{fs}", True)
         before = dying(parent)
         res, _ = make_zombies(parent, 0, n, fdir, read=read)
@@ -259,6 +266,8 @@ def probe_pin(n: int, times: list[float]) -> None:
             time.sleep(max(0.0, t_rel + t - time.monotonic()))
             row["after_release"][str(t)] = dying(parent)["dying"] - before["dying"]
         row["detail"] = dying(parent)
+        if fs == "ext4-read-noatime":
+            subprocess.run(["mount", "-o", "remount,relatime", disk])
         rows.append(row)
         emit({"probe": "pin", **row})
         rmtree_cg(parent)

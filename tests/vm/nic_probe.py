@@ -1,6 +1,8 @@
 """Runs INSIDE the VM (stdlib only): emulated NICs whose interrupts (and so NAPI) sit on the hot CPU.
 
-usage: python nic_probe.py TOOL HOT ZOMBIES SECONDS [PPS]
+usage: python nic_probe.py TOOL HOT ZOMBIES SECONDS [PPS [TX_PPS]]
+  PPS      peer -> DUT UDP flood rate (default 3000); TX_PPS: DUT -> peer rate (default 0 = as fast as
+           the sender can: fills the TX ring, so the queue stops and only the TX completion path restarts it)
   HOT      none | reclaim | statread | spin   what holds CPU 1 during the second window
   ZOMBIES  dying memcgs made first (reclaim / statread walk them)
 
@@ -144,8 +146,23 @@ def ksoftirqd_delay() -> dict:
     return {}
 
 
+def cpu_times() -> dict:
+    """Per-CPU /proc/stat in USER_HZ ticks: user, system, idle, irq, softirq."""
+    out = {}
+    for ln in mp.rd("/proc/stat").splitlines():
+        p = ln.split()
+        if p and p[0].startswith("cpu") and p[0] != "cpu":
+            v = [int(x) for x in p[1:]]
+            out[p[0]] = {"user": v[0] + v[1], "system": v[2], "idle": v[3] + v[4], "irq": v[5], "softirq": v[6]}
+    return out
+
+
+def affinity(irqs: list[str]) -> dict:
+    return {n: mp.rd(f"/proc/irq/{n}/effective_affinity_list").strip() for n in irqs}
+
+
 def snapshot(duts: dict, irqs: list[str]) -> dict:
-    return {"softnet": softnet(), "softirqs": softirqs(), "irqs": irq_counts(irqs),
+    return {"cpu": cpu_times(), "softnet": softnet(), "softirqs": softirqs(), "irqs": irq_counts(irqs),
             "links": {n: link(n) for n in duts}, "tx_timeout": {n: tx_timeouts(n) for n in duts},
             "ethtool": {n: ethtool(n) for n in duts}, "ksoftirqd": ksoftirqd_delay(), "t": time.monotonic()}
 
@@ -169,7 +186,8 @@ INTERESTING = re.compile(r"watchdog|WATCHDOG|timed out|timeout|Reset adapter|Han
                          r"hung_task|blocked for more than|NOHZ|too long", re.I)
 
 
-def window(name: str, duts: dict, irqs: list[str], secs: float, pps: int, hot: list[str] | None) -> dict:
+def window(name: str, duts: dict, irqs: list[str], secs: float, pps: int, hot: list[str] | None,
+           tx_pps: int = 0) -> dict:
     procs = []
     hot_p = None
     if hot:
@@ -187,7 +205,7 @@ def window(name: str, duts: dict, irqs: list[str], secs: float, pps: int, hot: l
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
         # DUT -> peer: UDP from CPU 0 (TX completions come back on the DUT's IRQ, CPU 1)
         procs.append((f"{kind} tx", subprocess.Popen(
-            ["taskset", "-c", "0", TOOL, "udpsend", peer_ip, "9", str(secs), str(pps), "1200"],
+            ["taskset", "-c", "0", TOOL, "udpsend", peer_ip, "9", str(secs), str(tx_pps), "1200"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     res = {}
     for label, p in procs:
@@ -208,7 +226,7 @@ def window(name: str, duts: dict, irqs: list[str], secs: float, pps: int, hot: l
             o, e = hot_p.communicate()
         hot_out = (o + e)[-500:]
     d = diff(s0, s1)
-    return {"window": name, "hot": hot, "seconds": secs, "traffic": res, "delta": d,
+    return {"window": name, "hot": hot, "seconds": secs, "traffic": res, "delta": d, "affinity": affinity(irqs),
             "kmsg_new": new[-60:], "kmsg_interesting": [ln for ln in new if INTERESTING.search(ln)][-40:],
             "hot_output": hot_out}
 
@@ -218,7 +236,9 @@ def main() -> None:
     zombies = int(sys.argv[3])
     secs = float(sys.argv[4])
     pps = int(sys.argv[5]) if len(sys.argv) > 5 else 3000
+    tx_pps = int(sys.argv[6]) if len(sys.argv) > 6 else 0
     info = mp.setup()
+    info["preempt"] = mp.rd("/sys/kernel/debug/sched/preempt").strip() or mp.rd("/sys/kernel/debug/sched_preempt").strip()
     base = os.environ["VMRUN_MODBASE"]
     info["modprobe"] = sh(f"modprobe -d {base} -a virtio_net e1000e e1000 2>&1; echo rc=$?").strip()
     time.sleep(2)
@@ -230,24 +250,30 @@ def main() -> None:
         if not dut or not peer:
             setup[kind] = f"missing interface (have {macs})"
             continue
-        pirqs = irqs_of(peer)
-        dirqs = irqs_of(dut)
         sh(f"ip netns add {ns}")
         sh(f"ip link set {peer} netns {ns}")
         sh(f"ip netns exec {ns} ip link set lo up; ip netns exec {ns} ip addr add {peer_ip}/24 dev {peer}; "
            f"ip netns exec {ns} ip link set {peer} up")
         sh(f"ip addr add {ip}/24 dev {dut}; ip link set {dut} up")
-        setup[kind] = {"dut": dut, "peer": peer, "dut_irqs": pin(dirqs, HOT_CPU), "peer_irqs": pin(pirqs, "0"),
+        setup[kind] = {"dut": dut, "peer": peer,
                        "driver": os.path.basename(os.path.realpath(f"/sys/class/net/{dut}/device/driver")),
                        "watchdog_timeo_note": "netdev watchdog: 5 s for both drivers (dev->watchdog_timeo)",
                        "rps": {q: mp.rd(q + "/rps_cpus").strip() for q in glob.glob(f"/sys/class/net/{dut}/queues/rx-*")}}
         duts[dut] = (kind, ip, peer_ip, ns, peer_mac)
+    time.sleep(3)  # links up (e1000e autonegotiation); MSI-X vectors exist only once the device is open
+    for ifn, (kind, ip, peer_ip, ns, _) in duts.items():
+        peer = setup[kind]["peer"]
+        pirqs = sh(f"ip netns exec {ns} cat /sys/class/net/{peer}/device/irq").strip()
+        dirqs = irqs_of(ifn)
+        setup[kind]["dut_irqs"] = pin(dirqs, HOT_CPU)
+        setup[kind]["dut_irq_names"] = {n: v["name"] for n, v in irq_counts(dirqs).items()}
+        setup[kind]["peer_irqs"] = pin([pirqs], "0") if pirqs.isdigit() else pirqs
         irqs += dirqs
-    time.sleep(3)  # links up (e1000e autonegotiation)
     for ifn, (kind, ip, peer_ip, ns, _) in duts.items():
         setup[kind]["link"] = sh(f"ip -br link show dev {ifn}").strip()
         setup[kind]["arp_ok"] = sh(f"ip netns exec {ns} {TOOL} icmpping {ip} 3 200").strip()
-    mp.emit({"probe": "nic", "setup": setup, **info, "hot_kind": hot_kind, "zombies": zombies, "pps": pps})
+    mp.emit({"probe": "nic", "setup": setup, **info, "hot_kind": hot_kind, "zombies": zombies, "pps": pps,
+             "tx_pps": tx_pps})
 
     hot = None
     holders = []
@@ -272,7 +298,7 @@ def main() -> None:
     for label, h in (("quiet", None), (hot_kind, hot)):
         if label != "quiet" and h is None:
             continue
-        w = window(label, duts, irqs, secs, pps, h)
+        w = window(label, duts, irqs, secs, pps, h, tx_pps)
         mp.emit({"probe": "nic", **w})
     for h in holders:
         h.kill()
