@@ -31,10 +31,12 @@ ENA = [
 FREED_AT_ONCE = r"""
 import ctypes, os, sys
 ctypes.CDLL(None).prctl(15, b"ecs-agent", 0, 0, 0)
-MEM = "/sys/fs/cgroup/memory"
+V1 = os.path.isfile("/sys/fs/cgroup/memory/memory.limit_in_bytes")  # else the unified v2 hierarchy
+MEM = "/sys/fs/cgroup/memory" if V1 else "/sys/fs/cgroup"
 parent = os.path.join(MEM, sys.argv[1], "docker")
 os.makedirs(parent, exist_ok=True)
-home = next(l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup") if ":memory:" in l)
+home = next(l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup")
+            if (":memory:" in l if V1 else l.startswith("0::")))
 for _ in range(20):
     cg = os.path.join(parent, os.urandom(32).hex())
     os.mkdir(cg)
