@@ -431,12 +431,16 @@ def _ensure_nodesleuth_venv(src: str, venv: str | None) -> str:
     return str(vdir)
 
 
-def stage_source(repo: str) -> str:
+def stage_source(repo: str, full: bool = False) -> str:
     """Copy `repo`/src and `repo`/tests/vm under CACHE (the guest sees the host's / read-only, but a
     clone under /tmp is hidden by the guest's own tmpfs) and return the staged directory: run the
-    host's python in the guest with PYTHONPATH=<staged>/src. The host's site-packages has the deps."""
+    host's python in the guest with PYTHONPATH=<staged>/src. The host's site-packages has the deps.
+    `full`: also the whole tests/ (as <staged>/tests), fixtures/ and pyproject.toml, to run the
+    host's own test files in the guest with pytest (cd <staged>)."""
     src = Path(repo).resolve()
     fp = (_tree_fingerprint(src / "src")[:8] + _tree_fingerprint(src / "tests" / "vm")[:8])
+    if full:
+        fp += "f" + _tree_fingerprint(src / "tests")[:8] + _tree_fingerprint(src / "fixtures")[:8]
     dest = CACHE / f"stage-{fp}"
     with _cache_lock("stage"):
         if not (dest / ".done").exists():
@@ -444,6 +448,11 @@ def stage_source(repo: str) -> str:
             ign = shutil.ignore_patterns("__pycache__", "*.egg-info")
             shutil.copytree(src / "src", tmp / "src", ignore=ign)
             shutil.copytree(src / "tests" / "vm", tmp / "vm", ignore=ign)
+            if full:
+                shutil.copytree(src / "tests", tmp / "tests", ignore=shutil.ignore_patterns(
+                    "__pycache__", "*.egg-info", "artifacts", "out"))
+                shutil.copytree(src / "fixtures", tmp / "fixtures", ignore=ign)
+                shutil.copy2(src / "pyproject.toml", tmp / "pyproject.toml")
             (tmp / ".done").write_text(str(src))
             if dest.exists():
                 shutil.rmtree(dest)
