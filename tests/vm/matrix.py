@@ -7,6 +7,7 @@ kernels (cgroup v1 or v2) under QEMU TCG and keep the JSON it prints under tests
     python3 matrix.py plan [NAME...]                    # the standard set (see PLAN), skipping done ones
     python3 matrix.py table [--readme]                  # markdown tables from out/matrix/*.json
                                                         # (--readme: also into README.md's matrix section)
+    python3 matrix.py nictable [--readme]               # the NIC runs' table
     python3 matrix.py nic 5.10:v1:2 reclaim 10000 20 --disk-mb 1024 --tag reclaim   # NICs on the hot CPU
                                                         # (nic_probe.py: HOT ZOMBIES SECONDS [PPS])
 
@@ -218,6 +219,34 @@ def cmd_table() -> str:
     return "\n".join(t1) + "\n\n" + "\n".join(t2)
 
 
+def cmd_nictable() -> str:
+    """One row per window of every out/matrix/*-nic-*.json."""
+    rows = ["| run (kernel / hot on CPU 1 / rates) | window | ICMP RTT to the DUT, ms p50 / p99 / max: virtio-net; e1000e "
+            "| ksoftirqd/1 waited (ms of the window) | CPU 1 time_squeeze | CPU 1: busy sys+user / softirq (ticks) "
+            "| TX timeouts (sysfs), watchdog / reset lines | host load |", "|---|---|---|---|---|---|---|---|"]
+    for f in sorted(OUT.glob("*-nic-*.json")):
+        d = json.loads(f.read_text())
+        setup = next((o for o in d["out"] if "setup" in o), {})
+        wins = [o for o in d["out"] if "window" in o]
+        for w in wins:
+            t, dl = w["traffic"], w["delta"]
+
+            def ping(k):
+                p = t.get(f"{k} ping", {})
+                return "/".join(f"{p.get(x, 0) / 1000:.0f}" for x in ("p50_us", "p99_us", "max_us")) if p else "-"
+            cpu1 = dl.get("cpu", {}).get("cpu1", {})
+            tto = sum(v for q in dl.get("tx_timeout", {}).values() for v in q.values() if isinstance(v, (int, float)))
+            sq = dl["softnet"][1]["time_squeeze"] if len(dl.get("softnet", [])) > 1 else "-"
+            label = (f"{d['kernel']} / {setup.get('hot_kind')} ({setup.get('zombies')} zombies) / "
+                     f"{setup.get('pps')} pps in, {setup.get('tx_pps') or 'max'} out") if w is wins[0] else ""
+            rows.append(f"| {label} | {w['window']} | {ping('virtio')}; {ping('e1000e')} | "
+                        f"{dl.get('ksoftirqd', {}).get('wait_ms', 0):.0f} | {sq} | "
+                        f"{cpu1.get('system', 0) + cpu1.get('user', 0)} / {cpu1.get('softirq', 0)} | "
+                        f"{tto}, {len(w.get('kmsg_interesting', []))} | "
+                        f"{(d.get('host_loadavg_start_end') or ['?'])[0]} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -244,12 +273,12 @@ def main(argv: list[str]) -> int:
         force = "--force" in argv
         cmd_plan([a for a in argv[1:] if a != "--force"], force)
         return 0
-    if argv[0] == "table":
-        t = cmd_table()
-        if "--readme" in argv:  # replace the tables between the markers in README.md
+    if argv[0] in ("table", "nictable"):
+        t, mark = (cmd_table(), "TABLES") if argv[0] == "table" else (cmd_nictable(), "NICTABLE")
+        if "--readme" in argv:  # replace the table between the markers in README.md
             readme = HERE / "README.md"
             text = readme.read_text()
-            a, b = "<!--TABLES-->", "<!--/TABLES-->"
+            a, b = f"<!--{mark}-->", f"<!--/{mark}-->"
             i, j = text.index(a), text.index(b) if b in text else -1
             text = text[:i] + a + "\n" + t + "\n" + b + (text[j + len(b):] if j >= 0 else text[i + len(a):])
             readme.write_text(text)
