@@ -63,6 +63,35 @@ def read(root: Root) -> ZombiePosture:
     return ZombiePosture(release, h, kallsyms_has(root, REPARENT_SYMBOLS), nds)
 
 
+MEMORY_FS = ("tmpfs", "ramfs", "devtmpfs")
+DISK_DIRS = ("/var/tmp", "/var/lib", "/tmp", "/root")
+
+
+def _fstype(path: str) -> str | None:
+    """The file system type of the mount that holds `path` (from this process's mount table)."""
+    best, fs = "", None
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                mnt = left.split()[4].replace("\\040", " ")
+                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                    best, fs = mnt, right.split()[0]
+    except (OSError, IndexError):
+        return None
+    return fs
+
+
+def disk_dir() -> str | None:
+    """A writable directory on a disk file system (not tmpfs) for the probe's disk page cache:
+    $NODESLEUTH_PROBE_DIR, else the first of DISK_DIRS that is on one; None when none is."""
+    for d in ([os.environ["NODESLEUTH_PROBE_DIR"]] if os.environ.get("NODESLEUTH_PROBE_DIR") else []) + list(DISK_DIRS):
+        if os.path.isdir(d) and os.access(d, os.W_OK) and _fstype(d) not in MEMORY_FS:
+            return d
+    return None
+
+
 def _dying_under(mc: Memcg, parent: str, baseline: int | None) -> int | None:
     if mc.version == 2:
         p = os.path.join(parent, "cgroup.stat")
@@ -84,7 +113,7 @@ def probe(root: Root, n: int = 50, wait: float = 3.0) -> dict:
         raise InputError(root.path, "the zombie probe needs the live host, not a recorded tree")
     mc = Memcg(root)
     rel = f"nodesleuth-posture-{os.getpid()}"
-    kinds = {k: b for k, b in {"tmpfs": "/dev/shm", "disk": "/var/tmp"}.items() if os.path.isdir(b)}
+    kinds = {k: b for k, b in {"tmpfs": "/dev/shm", "disk": disk_dir()}.items() if b and os.path.isdir(b)}
     out: dict = {"wait_s": wait, "n": n, "kinds": {}, "exact": mc.version == 2}
     made: dict[str, tuple[str, str, int]] = {}
     try:
