@@ -228,3 +228,15 @@ def pytest_sessionfinish(session, exitstatus):
     if new_procs or new_cgs:
         print(f"\nLEAK: the test-suite left processes {sorted(new_procs)} and cgroups {sorted(new_cgs)}")
         session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Which kernel every VM test booted (tests/vm/vmrun.py records each boot): a VM test's verdict is
+    about that kernel, so the run says which one it was."""
+    vmrun = sys.modules.get("vmrun")
+    if vmrun is None or not getattr(vmrun, "BOOTED", None):
+        return
+    terminalreporter.section("kernels booted by VM tests")
+    for b in vmrun.BOOTED:
+        terminalreporter.write_line(f"{b['test']}: {b['kernel']} (cgroup {b['hierarchy']}, {b['cpus']} vCPUs, "
+                                    f"rc {b['rc']}, {b['wall_s']} s)")

@@ -547,7 +547,12 @@ def run_in_vm(cmd: str, cpus: int = 16, mem: str = "2G", timeout: float = 600, *
     else:
         raise ValueError(f"unknown backend {backend!r}")
     r.kernel_name, r.hierarchy = k.name, hierarchy
+    BOOTED.append({"test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0], "kernel": r.kernel or "(no boot)",
+                   "hierarchy": hierarchy, "cpus": cpus, "rc": r.rc, "wall_s": round(r.wall, 1)})
     return r
+
+
+BOOTED: list[dict] = []  # every boot of this process: tests/conftest.py prints them at the end of a run
 
 
 def _run_vng(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, mthread) -> VMResult:

@@ -434,12 +434,15 @@ class ZombiePosture:
 
     @property
     def accumulate(self) -> bool | None:
-        """True when removed memcgs stayed dying under the probe's page cache (the problem class is
-        here), False when none did on any kind of cache, None when not measured."""
+        """True when removed memcgs stayed dying under the probe's page cache (after writeback, where
+        it watched that: the problem class is here), False when none did, None when not measured."""
         if not self.probe or not self.probe.get("kinds"):
             return None
-        kinds = self.probe["kinds"].values()
-        return any(k["dying"] > 0.5 * k["made"] for k in kinds if k["made"])
+        final = [k.get("after_writeback") or k for k in self.probe["kinds"].values() if k["made"]]
+        if any(f["dying"] is None for f in final):
+            return None
+        return any(f["dying"] > 0.5 * k["made"] for f, k in zip(final, (k for k in self.probe["kinds"].values()
+                                                                          if k["made"])))
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "accumulate": self.accumulate}

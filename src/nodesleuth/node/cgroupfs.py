@@ -9,7 +9,9 @@ a file per memcg.
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 
 from ..model.errors import InputError
 from ..model.procfs import Mount, parse_cgroup_stat, parse_mountinfo, parse_proc_cgroups
@@ -121,19 +123,31 @@ def pids_in_cgroup(root: Root, path: str) -> set[int]:
     raise InputError(path, "no such cgroup on any mounted hierarchy")
 
 
-def remove_cgroup_tree(path: str) -> None:
+def remove_cgroup_tree(path: str, patience: float = 2.0) -> None:
     """rmdir `path` and every cgroup below it, deepest first; what cannot be removed (a process still
-    in it) stays, quietly: callers check the count they care about."""
-    for dp, dn, _ in sorted(os.walk(path), key=lambda t: -t[0].count("/")):
-        for d in dn:
-            try:
-                os.rmdir(os.path.join(dp, d))
-            except OSError:
-                pass
+    in it) stays, quietly: callers check the count they care about. A cgroup whose last process was
+    reaped a moment ago can still read as populated (newer kernels unlink a dying task from its cgroup
+    after its final context switch, which can come after the parent's waitpid): EBUSY is retried for
+    up to `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while True:
+        busy = False
+        for dp, dn, _ in sorted(os.walk(path), key=lambda t: -t[0].count("/")):
+            for d in dn:
+                busy |= not _rmdir(os.path.join(dp, d))
+        busy |= not _rmdir(path)
+        if not busy or time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
+
+
+def _rmdir(path: str) -> bool:
+    """False only when the kernel said EBUSY (worth another try)."""
     try:
         os.rmdir(path)
-    except OSError:
-        pass
+    except OSError as e:
+        return e.errno != errno.EBUSY
+    return True
 
 
 class Memcg:
