@@ -271,6 +271,8 @@ def parse_softnet(text: str, online: list[int] | None, path: str = "/proc/net/so
             cpu = online[i]
         else:
             cpu = i
+        if cpu in out:  # a kernel prints each online CPU once (hand-made fixtures repeat an index)
+            raise InputError(path, f"CPU {cpu} appears twice (row {i + 1}): not a kernel's softnet_stat")
         out[cpu] = {k: vals[c] for k, c in SOFTNET_COLS.items()
                     if c < len(vals) and (c < 11 or len(vals) >= 13)}
     return out
