@@ -252,3 +252,54 @@ def _incidents_page_shows(store: str, sender: int) -> None:
                 pg.screenshot(path=os.path.join(ART, "web-incidents-impact.png"), full_page=True)
         finally:
             b.close()
+
+
+@needs_root
+def test_namespaces_are_read_in_turn_and_labels_are_bounded(monkeypatch):
+    """With room for one netns a tick, the two lab namespaces are read one per tick, in turn (each delta
+    covering the seconds since its own last read, none lost); with one `netns` label allowed, the second
+    namespace's counters go to netns="other" as the sum of its deltas (a total that never goes back when
+    a pod goes away)."""
+    from nodesleuth.collect import tcp
+    from nodesleuth.lab.netvictim import NetLab
+    from nodesleuth.node.pread import Preader
+    from nodesleuth.node.root import Root
+
+    monkeypatch.setattr(tcp, "MAX_NETNS_PER_TICK", 1)
+    monkeypatch.setattr(tcp, "MAX_LABELLED", 1)
+    with NetLab() as lab:
+        inos = {ns: int(os.readlink(f"/proc/{pid}/ns/net")[5:-1]) for ns, pid in lab.holders.items()}
+        mine = set(inos.values())
+        r = tcp.TcpReader(Root("/"), Preader())
+        r.prime()  # reads the first one: its baseline
+        for t in list(r.ns):
+            if t not in mine:
+                del r.ns[t]  # namespaces of other jobs on this machine are not this test's
+        r.read(0.1)  # and the second one's: a namespace's first read is its baseline, it has no delta
+        k0 = {ns: lab.counters(ns)["Tcp_OutSegs"] for ns in inos}
+        streams = lab.streams(1, 20, seconds=3)
+        seen, sums = [], {i: 0 for i in mine}
+        for _ in range(8):
+            time.sleep(0.5)
+            t = r.read(0.5)
+            assert t.read == 1
+            seen.append([n["ns"] for n in t.netns])
+            for n in t.netns:
+                sums[n["ns"]] += n["d"].get("Tcp_OutSegs", 0)
+        streams.send.wait(timeout=30)
+        time.sleep(0.3)
+        for _ in range(4):  # both read again after the streams ended
+            t = r.read(0.5)
+            for n in t.netns:
+                sums[n["ns"]] += n["d"].get("Tcp_OutSegs", 0)
+        k1 = {ns: lab.counters(ns)["Tcp_OutSegs"] for ns in inos}
+        labels = {n.ino: n.label for n in r.ns.values()}
+        totals = t.totals
+    kernel = {inos[ns]: k1[ns] - k0[ns] for ns in inos}
+    print(f"read per tick: {seen}; recorded OutSegs {sums}, kernel {kernel}; labels {labels}")
+    assert sums == kernel and all(kernel.values())
+    assert set(labels.values()) == {"other", str(min(mine))}
+    assert all(len(x) == 1 for x in seen[:7]) and {x[0] for x in seen[:7]} == mine  # both, in turn
+    other = next(i for i, lb in labels.items() if lb == "other")
+    assert totals["other"]["Tcp_OutSegs"] == sums[other]  # its deltas since it was first read, summed
+    assert str(min(mine)) in totals and "" in totals
