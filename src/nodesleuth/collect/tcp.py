@@ -13,10 +13,12 @@ an fd held open would keep a deleted pod's netns alive.
 
 `SocketView` runs only when TcpReader saw a spike in a netns (a counter per second above both a floor
 and SPIKE times its own minute-long average): it scans that netns's sockets over inet_diag
-(collect/inetdiag.py), at most once per netns every MIN_GAP seconds and MAX_SCANS_PER_TICK a tick,
+(collect/inetdiag.py), at most once per netns every MIN_GAP seconds and MAX_SCANS_PER_TICK a tick (the
+worst-hit netns first),
 each scan stopped after TIME_BOX seconds or MAX_SOCKETS sockets, and resolves the owner of the KEEP
 worst connections only (a /proc/*/fd scan limited to that netns's processes and OWNER_TIME_BOX). Never
-a scan every second: at 100k sockets one costs ~0.25-0.5 s of CPU (benchmarks/socket_view.py).
+a scan every second: a full walk of 100k sockets costs 0.58 s of CPU here (`ss -tinOH` 0.49 s, with
+owners `ss -tinpOH` 3.1 s); the time box stops this one at about 96k (benchmarks/socket_view.py).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ FLOORS = {"Tcp_RetransSegs": 10.0, "TcpExt_TCPTimeouts": 1.0, "TcpExt_TCPAbortOn
           "Tcp_EstabResets": 5.0}
 AVERAGE_S = 60.0
 MIN_GAP = 10.0  # s between two scans of one netns
-MAX_SCANS_PER_TICK = 2
+MAX_SCANS_PER_TICK = 1  # worst case a tick: TIME_BOX + OWNER_TIME_BOX of CPU
 TIME_BOX = 0.25  # s a scan may walk sockets
 MAX_SOCKETS = 200_000
 KEEP = 20  # connections kept per scan, worst first
@@ -60,7 +62,7 @@ class _Ns:
         self.ino, self.pid, self.comm, self.cgroup = ino, pid, comm, cgroup
         self.prev: dict | None = None  # the kernel's counters at the last read
         self.t = 0.0  # when
-        self.hot = False  # a counter moved at the last read: read it again next tick
+        self.hot = False  # a trouble counter (not OutSegs) moved at the last read: its wait counts double
         self.avg: dict[str, float] = {}  # per-second average over about AVERAGE_S, for the spike rule
         self.label = ""  # its `netns` label in /metrics ("" for the host's, "other" past MAX_LABELLED)
         self.total: dict = {}
@@ -74,7 +76,8 @@ def _ino(link: str) -> int | None:
 
 
 def spikes(ns: _Ns, d: dict, secs: float) -> list[str]:
-    """The counters of this read that spiked (see the module's rule), updating the netns's averages."""
+    """The counters of this read that spiked (see the module's rule), updating the netns's averages;
+    the worst first (by how many times its floor the rate is)."""
     out = []
     w = min(1.0, secs / AVERAGE_S)
     for k, floor in FLOORS.items():
@@ -83,9 +86,15 @@ def spikes(ns: _Ns, d: dict, secs: float) -> list[str]:
         rate = d[k] / max(secs, 1e-3)
         avg = ns.avg.get(k, 0.0)
         if rate >= floor and rate >= SPIKE * avg:
-            out.append(f"{k} {rate:.0f}/s (average {avg:.1f}/s)")
+            out.append((rate / floor, f"{k} {rate:.0f}/s (average {avg:.1f}/s)"))
         ns.avg[k] = avg + w * (rate - avg)
-    return out
+    return [why for _, why in sorted(out, reverse=True)]
+
+
+def severity(why: list[str]) -> float:
+    """How many times its floor the worst counter of a spike was (from spikes()' own text)."""
+    k, rate = why[0].split()[0], float(why[0].split()[1].split("/")[0])
+    return rate / FLOORS[k]
 
 
 @collector("tcp")
@@ -104,7 +113,6 @@ class TcpReader:
                                  and self.init_ino != self._own_ino()):
             self.init_dir = "/proc/1/net"
         self.other: dict[str, int] = {}  # summed deltas of namespaces past MAX_LABELLED
-        self.labelled = 0
         self.last_read = 0
 
     @staticmethod
@@ -164,9 +172,8 @@ class TcpReader:
                 self.ns[ino] = ns = _Ns(ino, pid, comm, _cgroup(self.root, pid))
                 if cur is not None:
                     ns.prev, ns.t, ns.avg, ns.label, ns.total = cur.prev, cur.t, cur.avg, cur.label, cur.total
-                elif self.labelled < MAX_LABELLED:
-                    ns.label = str(ino)
-                    self.labelled += 1
+                elif sum(1 for n in self.ns.values() if n.label not in ("", "other")) < MAX_LABELLED:
+                    ns.label = str(ino)  # a label a gone pod freed is taken again
                 else:
                     ns.label = "other"
 
@@ -209,8 +216,8 @@ class TcpReader:
                 ns.hot = False
                 continue
             d = {k: max(0, v - prev[k]) for k, v in cur.items() if k in prev}
-            ns.hot = any(d.values())
-            if ns.hot:
+            ns.hot = any(v for k, v in d.items() if k != "Tcp_OutSegs")  # trouble, not just traffic
+            if any(d.values()):
                 moved.append({"ns": ns.ino, "pid": ns.pid, "comm": ns.comm, "cgroup": ns.cgroup,
                               "s": round(secs, 3), "d": {k: v for k, v in d.items() if v}})
             why = spikes(ns, d, secs)
@@ -233,8 +240,8 @@ class TcpReader:
             why = spikes(self.host, init, secs)
             if why:
                 spiked.insert(0, (0, 1, why))
-        if spiked:
-            _SPIKES[self.reader] = spiked
+        if spiked:  # the worst-hit netns first: SocketView scans MAX_SCANS_PER_TICK of them a tick
+            _SPIKES[self.reader] = sorted(spiked, key=lambda x: -severity(x[2]))
         totals = {"": dict(cur)}
         for ns in self.ns.values():
             if ns.label and ns.label != "other" and ns.total:
