@@ -249,7 +249,8 @@ class Streams:
         """What happened to the streams between two snapshots, with the numbers."""
         sa, sb = a["softnet"].get(cpu, {}), b["softnet"].get(cpu, {})
         secs = b["t"] - a["t"]
-        rows = [r for r in self.lab.status(self.sink_status).get("seconds", []) if a["t"] <= r["t"] + 1 and r["t"] < b["t"]]
+        rows = [r for r in self.lab.status(self.sink_status).get("seconds", [])  # whole seconds inside [a, b]
+                if a["t"] <= r["t"] and r["t"] + 1 <= b["t"]]
         gaps = [s["gap_ms"] for r in rows for s in r["streams"]]
         mbit = {}
         for r in rows:
