@@ -134,7 +134,7 @@ def web_calls(src: str, store: str, calls: dict, port: int) -> dict:
     import hashlib
 
     env = {**BASE_ENV, "PYTHONPATH": os.path.abspath(src)}
-    srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--port", str(port)],
+    srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--listen", f"127.0.0.1:{port}"],
                            env=env, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     out = {}
     try:

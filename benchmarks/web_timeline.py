@@ -30,7 +30,7 @@ def main(argv=None) -> dict:
     srv = None
     try:
         store = build_day(d)
-        srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--port", "18190"],
+        srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--listen", "127.0.0.1:18190"],
                                stderr=subprocess.DEVNULL)
         for _ in range(100):
             try:

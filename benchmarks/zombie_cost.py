@@ -11,6 +11,7 @@ import time
 
 from benchmarks.common import emit
 from nodesleuth.lab import zombies as zl
+from nodesleuth.node.cgroupfs import make_zombies
 from nodesleuth.lab.run import measure_costs
 
 
@@ -26,7 +27,7 @@ def main(argv=None) -> dict:
     curve = [measure_costs()]
     try:
         for i in range(a.steps):
-            zl.make_zombies(a.step, parent, data, prefix=f"s{i}-")
+            make_zombies(a.step, parent, data, prefix=f"s{i}-")
             curve.append(measure_costs())
     finally:
         before = zl.memory_num_cgroups()

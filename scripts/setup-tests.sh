@@ -4,7 +4,8 @@
 # prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program,
 # Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download),
 # Debian's golang for `go tool pprof` reading the pprof export, atop for the recorder benchmark,
-# prometheus-node-exporter, iproute2 and iptables for the softnet/TCP tests (issue 29).
+# podman/runc/mmdebstrap/buildah for the container image tests, prometheus-node-exporter, iproute2 and
+# iptables for the softnet/TCP tests (issue 29).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -30,14 +31,25 @@ if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-# the cgroup-v2 many-CPU tests boot Debian's 6.12 kernel (fetched by tests/vm/vmrun.py) under QEMU TCG;
-# if QEMU cannot be installed those tests skip and say so (the rest must not depend on it)
+# the cgroup-v2 many-CPU tests boot Debian's kernels (fetched by tests/vm/vmrun.py) under QEMU TCG; the
+# suite fails under CI=true when QEMU is missing (tests/conftest.py missing()), so this must not be optional
 vm=()
 command -v qemu-system-x86_64 >/dev/null || vm+=(qemu-system-x86)
 command -v busybox >/dev/null || vm+=(busybox-static)
 command -v zstd >/dev/null || vm+=(zstd)
 if [ ${#vm[@]} -gt 0 ]; then
     apt-get update -qq || true
-    apt-get install -y -qq --no-install-recommends "${vm[@]}" >/dev/null || echo "warning: could not install ${vm[*]}"
+    apt-get install -y -qq --no-install-recommends "${vm[@]}" >/dev/null
+fi
+# the container image tests (tests/test_image.py): podman with runc (crun refuses hybrid cgroups), and
+# mmdebstrap + buildah, with which deploy/image/build.sh makes the image from Debian packages
+img=()
+command -v podman >/dev/null || img+=(podman)
+[ -x /usr/sbin/runc ] || img+=(runc)
+command -v mmdebstrap >/dev/null || img+=(mmdebstrap)
+command -v buildah >/dev/null || img+=(buildah)
+if [ ${#img[@]} -gt 0 ]; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${img[@]}" >/dev/null
 fi
 python3 -m pip install -q -e ".[test]"

@@ -112,6 +112,44 @@ def kernel_dying_memcgs() -> tuple[int, int]:
     return live + int(st["nr_dying_descendants"]), live
 
 
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def missing(what: str) -> None:
+    """A component the test needs is not here (qemu, chromium, perf, Prometheus, podman...): a skip on
+    a developer's machine, a failure under CI=true, where scripts/setup-tests.sh installs them all, so
+    a green CI can never hide a feature that was not exercised."""
+    if CI:
+        pytest.fail(f"missing under CI: {what}", pytrace=False)
+    pytest.skip(what)
+
+
+class Busy(Exception):
+    """Another job on the machine kept a test's stated condition from holding (e.g. the other CPUs
+    quiet, as the hot-core rule needs): the attempt proves nothing either way."""
+
+
+def retry_when_busy(attempts: int = 3, pause: float = 5.0):
+    """Run the test again when an attempt raises Busy, up to `attempts` times; then fail with every
+    attempt's reason. A busy machine never makes a test pass silently, nor skip."""
+    import functools
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def run(*a, **kw):
+            reasons = []
+            for _ in range(attempts):
+                try:
+                    return fn(*a, **kw)
+                except Busy as e:
+                    reasons.append(str(e))
+                    time.sleep(pause)
+            pytest.fail(f"the machine stayed too busy for this test's condition in {attempts} attempts: "
+                        + "; ".join(reasons), pytrace=False)
+        return run
+    return deco
+
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for cgroups, /dev/kmsg and perf")
 
 

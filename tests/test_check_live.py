@@ -8,8 +8,9 @@ import threading
 import time
 
 
-from conftest import check_json, finding, kernel_dying_memcgs, kmsg_write, memcg, needs_root, zombie_finding
+from conftest import Busy, check_json, finding, retry_when_busy, kernel_dying_memcgs, kmsg_write, memcg, needs_root, zombie_finding
 from nodesleuth.lab import zombies as zl
+from nodesleuth.node.cgroupfs import make_zombies
 
 pytestmark = needs_root
 
@@ -20,9 +21,9 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
     data = str(tmp_path / "pins")
     before = mc.count()
     try:
-        made = zl.make_zombies(1500, parent, data)
+        made = make_zombies(1500, parent, data)
         assert made == 1500
-        rc, doc = check_json("--seconds", "1", "--no-trace")
+        rc, doc = check_json("--seconds", "1", "--no-trace-churn")
         tracked_now, live_now = kernel_dying_memcgs()
         f = zombie_finding(doc)
         assert f is not None, doc["findings"]
@@ -47,7 +48,7 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         zl.clear(parent, data)
     after = mc.count()
     assert after <= before + 50, (before, after)
-    rc, doc2 = check_json("--seconds", "1", "--no-trace")
+    rc, doc2 = check_json("--seconds", "1", "--no-trace-churn")
     f2 = zombie_finding(doc2)
     assert f2 is None or f2["data"]["dying"] <= d["dying"] - 1450  # ours are gone
 
@@ -66,7 +67,7 @@ def test_churn_trace_names_the_creator(tmp_path):
 
     def churn():
         while not stop.is_set():
-            out["made"] += zl.make_zombies(20, parent, data, prefix="ecs-agent-")  # ecs-agent-I-PID
+            out["made"] += make_zombies(20, parent, data, prefix="ecs-agent-")  # ecs-agent-I-PID
             time.sleep(0.1)
 
     th = threading.Thread(target=churn)
@@ -89,21 +90,22 @@ def test_churn_trace_names_the_creator(tmp_path):
     assert any("ecs-agent-" in e for e in f["evidence"])
 
 
+@retry_when_busy()
 def test_hot_core_names_cpu_and_process(busy_loop):
     """A pinned loop on CPU 1. The rule also needs the other CPUs quiet (< 60%): on a host where
-    something else keeps CPU 0 busy the check must say there is no hot core, not invent one."""
+    something else keeps CPU 0 busy the check must say there is no hot core, not invent one (checked
+    on the way), and the attempt is retried (conftest.retry_when_busy) until CPU 0 was quiet."""
     p = busy_loop(cpu=1, comm="ns-busyloop")
-    rc, doc = check_json("--seconds", "5", "--no-trace")
+    rc, doc = check_json("--seconds", "5", "--no-trace-churn")
     others = doc["cpus"]["0"]["busy"]
     f = finding(doc, "hot_core", cpu=1)
     assert doc["cpus"]["1"]["busy"] >= 90
     if others >= 70:  # a busy node, not one starved core
         assert f is None, (others, f)
-        return
-    if others < 50:
-        assert f is not None, ([x["title"] for x in doc["findings"]], others)
-    if f is None:
-        return  # others averaged 50-70% over the window: either answer follows the rule at the edge
+    if others >= 50:  # at or past the rule's edge: this attempt cannot show the finding
+        p.kill()
+        raise Busy(f"CPU 0 averaged {others:.0f}% (the rule wants the others < 60%)")
+    assert f is not None, ([x["title"] for x in doc["findings"]], others)
     assert rc == 1 and doc["status"] == "problem"
     assert f["data"]["busy"] >= 90
     assert f["data"]["seconds"] >= 3
@@ -123,7 +125,7 @@ def test_ena_lines_in_kmsg_are_reported():
     kmsg_write("ena 0000:00:05.0: Trigger reset is on", 6)
     kmsg_write("ena 0000:00:05.0: Device reset completed successfully, Driver info: "
                "Elastic Network Adapter (ENA) v2.11.0g", 6)
-    rc, doc = check_json("--seconds", "1", "--no-trace")
+    rc, doc = check_json("--seconds", "1", "--no-trace-churn")
     f = finding(doc, "nic_reset", ifname="ens5")
     assert f is not None, [x["title"] for x in doc["findings"]]
     assert rc == 1 and f["severity"] == "critical"
@@ -171,6 +173,6 @@ def test_per_cpu_figures_agree_with_mpstat(busy_loop):
             assert abs(getattr(ours[cpu], col) - ref[cpu][col]) <= 5.0, (cpu, col, ours[cpu], ref[cpu])
     assert ours["1"].busy >= 90  # the loop is really there, so the comparison is not of two idles
     # and the CLI reports the same arithmetic for its own window
-    rc, doc = check_json("--seconds", "2", "--no-trace")
+    rc, doc = check_json("--seconds", "2", "--no-trace-churn")
     assert doc["cpus"]["1"]["busy"] >= 90
     assert set(doc["cpus"]["1"]) == set(COLUMNS) | {"busy"}

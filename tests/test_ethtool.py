@@ -16,6 +16,8 @@ from nodesleuth.model.ethtool import parse_ethtool_s
 from nodesleuth.collect.nic import read_nics
 from nodesleuth.node.root import Root
 
+from conftest import missing
+
 
 def _physical() -> list[str]:
     base = "/sys/class/net"
@@ -26,11 +28,12 @@ def _names_in_order(text: str) -> list[str]:
     return [ln.strip().rpartition(":")[0].strip() for ln in text.splitlines()[1:] if ":" in ln]
 
 
-@pytest.mark.skipif(not shutil.which("ethtool"), reason="ethtool is not installed")
 def test_ioctl_agrees_with_ethtool_S():
+    if not shutil.which("ethtool"):
+        missing("ethtool is not installed (scripts/setup-tests.sh)")
     nics = _physical()
     if not nics:
-        pytest.skip("no physical NIC here")
+        missing("no physical NIC here")
     e = EthtoolStats()
     compared = 0
     try:
@@ -62,7 +65,6 @@ def test_missing_interface_has_no_stats_and_a_long_name_is_refused():
         e.close()
 
 
-@pytest.mark.skipif(not shutil.which("ethtool"), reason="ethtool is not installed")
 def test_read_nics_live_carries_the_driver_counters():
     nics = read_nics(Root("/"), with_ethtool=True)
     for n in nics:

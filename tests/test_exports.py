@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import nodesleuth
+from conftest import missing, nodesleuth
 from fixtures.perfscript import make_capture
 
 
@@ -29,8 +29,9 @@ def cap(tmp_path_factory):
     return facts, store, hot, d
 
 
-@pytest.mark.skipif(not shutil.which("go"), reason="Debian's golang-go is not installed (scripts/setup-tests.sh)")
 def test_pprof_read_by_go_tool_pprof(cap):
+    if not shutil.which("go"):
+        missing("Debian's golang-go is not installed (scripts/setup-tests.sh)")
     facts, store, hot, d = cap
     out = str(d / "cpu39.pb.gz")
     p = nodesleuth("flame", "--store", store, "--cpu", "39", *hot, "-o", out)

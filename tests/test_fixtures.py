@@ -79,12 +79,12 @@ def test_healthy_node_exits_0_and_says_ok(tmp_path):
     from fixtures.trees import make_v1_node
 
     root = make_v1_node(str(tmp_path / "ok"), tracked=250, live=240, nic_resets=0, busy_cpu=None, nprocs=30)
-    p = nodesleuth("check", "--root", root, "--no-trace", "--seconds", "1", "--json")
+    p = nodesleuth("check", "--root", root, "--no-trace-churn", "--seconds", "1", "--json")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr
     doc = json.loads(p.stdout)
     assert doc["status"] == "ok" and doc["exit_code"] == 0
     assert not [f for f in doc["findings"] if f["severity"] in ("warning", "critical")]
-    npd = nodesleuth("check", "--root", root, "--no-trace", "--seconds", "1", "--npd")
+    npd = nodesleuth("check", "--root", root, "--no-trace-churn", "--seconds", "1", "--npd")
     assert npd.returncode == 0 and npd.stdout.strip() == "nodesleuth: OK"
 
 
@@ -110,8 +110,8 @@ def test_hot_core_with_a_nic_reset_is_critical_and_npd_fits_80_bytes(tmp_path):
     th = threading.Thread(target=lambda: [anim.step() for _ in iter(lambda: stop.wait(1.0), True)], daemon=True)
     th.start()
     try:
-        p = nodesleuth("check", "--root", root, "--kmsg", kmsg, "--no-trace", "--seconds", "5", "--json")
-        npd = nodesleuth("check", "--root", root, "--kmsg", kmsg, "--no-trace", "--seconds", "5", "--npd")
+        p = nodesleuth("check", "--root", root, "--kmsg", kmsg, "--no-trace-churn", "--seconds", "5", "--json")
+        npd = nodesleuth("check", "--root", root, "--kmsg", kmsg, "--no-trace-churn", "--seconds", "5", "--npd")
     finally:
         stop.set()
         th.join()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import start_crasher, needs_root, nodesleuth
+from conftest import Busy, needs_root, nodesleuth, retry_when_busy, start_crasher
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
@@ -31,13 +31,20 @@ def lab():
     res = nodesleuth("lab", "clean", "--workdir", WORKDIR)  # always, even when the test failed
     assert res.returncode == 0, res.stderr
     assert not _leftovers()
-    assert not os.path.exists("/sys/fs/cgroup/memory/nodesleuth-lab")
-    assert not os.path.exists("/sys/fs/cgroup/memory/nodesleuth-lab-cost")
+    from conftest import memcg
+
+    assert not os.path.exists(os.path.join(memcg().mount, "nodesleuth-lab"))
+    assert not os.path.exists(os.path.join(memcg().mount, "nodesleuth-lab-cost"))
 
 
+@pytest.mark.slow
+@retry_when_busy(attempts=2, pause=10.0)
 def test_lab_makes_the_incident_and_explain_proves_the_chain(lab, tmp_path):
     """The kernel makes the hot core: a crash-looping unit leaves 20,000 zombies under a memory-limited
-    parent, and a data loader's direct reclaim walks them on CPU 1. explain proves every link."""
+    parent, and a data loader's direct reclaim walks them on CPU 1. explain proves every link. When
+    another job kept CPU 0 busy (the rule wants the others < 60%), explain must name no root cause,
+    and the lab is run again (conftest.retry_when_busy)."""
+    nodesleuth("lab", "clean", "--workdir", lab)  # a previous attempt's
     run = nodesleuth("lab", "run", "--workdir", lab, "--seconds", "15", "--zombies", "20000", "--rate", "150",
                      timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -57,7 +64,7 @@ def test_lab_makes_the_incident_and_explain_proves_the_chain(lab, tmp_path):
     if max(busy) < 90 or not incs:
         # another job shared the machine: CPU 1 was not >= 90% for 3 s with CPU 0 quiet; explain says so
         assert all(not i["root_cause"] for i in doc["incidents"]), doc["incidents"]
-        pytest.skip(f"CPU 1 reached {max(busy)}%: the machine was too busy for the rule (others < 60%)")
+        raise Busy(f"CPU 1 reached {max(busy)}%: the machine was too busy for the rule (others < 60%)")
     inc = max(incs, key=lambda i: i["end"] - i["start"])
     lk = {x["name"]: x for x in inc["links"]}
     assert inc["root_cause"] == "ecs.service" and inc["chain_proven"] is True, (inc["leading"], inc["rejected"])
@@ -81,7 +88,6 @@ def test_lab_makes_the_incident_and_explain_proves_the_chain(lab, tmp_path):
 def _zombie_maker(ns, workdir: str, per_start: int = 20) -> None:
     """An ECS-agent-like unit that, at each start, leaves `per_start` memcgs dying (page cache charged
     to them) and exits 1: the real creator of lasting zombies."""
-    import sys
 
     import shutil as sh
 
@@ -103,6 +109,7 @@ WantedBy=multi-user.target
     ns.systemctl("start", "ecs.service", check=False)
 
 
+@pytest.mark.slow
 def test_remedy_does_nothing_for_a_crash_loop_that_makes_no_zombies():
     """Presence is not proof: a crash-looping unit whose restarts leave nothing dying is not disabled."""
     with SystemdNamespace() as ns:
@@ -113,6 +120,7 @@ def test_remedy_does_nothing_for_a_crash_loop_that_makes_no_zombies():
         assert ns.systemctl("is-enabled", "ecs.service", check=False).stdout.strip() == "enabled"
 
 
+@pytest.mark.slow
 def test_remedy_apply_disables_the_unit_proven_to_make_zombies():
     from nodesleuth.lab import zombies as zl
 

@@ -7,6 +7,8 @@ import os
 
 from nodesleuth.node.pread import Preader
 
+from conftest import missing
+
 
 def _lines_and_keys(b: bytes) -> list[bytes]:
     return [ln.split(b":")[0] for ln in b.splitlines()]
@@ -82,7 +84,6 @@ def test_nic_irq_lines_from_sysfs_equal_proc_interrupts():
     """collect/irqs.py reads the NIC's lines from /sys/kernel/irq/N/per_cpu_count between full reads of
     /proc/interrupts: on this machine's NIC (virtio_net here) the same lines, and counts that lie between
     those of a full read just before and just after (they are cumulative; the NIC may be busy)."""
-    import pytest
 
     from nodesleuth.collect.irqs import IrqReader
     from nodesleuth.model.procfs import parse_interrupts
@@ -93,7 +94,7 @@ def test_nic_irq_lines_from_sysfs_equal_proc_interrupts():
     try:
         first = ir.read()[1]  # the full read, which finds the per-line files
         if not ir.keys or not first:
-            pytest.skip("no NIC IRQ lines in /proc/interrupts here")
+            missing("no NIC IRQ lines in /proc/interrupts here")
         assert ir.lines, "/sys/kernel/irq/N/per_cpu_count not used"
         before = parse_interrupts(r.read("/proc/interrupts").decode(), ir.keys)
         got = ir.read()[1]  # from sysfs

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import nodesleuth
+from conftest import missing, nodesleuth
 from nodesleuth.model.mpstat import CpuTimes, from_deltas, interval, parse_stat
 from nodesleuth.node.root import Root
 from nodesleuth.collect.sampler import Sampler
@@ -215,7 +215,7 @@ def test_store_deltas_give_the_same_rows():
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory):
     if not shutil.which("mpstat") or not shutil.which("gcc"):
-        pytest.skip("needs mpstat (apt-get install sysstat) and gcc")
+        missing("needs mpstat (apt-get install sysstat) and gcc")
     out = str(tmp_path_factory.mktemp("mpreplay") / "mpreplay_shim.so")
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", out, os.path.join(HERE, "mpreplay", "mpreplay_shim.c"),
                     "-ldl"], check=True, capture_output=True)
@@ -317,7 +317,7 @@ TREES = {
 def test_check_over_real_trees(tree):
     code, ncpu, mp, must = TREES[tree]
     root = os.path.join(D, tree)
-    p = nodesleuth("check", "--root", root, "--seconds", "1", "--no-trace", "--json")
+    p = nodesleuth("check", "--root", root, "--seconds", "1", "--no-trace-churn", "--json")
     assert "Traceback" not in p.stderr and p.returncode == code, p.stderr
     doc = json.loads(p.stdout)
     assert doc["exit_code"] == code and doc["status"] == {1: "problem", 2: "unknown"}[code]
@@ -331,7 +331,7 @@ def test_check_over_real_trees(tree):
     for m in must:
         assert any(m in n for n in doc["notes"]), (m, doc["notes"])
     assert not [f for f in doc["findings"] if f["kind"] == "hot_core"]
-    text = nodesleuth("check", "--root", root, "--seconds", "1", "--no-trace")
+    text = nodesleuth("check", "--root", root, "--seconds", "1", "--no-trace-churn")
     assert text.returncode == code and "Traceback" not in text.stderr
     assert "looks healthy" not in text.stdout and "since boot" in text.stdout
     assert all(m.split(":")[0] in text.stdout for m in must)
@@ -341,7 +341,7 @@ def test_v1_controllers_without_directories_are_unknown_not_zombies():
     """node_exporter's mount table mounts cpu,cpuacct etc. at directories its tree does not have:
     before, each counted as 1 live cgroup and `check` made 8 zombie findings (171 cpu cgroups
     "dying")."""
-    p = nodesleuth("check", "--root", os.path.join(D, "node_exporter"), "--seconds", "1", "--no-trace", "--json")
+    p = nodesleuth("check", "--root", os.path.join(D, "node_exporter"), "--seconds", "1", "--no-trace-churn", "--json")
     doc = json.loads(p.stdout)
     assert not [f for f in doc["findings"] if f["kind"] == "zombie_cgroups"]
     v1 = {c["controller"]: c for c in doc["cgroups"]["v1"]}
@@ -353,7 +353,7 @@ def test_v1_controllers_without_directories_are_unknown_not_zombies():
 def test_recorded_tree_counts_what_it_has():
     """This VM's tree: the memory hierarchy's 12 directories against 3719 tracked is a real zombie
     finding; the controllers whose directories were not recorded are unknown."""
-    p = nodesleuth("check", "--root", os.path.join(D, "here-20261203", "snap0"), "--seconds", "1", "--no-trace",
+    p = nodesleuth("check", "--root", os.path.join(D, "here-20261203", "snap0"), "--seconds", "1", "--no-trace-churn",
                    "--json")
     doc = json.loads(p.stdout)
     z = [f for f in doc["findings"] if f["kind"] == "zombie_cgroups"]

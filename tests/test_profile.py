@@ -668,6 +668,7 @@ def test_long_batches_are_stored_in_pieces_a_later_range_finds(corpus, tmp_path)
     assert sorted(got) == sorted(want)
 
 
+@pytest.mark.slow
 @needs_root
 def test_ingest_of_a_long_recording_answers_its_last_seconds(tmp_path, spin):
     """A real 40 s `perf record` ingested in one go: the flame graph of its last 5 s has the busy loop."""
@@ -728,6 +729,7 @@ def test_samples_perf_lost_are_counted_as_perf_counts_them(tmp_path):
     assert got == sorted(want) and sum(n for _, n in got) > 0
 
 
+@pytest.mark.slow
 @needs_root
 def test_profile_run_stops_on_its_duration_and_on_signals(tmp_path, spin):
     """`profile run` sleeps until its duration ends or SIGTERM/SIGINT arrive (no polling loop: it cost

@@ -184,7 +184,7 @@ def test_cli_and_web_api_serve_ranges_from_the_aggregates(corpus, tmp_path):
                                 "--to", str(t + 4.25)).stdout)
     assert top == top_functions(load(r, t - 61.5, t + 4.25), Filter(comms={comm}), kernel_only=False, n=15) and top
     port = free_port()
-    srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", st, "--port", str(port)],
+    srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", st, "--listen", f"127.0.0.1:{port}"],
                            stderr=subprocess.DEVNULL)
     try:
         base = f"http://127.0.0.1:{port}/api"

@@ -242,6 +242,7 @@ def test_unreadable_segments_are_never_health(tmp_path):
     assert t.returncode == 2 and "no incidents in the data read" not in t.stdout
 
 
+@pytest.mark.slow
 @needs_root
 def test_full_disk_keeps_recording_and_never_writes_half_a_frame(tmp_path):
     """The store on a tmpfs far too small for it: record keeps running, drops oldest segments, skips
@@ -268,6 +269,7 @@ def test_full_disk_keeps_recording_and_never_writes_half_a_frame(tmp_path):
         subprocess.run(["umount", "-l", mnt], check=False)
 
 
+@pytest.mark.slow
 @needs_root
 def test_slow_fsync_delays_durability_not_the_1hz_loop(tmp_path):
     """The store on a disk whose writes are throttled (blkio throttle on a loop device): every fsync

@@ -1,6 +1,8 @@
 """Unit health against a real systemd booted as PID 1 of a new PID namespace."""
 
 from __future__ import annotations
+
+import pytest
 import os
 
 
@@ -13,7 +15,7 @@ pytestmark = needs_root
 def test_crash_looping_unit_is_found():
     with SystemdNamespace() as ns:
         start_crasher(ns, 1)
-        rc, doc = check_json("--seconds", "2", "--no-trace", "--systemd-pid", str(ns.pid))
+        rc, doc = check_json("--seconds", "2", "--no-trace-churn", "--systemd-pid", str(ns.pid))
     f = finding(doc, "crash_loop", unit="ecs.service")
     assert f is not None, [x["title"] for x in doc["findings"]]
     assert rc == 1
@@ -55,6 +57,7 @@ def _record_through_a_freeze(store: str, duration: str, *extra: str) -> tuple[in
     return rec.returncode, err, frozen, thawed
 
 
+@pytest.mark.slow
 def test_systemd_that_does_not_answer_stalls_no_tick(tmp_path):
     """A crash loop keeps PID 1 busy; a systemd that cannot answer (here frozen with SIGSTOP for 6 s,
     the real daemon) must cost the recording its unit reads for that time, not its ticks: units are
@@ -79,6 +82,7 @@ def test_systemd_that_does_not_answer_stalls_no_tick(tmp_path):
     assert restarts(rows[-1]) > max(frozen_n), [restarts(r) for r in rows]  # answers came again after it
 
 
+@pytest.mark.slow
 def test_units_read_that_times_out_is_said_and_so_is_its_recovery(tmp_path):
     """With --units-timeout 2, a systemd frozen for 6 s makes a units read fail: the recorder says so
     once ("could not read units", naming systemctl and the timeout), keeps its ticks, and says when

@@ -13,13 +13,12 @@ import urllib.request
 
 import pytest
 
-from conftest import ART, free_port, needs_root
+from conftest import ART, free_port, missing, needs_root
 from fixtures.webstore import build, build_day
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
-pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 
 
@@ -37,8 +36,9 @@ def served_page(browser, store: str, path: str = "/"):
         srv.wait()
 
 
-def _serve(store: str, port: int, *extra: str) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--port", str(port), *extra],
+def _serve(store: str, port: int, *extra: str, host: str = "127.0.0.1") -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", store, "--listen", f"{host}:{port}",
+                          *extra],
                          stderr=subprocess.PIPE, text=True)
     for _ in range(100):
         try:
@@ -58,6 +58,10 @@ def recorded(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
+    """Debian's chromium driven by Playwright; only the tests that draw need it (the server's own
+    answers, tokens and cookies are tested without a browser)."""
+    if not os.path.exists(CHROMIUM):
+        missing("Debian's chromium is not installed (scripts/setup-tests.sh)")
     from playwright.sync_api import sync_playwright
 
     os.makedirs(ART, exist_ok=True)
@@ -344,7 +348,7 @@ def test_non_loopback_bind_requires_a_token(recorded):
     import http.cookiejar
 
     port = free_port()
-    srv = _serve(recorded["store"], port, "--bind", "0.0.0.0", "--token", "s3cret")
+    srv = _serve(recorded["store"], port, "--token", "s3cret", host="0.0.0.0")
     base = f"http://127.0.0.1:{port}"
     try:
         with pytest.raises(urllib.error.HTTPError) as e:
@@ -377,8 +381,8 @@ def test_non_loopback_bind_requires_a_token(recorded):
         srv.wait()
     # no --token on a non-loopback bind: one is generated, printed once, and required
     port = free_port()
-    srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", recorded["store"], "--port",
-                            str(port), "--bind", "0.0.0.0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    srv = subprocess.Popen([sys.executable, "-m", "nodesleuth", "serve", "--store", recorded["store"], "--listen",
+                            f"0.0.0.0:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True)
     try:
         line = srv.stderr.readline()
@@ -404,7 +408,7 @@ def test_non_loopback_bind_requires_a_token(recorded):
 def test_token_cookie_in_a_real_browser(recorded, browser):
     """Chromium opens the link with the token, ends on the same view without it, and the page works."""
     port = free_port()
-    srv = _serve(recorded["store"], port, "--bind", "0.0.0.0", "--token", "s3cret")
+    srv = _serve(recorded["store"], port, "--token", "s3cret", host="0.0.0.0")
     try:
         ctx = browser.new_context(viewport={"width": 1400, "height": 900})
         pg = ctx.new_page()

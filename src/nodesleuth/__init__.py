@@ -3,7 +3,7 @@
 import os as _os
 
 # numpy's OpenBLAS starts a worker thread per CPU when numpy is imported, and they spin while they
-# settle: 0.1 CPU s of a 0.15 s import here (0.05 s with one thread). nodesleuth does no linear
+# settle: most of the import's CPU (benchmarks/results/summary.md, issue 17). nodesleuth does no linear
 # algebra, and a tool on a starving node must not fan out threads; a user's own setting wins.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     _os.environ.setdefault(_var, "1")

@@ -23,7 +23,7 @@ from .common import one_line_errors
 @click.option("--boot-time", help="Boot time of the host that wrote --kmsg (ISO-8601 or epoch), to turn its "
                                   "uptime stamps into wall time.")
 @click.option("--lookback", default=3600.0, show_default=True, help="Ignore kernel-log events older than this (s).")
-@click.option("--trace/--no-trace", default=True, show_default=True,
+@click.option("--trace-churn/--no-trace-churn", "trace", default=True, show_default=True,
               help="Trace cgroup mkdir/rmdir with perf while sampling, to name who makes zombies.")
 @click.option("--systemd-pid", type=int, help="Inspect the systemd that is PID 1 of this PID's namespace.")
 @click.option("--threads/--no-threads", default=True, show_default=True, help="Attribute CPU per thread.")

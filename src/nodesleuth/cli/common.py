@@ -96,3 +96,12 @@ def _write_text(path: str, text: str) -> None:
             f.write(text)
     except OSError as e:
         raise InputError(path, f"cannot write: {e.strerror or e}") from None
+
+
+def _listen(text: str) -> tuple[str, int]:
+    """--listen HOST:PORT (the exporter's and serve's one form; [::1]:8080 for IPv6)."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(text, "not HOST:PORT (e.g. 127.0.0.1:8080)")
+    return host, int(port)

@@ -21,7 +21,8 @@ from .common import one_line_errors, _times, _warn, _write_text
 @click.option("--json", "as_json", is_flag=True, help="Schema nodesleuth.explain/v2.")
 @click.option("--markdown", type=click.Path(), help="Also write a Markdown report here.")
 @click.option("--html", "html_out", type=click.Path(), help="Also write an HTML report here.")
-@click.option("--trace", type=float, help="First trace cgroup churn live for this many seconds and print creators.")
+@click.option("--trace-churn", "trace", type=float, metavar="SECONDS",
+              help="First trace cgroup churn live for this many seconds and print creators.")
 @one_line_errors
 def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
     """Rebuild event -> hot core -> process -> function -> zombie cgroups -> creating unit -> fix,

@@ -8,7 +8,7 @@ import click
 
 from ..model.errors import InputError
 from . import main
-from .common import one_line_errors
+from .common import _listen, one_line_errors
 
 
 @main.command()
@@ -106,13 +106,12 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
 
 @main.command()
 @click.option("--store", required=True, type=click.Path())
-@click.option("--port", default=8080, show_default=True)
-@click.option("--bind", default="127.0.0.1", show_default=True,
-              help="Address to listen on; anything but loopback requires a token.")
+@click.option("--listen", default="127.0.0.1:8080", show_default=True,
+              help="HOST:PORT to serve on (as the exporter's --listen); anything but loopback requires a token.")
 @click.option("--token", envvar="NODESLEUTH_TOKEN", help="Token required on every request (default: generated "
-              "when --bind is not loopback).")
+              "when --listen is not loopback).")
 @one_line_errors
-def serve(store, port, bind, token):
+def serve(store, listen, token):
     """Web view (waitress): CPU timeline, subsecond heatmaps, flame graphs, incidents. Off loopback, open
     the printed ?token= link once: the token becomes an HttpOnly cookie and leaves the URL."""
     import os
@@ -121,4 +120,5 @@ def serve(store, port, bind, token):
 
     if not os.path.isdir(store):
         raise InputError(store, "no such store directory")
+    bind, port = _listen(listen)
     run(store, bind, port, token, log=lambda m: click.echo(m, err=True))

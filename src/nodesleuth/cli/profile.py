@@ -45,8 +45,8 @@ def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, c
         r = ProfileRunner(w.append, freq=freq, rotate=rotate, buffer_kb=buffer_kb)
     if not r.start():
         raise InputError("perf", r.error or "cannot start")
-    # wait for a signal or the duration without waking: a 0.2 s polling loop cost 15 ms of CPU a minute
-    # here, a fifth of the whole profiler's steady cost at 49 Hz. The signal wakes the select through
+    # wait for a signal or the duration without waking: a polling loop was a fifth of the whole
+    # profiler's steady cost at 49 Hz (benchmarks/results/summary.md). The signal wakes the select through
     # Python's wakeup fd (a handler taking a lock could deadlock the thread it interrupted)
     rfd, wfd = os.pipe()
     os.set_blocking(wfd, False)

@@ -22,6 +22,9 @@ from ..node.pread import Preader, read_text
 from ..node.root import Root
 
 
+UNMOUNTED = "cgroup v1 controllers not mounted"  # a note, not an unread section (see sample())
+
+
 class CgroupCensus:
     """Stateful census: cheap counters every call, the directory walk every `live_every` seconds."""
 
@@ -76,18 +79,25 @@ class CgroupCensus:
             rows = []
             self.problems.setdefault("cgroup v1", str(e))
         v1 = []
+        unmounted = []
         for name, hier, num, enabled in rows:
             if hier == 0 or not enabled:
                 continue  # bound to v2 or not mounted: /proc/cgroups cannot tell dying from live
             mnt = self.v1_mount(name)
-            if mnt is None:
+            if mnt is None and name == "memory":
                 self.problems.setdefault(f"cgroup v1 {name}", f"{self.root.join('/proc/cgroups')}: {name} is on "
                                          f"hierarchy {hier} but the mount table does not mount it: "
                                          "live cgroups unknown")
+            elif mnt is None:
+                unmounted.append(name)
             elif self._live.get(mnt) is None:
                 self.problems.setdefault(f"cgroup v1 {name}", f"{self.root.join(mnt)}: mounted per the mount table "
                                          "but the directory is absent: live cgroups unknown")
             v1.append(ControllerCount(name, hier, num, self._live.get(mnt) if mnt else None, mnt))
+        if unmounted:  # one line for them all; not memory, so what costs CPU is still counted
+            self.problems.setdefault(UNMOUNTED, f"{self.root.join('/proc/cgroups')}: {', '.join(unmounted)} "
+                                     "are on hierarchies the mount table does not mount: their live cgroups are "
+                                     "unknown (they are not memory cgroups, which are what the kernel walks)")
         v2m = self.v2_mount()
         v2 = None
         if v2m:

@@ -15,8 +15,3 @@ def read_stat(root: Root, reader: Preader | None = None) -> CpuTimes:
     return parse_stat(read_text(reader, root, "/proc/stat"), root.join("/proc/stat"))
 
 
-def count_cpus(root: Root) -> int | None:
-    """What mpstat takes as the CPU count: cpuN directories in /sys/devices/system/cpu (None if absent)."""
-    names = root.listdir("/sys/devices/system/cpu")
-    n = sum(1 for x in names if x.startswith("cpu") and x[3:].isdigit())
-    return n or None

@@ -4,21 +4,29 @@ data-driven rules.
 The rules file is shaped like node-problem-detector's kernel-monitor config (same keys, so NPD can
 load it too); our extra per-rule data lives under "x-nodesleuth", which NPD ignores.
 A flood is bounded: at most `max_records` are read per call (NPD #1168 went blind on a flood).
+
+A file is followed by byte offset: each call reads what was appended since the last one, complete lines (or
+journal entries) only; a file replaced or rewritten in place (a rotated log, `dmesg > file` again) is read from its
+start again and the records already reported are recognised and skipped; journal entries are also skipped by
+their cursor when an export/json file repeats them. A lockup or stall line opens its report: the lines after it
+(stack trace, RIP, module names) are searched for NIC driver code (model/rules.py tie_stack()).
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import re
 import stat
 import time
+from collections import OrderedDict, deque
 
 from ..model.records import KernelEvent
 from ..model.errors import InputError
-from ..model.kernlog import LABEL, WALL, LineParser, Record, detect, parse_kmsg
+from ..model.kernlog import BLOCKS, LABEL, WALL, LineParser, Record, detect, parse_kmsg, split_units
 from ..node.root import Root
-from ..model.rules import Rule, load_rules, match
+from ..model.rules import REPORT_END, Rule, load_rules, match, tie_stack
 
 
 def parse_record(line: str, path: str) -> Record | None:
@@ -45,6 +53,10 @@ class KmsgReader:
     tree's /proc/stat btime), a float = that epoch, None = unknown (events then carry time None unless
     the form stamps each line with wall time)."""
 
+    CHUNK = 8 << 20  # bytes of a file read per call at most (a flood is also bounded by max_records)
+    REPORT_LINES = 400  # lines after a lockup header searched for its stack trace
+    SEEN = 50000  # records remembered to recognise them when a rewritten file is read again
+
     def __init__(self, root: Root, path: str | None = None, rules: list[Rule] | None = None,
                  max_records: int = 10000, boot: float | str | None = "root"):
         self.path = path or root.join("/dev/kmsg")
@@ -54,13 +66,24 @@ class KmsgReader:
         self.last_seq = -1
         self.lost = 0  # records overwritten in the ring before we read them
         self.truncated = 0  # records left unread because of the flood bound
+        self.rewrites = 0  # times the file was replaced or rewritten (read again from its start)
+        self.repeated = 0  # records skipped because they were reported already (rewritten file, repeated cursor)
         self.format: str | None = None  # detected form of a file
         self._fd: int | None = None
-        self._file = None
+        self._fh = None
+        self._ino: int | None = None
+        self._offset = 0
+        self._head: tuple[int, bytes] | None = None  # (length, digest) of the file's first bytes read
+        self._seen_size: tuple[int, float] | None = None
         self._parser: LineParser | None = None
-        self._pending: list[str] = []
+        self._replay = False  # reading a rewritten file: skip records reported before
+        self._fps: OrderedDict = OrderedDict()
+        self._cursor_i: dict[str, int] = {}
         self._by_reason = {r.reason: r for r in self.rules}
         self._follow: tuple[KernelEvent, Rule, int] | None = None  # an event whose next lines add detail
+        self._report: tuple[KernelEvent, list[str]] | None = None  # a lockup report being read
+        self._nic_recent: deque = deque(maxlen=64)  # recent NIC events: name a tied lockup's device
+        self._tied_no_dev: deque = deque(maxlen=8)  # tied lockups waiting for a NIC line naming the device
         try:
             st = os.stat(self.path)
         except OSError as e:
@@ -71,7 +94,32 @@ class KmsgReader:
 
     @property
     def description(self) -> str:
-        return LABEL.get(self.format, self.format) if self.format else "nothing (the file is empty)"
+        if not self.format:
+            return "nothing (the file is empty)"
+        d = LABEL.get(self.format, self.format)
+        p = self._parser
+        if p is not None and p.undated:
+            d += (f"; {p.undated} line(s) could not be dated (a stamp in a language or order not known, e.g. "
+                  f"{p.undated_example!r}): their wall time is unknown")
+        if p is not None and p.binary:
+            d += f"; {p.binary} entr(y/ies) with a binary MESSAGE journalctl printed as '[NB blob data]'"
+        return d
+
+    @property
+    def time_notes(self) -> list[str]:
+        """What the reader could not date, or skipped, said once for the check's notes."""
+        out = []
+        if self.format == "bare":
+            out.append(f"{self.path}: its lines carry no time stamp (dmesg -t / --time-format delta / journalctl "
+                       "-o cat): wall time unknown")
+        p = self._parser
+        if p is not None and p.undated:
+            out.append(f"{self.path}: {p.undated} line(s) could not be dated ({p.undated_example!r}): wall time "
+                       "unknown for them")
+        if self.rewrites:
+            out.append(f"{self.path} was replaced or rewritten {self.rewrites} time(s) while followed: read again, "
+                       f"{self.repeated} record(s) already reported skipped")
+        return out
 
     @property
     def has_wall_time(self) -> bool:
@@ -101,59 +149,111 @@ class KmsgReader:
                 yield rec
         self.truncated += 1
 
-    def _open(self):
-        if self._file is None:
-            try:
-                self._file = open(self.path, encoding="utf-8", errors="replace")
-            except OSError as e:
-                raise InputError(self.path, e.strerror or str(e)) from None
-        if self._parser is None:  # detect the form on the first non-empty lines (the file may be growing)
-            while len(self._pending) < 50:
-                line = self._file.readline()
-                if not line:
-                    break
-                self._pending.append(line)
-            if not any(x.strip() for x in self._pending):
-                return False
-            self.format = detect(self._pending[:50])
-            self._parser = LineParser(self.format, self.path)
-        return True
+    def _rewritten(self, st: os.stat_result) -> bool:
+        """Whether the file is no longer the one read so far: another inode, shorter than what was read, or its
+        first bytes changed (rewritten in place)."""
+        if st.st_ino != self._ino or st.st_size < self._offset:
+            return True
+        if self._head is not None:
+            n, digest = self._head
+            self._fh.seek(0)
+            if hashlib.sha1(self._fh.read(n)).digest() != digest:
+                return True
+        return False
 
     def _records_file(self):
-        if not self._open():
-            return
-        p = self._parser
-        if self.format == "journal-export":  # a binary-framed form: read whole
+        try:
+            st = os.stat(self.path)
+        except OSError as e:
+            raise InputError(self.path, e.strerror or str(e)) from None
+        if self._fh is not None and self._rewritten(st):
+            self._fh.close()
+            self._fh = None
+            self.rewrites += 1
+            self._replay = True
+            if self._parser is not None:
+                self._parser.restart()
+        if self._fh is None:
             try:
-                with open(self.path, "rb") as f:
-                    data = f.read()
+                self._fh = open(self.path, "rb")
             except OSError as e:
                 raise InputError(self.path, e.strerror or str(e)) from None
-            self._file.seek(0, os.SEEK_END)
-            self._pending = []
-            recs = p.export_records(data)
-            if len(recs) > self.max_records:
-                self.truncated += 1
-            yield from recs[:self.max_records]
-            return
-        n = 0
-        while True:
-            line = self._pending.pop(0) if self._pending else self._file.readline()
-            if not line:
+            self._ino, self._offset, self._head = st.st_ino, 0, None
+        # a last line without its newline is complete once the file has stopped growing: unchanged since the
+        # previous read, or not written for 2 s
+        now_seen = (st.st_size, st.st_mtime)
+        settled = now_seen == self._seen_size or time.time() - st.st_mtime > 2
+        self._seen_size = now_seen
+        self._fh.seek(self._offset)
+        data = self._fh.read(self.CHUNK)
+        at_end = self._offset + len(data) >= st.st_size
+        if self._parser is None:
+            if not data.strip():
                 return
-            rec = p.parse(line)
-            if rec is not None:
+            head = [ln.decode(errors="replace") for ln in data[:1 << 20].split(b"\n")[:51]]
+            if not settled and b"\n" not in data:
+                return  # not even one complete line yet
+            self.format = detect(head[:50] if len(head) > 50 or settled else head[:-1])
+            self._parser = LineParser(self.format, self.path)
+        p = self._parser
+        units, used = split_units(self.format, data, final=settled and at_end)
+        pos, n = self._offset, 0
+        for u in units:
+            end = pos + len(u) + (0 if self.format in BLOCKS else 1)
+            item = p.unit(u) if self.format != "kmsg" else parse_kmsg(u.decode(errors="replace"), self.path)
+            pos = min(end, self._offset + used)
+            if isinstance(item, Record):
+                if self._seen(item):
+                    continue
                 n += 1
-                yield rec
+                yield item
                 if n >= self.max_records:
                     self.truncated += 1
+                    self._commit(pos)
                     return
+            elif item is not None:
+                yield item
+        self._commit(self._offset + used)
+        if at_end:
+            self._replay = False
+
+    def _commit(self, offset: int) -> None:
+        """Everything before `offset` is read; remember the file's first bytes to notice a rewrite."""
+        if self.format in BLOCKS and offset > self._offset:
+            pass
+        self._offset = max(self._offset, offset)
+        if self._head is None or self._head[0] < min(4096, self._offset):
+            n = min(4096, self._offset)
+            self._fh.seek(0)
+            self._head = (n, hashlib.sha1(self._fh.read(n)).digest())
+
+    def _seen(self, rec: Record) -> bool:
+        """A record reported before: a journal entry whose cursor is not past the last one of its journal, or, in
+        a rewritten file being read again, the same time and text as one reported."""
+        if rec.cursor:
+            sid, _, i = rec.cursor.partition(":")
+            if int(i) <= self._cursor_i.get(sid, -1):
+                self.repeated += 1
+                return True
+            self._cursor_i[sid] = int(i)
+            return False
+        fp = (rec.usec, rec.wall, rec.message)
+        if self._replay and fp in self._fps:
+            self.repeated += 1
+            return True
+        self._fps[fp] = None
+        if len(self._fps) > self.SEEN:
+            self._fps.popitem(last=False)
+        return False
 
     def read(self) -> tuple[list[Record], list[KernelEvent]]:
         """New records and the events they match, in sequence order."""
         recs, events = [], []
         gen = self._records_device() if self.is_device else self._records_file()
         for rec in gen:
+            if isinstance(rec, str):  # an indented continuation line (a stack frame of a form without stamps)
+                self._more(rec)
+                continue
             if rec.seq <= self.last_seq:
                 continue
             if self.last_seq >= 0 and rec.seq > self.last_seq + 1:
@@ -162,18 +262,81 @@ class KmsgReader:
             recs.append(rec)
             ev = match(rec, self.rules, self.boot_wall)
             if ev is not None:
+                if rec.clock and ev.clock == "wall":  # dmesg --reltime: the time is known to the minute
+                    ev = KernelEvent(ev.seq, ev.time, ev.usec, ev.reason, ev.kind, ev.severity, ev.driver, ev.ifname,
+                                     ev.message, ev.reset_reason, ev.fields, ev.category, ev.family, rec.clock)
                 events.append(ev)
+                self._end_report()
                 r = self._by_reason.get(ev.reason)
                 self._follow = (ev, r, r.follow_lines) if r is not None and r.follow else None
-            elif self._follow:
-                self._detail(rec)
+                if ev.category == "lockup" and (ev.family or ev.kind) in ("soft_lockup", "hard_lockup", "rcu_stall"):
+                    self._report = (ev, [ev.message])
+                elif ev.category == "nic":
+                    self._nic_event(ev)
+            else:
+                self._more(rec.message)
+        if self._report is not None:  # the report may go on in the next read: tie what is there now
+            self._tie(*self._report)
         return recs, events
 
-    def _detail(self, rec: Record) -> None:
+    def _more(self, line: str) -> None:
+        """A line after an event: detail for the follow patterns, a line of an open lockup report."""
+        if self._follow:
+            self._detail(line)
+        if self._report is not None:
+            ev, lines = self._report
+            lines.append(line)
+            if REPORT_END.search(line) or len(lines) > self.REPORT_LINES:
+                self._end_report()
+
+    def _end_report(self) -> None:
+        if self._report is not None:
+            self._tie(*self._report)
+            self._report = None
+
+    def _tie(self, ev: KernelEvent, lines: list[str]) -> None:
+        """The NIC driver a lockup's stack runs, and its device when the report or a recent NIC line names it."""
+        got = tie_stack(lines)
+        if not got:
+            return
+        ev.fields.update(got)
+        if "nic_ifname" in ev.fields or "nic_device" in ev.fields:
+            return
+        fams = set(got["nic_family"].split("|")) | set(got["nic_driver"].split("|"))
+        same = [nic for nic in self._nic_recent
+                if (nic.family in fams or nic.driver.replace("-", "_") in fams) and _near(nic, ev)]
+        if same:
+            self._name_device(ev, same[-1], same)
+            return
+        if ev not in self._tied_no_dev:
+            self._tied_no_dev.append(ev)
+
+    def _nic_event(self, nic: KernelEvent) -> None:
+        self._nic_recent.append(nic)
+        for ev in list(self._tied_no_dev):
+            fams = set(ev.fields.get("nic_family", "").split("|")) | set(ev.fields.get("nic_driver", "").split("|"))
+            if (nic.family in fams or nic.driver.replace("-", "_") in fams) and _near(nic, ev):
+                self._name_device(ev, nic, [nic])
+                self._tied_no_dev.remove(ev)
+
+    @staticmethod
+    def _name_device(ev: KernelEvent, nic: KernelEvent, same: list[KernelEvent]) -> None:
+        """The device of the nearest NIC line of the tied driver; if that driver logged for other devices too,
+        say so (which of them the stuck CPU served is then not certain)."""
+        if nic.ifname:
+            ev.fields["nic_ifname"] = nic.ifname
+        if nic.fields.get("bus"):
+            ev.fields["nic_device"] = nic.fields["bus"]
+        ev.fields["nic_device_from"] = f"kernel log seq {nic.seq}: {nic.message[:120]}"
+        others = sorted({o.ifname or o.fields.get("bus", "") for o in same} - {nic.ifname or nic.fields.get("bus", "")})
+        if others:
+            ev.fields["nic_device_note"] = "the driver also logged for " + ", ".join(o for o in others if o)
+
+    def _detail(self, line: str) -> None:
         """Fields from a line after the event (first value wins; every CPU is kept in `cpus`)."""
         ev, rule, left = self._follow
         for rx in rule.follow:
-            m = rx.search(rec.message)
+            m = rx.search(line)
             if not m:
                 continue
             for k, v in m.groupdict().items():
@@ -185,9 +348,20 @@ class KmsgReader:
         self._follow = (ev, rule, left - 1) if left > 1 else None
 
     def close(self) -> None:
+        self._end_report()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def _near(a: KernelEvent, b: KernelEvent, seconds: float = 3600, records: int = 5000) -> bool:
+    """Two events of one log close enough for one to name the other's device: within `seconds` when both have a
+    time (or since-boot time), else within `records` records."""
+    if a.time is not None and b.time is not None:
+        return abs(a.time - b.time) <= seconds
+    if a.usec is not None and b.usec is not None:
+        return abs(a.usec - b.usec) <= seconds * 1e6
+    return abs(a.seq - b.seq) <= records

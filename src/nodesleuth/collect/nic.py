@@ -53,7 +53,7 @@ class NicReader:
         self.rescan_every = max(1, rescan_every)
         self.n = 0
         self.nics: list[_Nic] | None = None
-        self.ethtool = EthtoolStats() if root.live and root.same_ns("net") else None
+        self.ethtool = EthtoolStats() if root.live and root.same_ns("net") is not False else None
 
     def close(self) -> None:
         """The ethtool socket; the Preader is the caller's when it passed one."""
@@ -120,6 +120,10 @@ class NicReader:
                             qto += int(t)
             else:
                 qto = p.queue_tx_timeouts
-            eth = driver_stats(self.root, nic.ifname, self.ethtool) if with_ethtool else (p.ethtool if p else {})
+            if with_ethtool:  # asked here only about the interface the root names (node/root.py same_netdev)
+                here = self.ethtool if self.ethtool is not None and self.root.same_netdev(nic.ifname) else None
+                eth = driver_stats(self.root, nic.ifname, here)
+            else:
+                eth = p.ethtool if p else {}
             out.append(NicCounters(nic.ifname, nic.driver, stats, qto, eth, nic.bus))
         return out

@@ -8,7 +8,7 @@ Cost model (this runs every second on nodes with thousands of processes):
   thread: a Go daemon like kubelet spreads work over threads and its main thread's field 39
   says nothing about where the hot thread ran, but an idle process costs one pread;
 - a process busy now and then keeps its thread files open for `keep_threads` scans after it was
-  last busy (opening /proc/PID/task/TID/stat costs ~10x a pread of it), and its threads' last
+  last busy (opening /proc/PID/task/TID/stat costs many times a pread of it), and its threads' last
   counters stay the reference: when it is busy again after idle seconds, its CPU is still
   attributed per thread (the reference is valid while the process's own stat bytes are unchanged);
 - with `full_every` = N > 1, all processes are read every N ticks and, in between, only the
@@ -40,7 +40,7 @@ from ..model.procfs import Task, parse_task_stat
 def _raise_nofile() -> None:
     """Room for one open stat file per process: the soft limit up to the hard one, and the hard one
     up to the kernel's fs.nr_open where this process may (root). Above the limit every further
-    process's stat would be opened and closed on every read (~10x a pread: the 10k -> 50k process
+    process's stat would be opened and closed on every read (many times a pread: the 10k -> 50k process
     cost grew faster than linearly in benchmarks/scale.py)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:

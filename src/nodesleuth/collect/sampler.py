@@ -20,7 +20,7 @@ from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from ..node.root import Root
 from .starvation import StarvationReader, deltas as starvation_deltas
-from .registry import registered
+from .registry import Seen, registered
 from .units import UnitWatcher
 
 TOP_PER_CPU = 5
@@ -216,7 +216,8 @@ class Sampler:
             if cur_s is not None and self._starve_prev is not None:
                 starve = starvation_deltas(self._starve_prev, cur_s, interval)
             self._starve_prev = cur_s
-        sections = {r.field: self._read(r.field, lambda c=c: c.read(interval))
+        seen = Seen(busy, procs)
+        sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1

@@ -35,7 +35,7 @@ class SoftnetReader:
     def prime(self) -> None:
         self.prev = self._read()
 
-    def read(self, interval: float) -> Softnet | None:
+    def read(self, interval: float, seen=None) -> Softnet | None:
         cur = self._read()
         prev, self.prev = self.prev, cur
         if prev is None:

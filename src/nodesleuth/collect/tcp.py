@@ -225,7 +225,7 @@ class TcpReader:
                 spiked.append((ns.ino, ns.pid, why))
         return moved, spiked
 
-    def read(self, interval: float) -> Tcp | None:
+    def read(self, interval: float, seen=None) -> Tcp | None:
         now = time.time()
         self.n += 1
         cur = self._counters(self.init_dir, True)
@@ -339,7 +339,7 @@ class SocketView:
                 "truncated": "; ".join(x for x in (sc.truncated, note) if x), "ms": round(sc.wall_s * 1000, 2),
                 "cpu_ms": round(cpu * 1000, 2), "conns": conns}
 
-    def read(self, interval: float) -> Sockets | None:
+    def read(self, interval: float, seen=None) -> Sockets | None:
         todo = _SPIKES.pop(self.reader, None)
         if not todo or not self.root.live:
             return None

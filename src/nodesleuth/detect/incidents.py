@@ -24,9 +24,6 @@ JITTER = 0.25  # 2.8 s of 1 s ticks is three ticks
 GAP = 1.5  # a missing sample breaks a run
 NIC_MERGE = 5.0  # lines of one reset come within this many seconds, per interface
 NIC_LOOKBACK = 60.0  # a saturated core up to this long before a NIC event can have starved it
-NIC_COVER = 30.0  # a hot-core episode ending this long before a NIC event is that event's cause candidate
-
-
 @dataclass(frozen=True)
 class ProcShare:
     """A process on a hot core: its mean % of that CPU and its share of the core's busy time."""

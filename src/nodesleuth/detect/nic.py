@@ -36,8 +36,10 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
         resets = sum(1 for e in es if e.kind == "reset")
         reasons = Counter(e.reset_reason for e in es if e.reset_reason)
         kinds = Counter(e.kind for e in es)
-        sev = "critical" if resets or trouble.get("total_resets") or "SUSPECTED_POLL_STARVATION" in reasons \
-            else "warning"
+        # a reset done or failed, a driver line its rule calls critical (firmware fatal error, device disabled), or
+        # the driver's own starvation verdict
+        sev = "critical" if resets or kinds.get("reset_failed") or any(e.severity == "critical" for e in es) or \
+            trouble.get("total_resets") or "SUSPECTED_POLL_STARVATION" in reasons else "warning"
         ev = []
         for e in es[-6:]:
             ev.append(f"kernel log seq {e.seq} at {when(e)}: {e.message}")
@@ -62,6 +64,7 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
                                                           "kind": e.kind, "reset_reason": e.reset_reason,
                                                           "message": e.message, "fields": e.fields}
                                                          for e in es],
+                            "families": sorted({e.family for e in es if e.family}),
                             "counters": trouble, "counters_delta": delta,
                             "resets": resets or trouble.get("total_resets", 0)}))
     return out

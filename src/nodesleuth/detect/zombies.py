@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..model.records import Census
 from ..model.records import ChurnSummary
 from ..model.records import MemcgCost
@@ -32,7 +34,7 @@ def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: floa
         if c.dying == 0 and growth <= 0:
             continue
         out.append(_finding(c.name, "v1", c.tracked, c.live, c.dying, growth, seconds, meminfo, loopers,
-                            churn, last, warn, crit, grew, cost))
+                            _on(churn, c.hierarchy), last, warn, crit, grew, cost))
     if last.v2 is not None:
         v = last.v2
         dying = v.subsys["memory"][1] if "memory" in v.subsys else v.nr_dying_descendants
@@ -42,8 +44,16 @@ def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: floa
         if dying > 0 or dying - before > 0:
             name = "memory" if "memory" in v.subsys else "all"
             out.append(_finding(name, "v2", v.nr_descendants + 1 + dying, v.nr_descendants + 1, dying,
-                                dying - before, seconds, meminfo, loopers, churn, last, warn, crit, grew, cost))
+                                dying - before, seconds, meminfo, loopers, _on(churn, 0), last, warn, crit, grew, cost))
     return out
+
+
+def _on(churn: ChurnSummary | None, hierarchy: int) -> ChurnSummary | None:
+    """The churn of one hierarchy (the tracepoints' root id: the v1 hierarchy number of /proc/cgroups,
+    0 for cgroup2), so a hybrid host's v1 and v2 findings each show their own creators, once."""
+    if churn is None:
+        return None
+    return dataclasses.replace(churn, creators=[c for c in churn.creators if c.hierarchy == hierarchy])
 
 
 def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: int, seconds: float,

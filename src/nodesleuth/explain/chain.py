@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..detect import proof
+from . import families
 from ..detect.incidents import NIC_LOOKBACK, Episode, Incident, _window, episodes, victim
 from ..detect.proof import verdict
 from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS, MIN_ZOMBIES, NOT_PROVEN, OBSERVED,
@@ -35,6 +36,14 @@ CONFIDENCE = {OBSERVED: "high", PROVEN: "high", CONTRIBUTING: "medium", NOT_PROV
 
 MEMCG = re.compile(r"mem_cgroup|memcg|cgroup_rstat|css_rstat|lruvec|shrink_node_memcgs|numa_stat|memory_stat|"
                    r"try_to_free_mem_cgroup_pages|drain_all_stock|obj_cgroup")
+# kernel code of the other causes of a hot core (explain/families.py): page reclaim (direct or kswapd) and
+# lock spinning (spinlocks, optimistic mutex/rwsem spinning)
+RECLAIM = re.compile(r"shrink_|try_to_free_pages|do_try_to_free_pages|__alloc_pages_slowpath|balance_pgdat|kswapd|"
+                     r"try_to_free_mem_cgroup_pages|isolate_lru_folios|isolate_lru_pages|lru_gen_shrink|evict_folios")
+LOCK = re.compile(r"native_queued_spin_lock_slowpath|queued_spin_lock_slowpath|__pv_queued_spin_lock_slowpath|"
+                  r"osq_lock|mutex_spin_on_owner|rwsem_spin_on_owner|rwsem_down_\w+_slowpath|__mutex_lock|"
+                  r"_raw_spin_lock\b|_raw_spin_lock_irq|do_raw_spin_lock|queued_read_lock_slowpath|"
+                  r"queued_write_lock_slowpath")
 SOFTIRQ = re.compile(r"__do_softirq|handle_softirqs|net_rx_action|net_tx_action|napi|irq_exit|sysvec_|"
                      r"asm_common_interrupt|do_IRQ|tasklet")
 
@@ -67,10 +76,13 @@ class Explained:
     end: float
     title: str
     links: list[Link]
-    root_cause: str = ""  # a unit, only when the chain is proven end to end
+    root_cause: str = ""  # named only when a chain is proven end to end (a unit, a process, an interrupt line)
     leading: str = ""  # what explains the core best, when no root cause is proven
     rejected: list[str] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
+    family: str = ""  # the family of the leading explanation (explain/families.py)
+    hypotheses: list = field(default_factory=list)  # families.Hypothesis, most explaining first
+    notes: list[str] = field(default_factory=list)
 
     def link(self, name: str) -> Link | None:
         return next((lk for lk in self.links if lk.name == name), None)
@@ -78,7 +90,8 @@ class Explained:
     def to_dict(self) -> dict:
         return {"kind": self.kind, "time": self.time, "iso": iso(self.time), "start": self.start, "end": self.end,
                 "title": self.title, "root_cause": self.root_cause, "leading": self.leading,
-                "chain_proven": bool(self.root_cause), "rejected": self.rejected,
+                "family": self.family, "chain_proven": bool(self.root_cause), "rejected": self.rejected,
+                "hypotheses": [h.to_dict() for h in self.hypotheses], "notes": self.notes,
                 "actions": [a.to_dict() for a in self.actions], "links": [lk.to_dict() for lk in self.links]}
 
 
@@ -109,10 +122,19 @@ def build(rec, inc: Incident) -> Explained:
     ex = Explained(inc.kind, inc.time, inc.start, inc.end, "", links)
     chain = [ex.link(n) for n in ("saturated_core", "processes", "resource", "creator", "unit_loop")]
     core_ok = chain[0].verdict in (PROVEN, OBSERVED)
+    hs, ex.notes = families.hypotheses(rec, inc, ep, prof, {lk.name: lk for lk in links},
+                                       (ex.link("saturated_core").data or {}).get("victim", {}))
+    ex.hypotheses = hs
     if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]):
-        ex.root_cause = chain[-1].data["unit"]
+        ex.root_cause, ex.family = chain[-1].data["unit"], "memcg_walk"
+    else:
+        best = next((h for h in hs if h.verdict == PROVEN and h.family != "memcg_walk"), None)
+        if core_ok and best is not None and best.cause:
+            ex.root_cause, ex.family = best.cause, best.family
     ex.leading = _leading(ex, ep, prof)
-    ex.rejected = [f"{LABEL[lk.name]}: {lk.summary}" for lk in links if lk.verdict == NOT_PROVEN]
+    ex.rejected = [f"{LABEL[lk.name]}: {lk.summary}" for lk in links if lk.verdict == NOT_PROVEN] + [
+        f"{h.family}: {h.summary} ({pct(h.share)} of the excess)" for h in hs
+        if h.verdict == NOT_PROVEN and h.share and h.family != "memcg_walk" and h.family != ex.family]
     ex.title = links[0].summary + f" <- CPU {ep.cpu} saturated ({ep.busy_mean:.0f}% for {ep.seconds:.0f} s)" + (
         f" <- root cause: {ex.root_cause}" if ex.root_cause else f" <- leading: {ex.leading}")
     links.append(_remedy(ex, ep))
@@ -306,6 +328,9 @@ class CoreProfile:
     top: list
     unnamed: int = 0  # samples not counted as memcg with frames perf script had not named (UNNAMED)
     lost: int = 0  # samples of the core in the episode perf lost (ring buffer full)
+    reclaim: int = 0  # samples in page reclaim (memcg walks included), whoever ran it
+    lock: int = 0  # samples spinning on a kernel lock
+    kernel_of: dict = field(default_factory=dict)  # pid -> kernel samples not memcg/softirq/reclaim/lock
 
 
 def _profile(rec, ep: Episode) -> CoreProfile | None:
@@ -322,7 +347,8 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
 
     sub = s.masked(m)
     by_pid: dict[int, list] = {}
-    memcg = soft = user = other = idle = unnamed = 0
+    memcg = soft = user = other = idle = unnamed = reclaim = lock = 0
+    kernel_of: dict[int, int] = {}
     ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
     for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
         st = s.stacks[sid]
@@ -338,6 +364,10 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
             slot[2] += c
         if not is_memcg and any(f.startswith(UNNAMED) for f in st):
             unnamed += c  # perf script had not named all of it: it may have been memcg code
+        is_reclaim = any(RECLAIM.search(f) for f in kframes)
+        is_lock = any(LOCK.search(f) for f in kframes)
+        reclaim += c if is_reclaim else 0
+        lock += c if is_lock else 0
         if is_memcg:
             memcg += c
             slot[3] += c
@@ -345,11 +375,13 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
             soft += c
         elif leaf_k:
             other += c
+            if not is_reclaim and not is_lock:
+                kernel_of[pid] = kernel_of.get(pid, 0) + c
         else:
             user += c
     top = top_functions(sub, Filter(cpus={ep.cpu}), kernel_only=False, n=8)
     return CoreProfile(n, getattr(s, "event", ""), by_pid, memcg, soft, user, other, idle, top, unnamed,
-                       rec.lost(ep.start, ep.end, ep.cpu))
+                       rec.lost(ep.start, ep.end, ep.cpu), reclaim, lock, kernel_of)
 
 
 def _processes(rec, ep: Episode, prof: CoreProfile | None) -> Link:
@@ -446,7 +478,10 @@ def _resource(rec, inc: Incident, ep: Episode, prof: CoreProfile | None) -> Link
         if t and t.meminfo.get("Percpu") is not None:
             ev.append(f"Percpu {t.meminfo['Percpu'] >> 20} MiB, Slab {t.meminfo.get('Slab', 0) >> 20} MiB")
     data = {"dying": dying, "tracked": mem.tracked if mem else None, "live": mem.live if mem else None,
-            "growth": growth}
+            "growth": growth,
+            # on cgroup v2 the parent the zombies were removed from (remedy reclaims there: memory.reclaim)
+            "v2_parent": c.dying_subtrees[0].path if c and c.v2 is not None and mem is None and c.dying_subtrees
+            else None}
     cost = getattr(rec, "cost", None)
     if cost:
         ev.append(f"measured on this kernel: {cost}")
@@ -605,12 +640,19 @@ def _unit_evidence(rec, inc, u) -> list[str]:
 
 def _leading(ex: Explained, ep: Episode, prof: CoreProfile | None) -> str:
     res, procs = ex.link("resource"), ex.link("processes")
-    if ex.root_cause:
+    if ex.root_cause and ex.family == "memcg_walk":
         cr = ex.link("creator").data
         return (f"{ex.root_cause} crash loop -> {cr['lasting']} lasting zombie memcgs ({cr['comm']}) -> memcg code "
                 f"{pct(res.share)} of CPU {ep.cpu}'s excess busy time")
-    if res.verdict in (PROVEN, CONTRIBUTING):
-        return f"{res.summary} ({res.verdict.replace('_', ' ')}; who makes the zombies: {ex.link('creator').verdict.replace('_', ' ')})"
+    best = next((h for h in ex.hypotheses if h.verdict == PROVEN), None)
+    if best is None:
+        best = next((h for h in ex.hypotheses if h.verdict == CONTRIBUTING), None)
+    if best is not None:
+        ex.family = ex.family or best.family
+        if best.family == "memcg_walk":
+            return (f"{res.summary} ({res.verdict.replace('_', ' ')}; who makes the zombies: "
+                    f"{ex.link('creator').verdict.replace('_', ' ')})")
+        return f"{best.summary} ({best.family}, {pct(best.share)} of the excess, {best.verdict.replace('_', ' ')})"
     if procs.verdict != UNKNOWN and procs.data.get("top"):
         p = procs.data["top"][0]
         where = ""
@@ -622,17 +664,26 @@ def _leading(ex: Explained, ep: Episode, prof: CoreProfile | None) -> str:
 
 def _remedy(ex: Explained, ep: Episode | None) -> Link:
     acts: list[Action] = []
-    if ex.root_cause:
+    if ex.root_cause and ex.family == "memcg_walk":
         unit = ex.link("unit_loop").data
         acts.append(Action("disable_unit", unit["unit"], f"{unit['unit']} is proven to make the zombies that cost "
                            f"CPU {ep.cpu}", protected=unit.get("protected", False)))
     res = ex.link("resource")
-    if res is not None and res.verdict == PROVEN and res.data.get("dying"):
-        acts.append(Action("reclaim", "", f"{res.data['dying']} dying memcgs proven to cost CPU {ep.cpu}"))
+    if res is not None and res.verdict == PROVEN and res.data.get("dying") and ex.family in ("", "memcg_walk"):
+        # cgroup v2: reclaim under the parent the zombies were removed from (memory.reclaim), else the node
+        acts.append(Action("reclaim", res.data.get("v2_parent") or "",
+                           f"{res.data['dying']} dying memcgs proven to cost CPU {ep.cpu}"))
     if ep is not None and not acts:
-        acts.append(Action("investigate", f"cpu {ep.cpu}", ex.leading, commands=[
-            f"perf record -C {ep.cpu} -g -- sleep 10   # what runs on CPU {ep.cpu}",
-            f"nodesleuth flame --cpu {ep.cpu} --from {ep.start:.0f} --to {ep.end:.0f}"]))
+        cmds = [f"perf record -C {ep.cpu} -g -- sleep 10   # what runs on CPU {ep.cpu}",
+                f"nodesleuth flame --cpu {ep.cpu} --from {ep.start:.0f} --to {ep.end:.0f}"]
+        best = next((h for h in ex.hypotheses if h.family == ex.family), None)
+        pid = (best.data or {}).get("pid") if best else None
+        if pid:
+            cmds.insert(0, f"ps -o pid,comm,cls,rtprio,pcpu,cgroup -p {pid}   # the process named, its class and cgroup")
+        for line in ((best.data or {}).get("irq_lines") or [])[:1] if best else []:
+            if str(line[0]).isdigit():
+                cmds.insert(0, f"cat /proc/irq/{line[0]}/smp_affinity_list   # where {line[1]}'s interrupts go")
+        acts.append(Action("investigate", f"cpu {ep.cpu}", ex.leading, commands=cmds))
     ex.actions = acts
     cmds = [c for a in acts for c in a.command_lines()]
     if not acts:

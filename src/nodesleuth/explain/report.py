@@ -47,9 +47,18 @@ def terminal(incs: list[Explained], notes: list[str], problems: list, console: C
             if lk.rule and lk.verdict in ("proven", "contributing", "not_proven"):
                 con.print(f"      rule: {lk.rule}", markup=False, style="dim")
         if inc.root_cause:
-            con.print(f"  [bold red]root cause (proven end to end): {inc.root_cause}[/]")
+            con.print(f"  [bold red]root cause (proven end to end, {inc.family}): {escape(inc.root_cause)}[/]",
+                      markup=True)
         else:
             con.print(f"  [bold]no root cause proven; leading explanation: {escape(inc.leading)}[/]", markup=True)
+        if inc.hypotheses:
+            con.print("  hypotheses (share of the core's excess busy time):", markup=False)
+            for h in inc.hypotheses:
+                sh = "  ?" if h.share is None else f"{100 * h.share:3.0f}%"
+                con.print(f"    [{STYLE[h.verdict]}]{MARK[h.verdict]} {h.family:11}{sh:>5}[/] {escape(h.summary)}",
+                          markup=True)
+        for n in inc.notes:
+            con.print(f"  note: {n}", markup=False)
         for r in inc.rejected:
             con.print(f"  rejected: {r}", markup=False, style="dim")
 
@@ -63,13 +72,18 @@ def markdown(incs: list[Explained], store: str, notes: list[str], problems: list
         out.append("No incidents in the data read.")
     for i, inc in enumerate(incs, 1):
         out += [f"## Incident {i}: {inc.title}", "", f"*{iso(inc.time)}* ({inc.kind}) - "
-                + (f"**root cause: {inc.root_cause}** (proven end to end)" if inc.root_cause
+                + (f"**root cause: {inc.root_cause}** (proven end to end, {inc.family})" if inc.root_cause
                    else f"no root cause proven; leading explanation: **{inc.leading}**"), "",
                 "| link | verdict | share | finding |", "|---|---|---|---|"]
         for lk in inc.links:
             out.append(f"| {LABEL.get(lk.name, lk.name)} | {lk.verdict.replace('_', ' ')} | {share_text(lk)} | "
                        f"{lk.summary.replace('|', '/')} |")
         out.append("")
+        if inc.hypotheses:
+            out += ["| family | verdict | share | hypothesis |", "|---|---|---|---|"] + [
+                f"| {h.family} | {h.verdict.replace('_', ' ')} | {'' if h.share is None else f'{100 * h.share:.0f}%'} | "
+                f"{h.summary.replace('|', '/')} |" for h in inc.hypotheses] + [""]
+        out += [f"> {n}" for n in inc.notes] + ([""] if inc.notes else [])
         if inc.rejected:
             out += ["Rejected hypotheses:", ""] + [f"- {r}" for r in inc.rejected] + [""]
         for lk in inc.links:
@@ -94,12 +108,19 @@ def html_report(incs: list[Explained], store: str, notes: list[str], problems: l
             + "".join(f"<li><code>{html.escape(e)}</code></li>" for e in lk.evidence)
             + (f"<li class='rule'>rule: {html.escape(lk.rule)}</li>" if lk.rule else "") + "</ul></td></tr>"
             for lk in inc.links)
-        verdict = (f"<b>root cause: {html.escape(inc.root_cause)}</b> (proven end to end)" if inc.root_cause
+        verdict = (f"<b>root cause: {html.escape(inc.root_cause)}</b> (proven end to end, {inc.family})" if inc.root_cause
                    else f"no root cause proven; leading explanation: <b>{html.escape(inc.leading)}</b>")
         rej = "".join(f"<li>{html.escape(r)}</li>" for r in inc.rejected)
+        hyp = "".join(f"<tr class='{h.verdict}'><td>{h.family}</td><td>{h.verdict.replace('_', ' ')}</td><td>"
+                      f"{'' if h.share is None else f'{100 * h.share:.0f}%'}</td><td>{html.escape(h.summary)}</td></tr>"
+                      for h in inc.hypotheses)
         body.append(f"<section><h2>Incident {i}: {html.escape(inc.title)}</h2><p>{iso(inc.time)} ({inc.kind})"
                     f" &mdash; {verdict}</p><table><tr><th>link</th><th>verdict</th><th>share</th><th>finding</th>"
-                    f"</tr>{rows}</table>" + (f"<p>Rejected hypotheses:</p><ul>{rej}</ul>" if rej else "")
+                    f"</tr>{rows}</table>"
+                    + (f"<p>Hypotheses (share of the core's excess busy time):</p><table class='hypotheses'><tr>"
+                       f"<th>family</th><th>verdict</th><th>share</th><th>hypothesis</th></tr>{hyp}</table>" if hyp else "")
+                    + "".join(f"<p>{html.escape(n)}</p>" for n in inc.notes)
+                    + (f"<p>Rejected hypotheses:</p><ul>{rej}</ul>" if rej else "")
                     + "</section>")
     banner = (f"<p class='problem'>Incomplete: {len(problems)} part(s) of the recording could not be read; first: "
               f"{html.escape(str(problems[0]))}</p>" if problems else "")

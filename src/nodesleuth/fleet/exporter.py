@@ -45,6 +45,7 @@ class State:
         self.facts: dict = {}  # snapshot.host_facts without units, refreshed every FACTS_EVERY s
         self.unit_objs = []  # collect.units.Unit, from the sampler
         self.enabled: list[str] = []  # enabled services (list-unit-files costs PID 1: every ENABLED_EVERY s)
+        self.posture = None  # model.records.ZombiePosture, taken once (collect/posture.py)
 
 
 class NodesleuthCollector(Collector):
@@ -59,6 +60,14 @@ class NodesleuthCollector(Collector):
             units, nics = dict(st.units), list(st.nics)
             samples, errors = st.samples, st.errors
             fdoc = {**st.facts, "units": unit_dicts(st.unit_objs, st.enabled)} if st.facts else None
+            post = st.posture
+        if post is not None:
+            yes = {True: "true", False: "false", None: "unknown"}
+            pi = InfoMetricFamily("nodesleuth_zombie_posture", METRICS["nodesleuth_zombie_posture"].help, labels=[])
+            pi.add_metric([], {"kernel": post.kernel[:128], "hierarchy": post.hierarchy,
+                               "reparents_lru": yes[post.reparents_lru], "nr_dying_subsys": yes[post.nr_dying_subsys],
+                               "accumulate": yes[post.accumulate]})
+            yield pi
         if fdoc:
             info: dict[str, InfoMetricFamily] = {}
             for name, vals in info_series(fdoc):
@@ -84,7 +93,7 @@ class NodesleuthCollector(Collector):
 
         resets = counter("nodesleuth_nic_driver_resets")
         for n in nics:
-            for k, v in n.trouble().items():
+            for k, v in n.resets().items():
                 resets.add_metric([n.ifname, k], v)
         yield resets
         kev = counter("nodesleuth_nic_kernel_events")
@@ -170,8 +179,24 @@ class SamplerThread(threading.Thread):
                 if self.grouper.add(e):
                     st.incidents["nic_reset"] += 1
 
+    def _posture(self) -> None:
+        """Once, on its own thread, a few seconds after start: the kernel's zombie posture with its
+        behaviour probe (2 x 50 memcgs made, removed, their files deleted: the fleet can then ask which
+        nodes' kernels keep zombies at all)."""
+        from ..collect import posture
+
+        try:
+            p = posture.posture(self.root, run_probe=self.root.live)
+        except (InputError, OSError):
+            with self.state.lock:
+                self.state.errors += 1
+            return
+        with self.state.lock:
+            self.state.posture = p
+
     def run(self) -> None:
         old = self.sampler.prime()  # what the kernel ring still holds counts too (NPD's lookback)
+        threading.Timer(5.0, self._posture).start()
         with self.state.lock:
             self.state.nics = self.sampler.nics or []
             self._count(old)

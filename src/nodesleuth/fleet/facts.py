@@ -13,7 +13,7 @@ left out, crash-looping units never before the others):
 - packages: only names matching snapshot.PACKAGES, at most MAX_PACKAGES (32);
 - units: only service units that are enabled or crash-looping, at most MAX_UNITS (64), crash-looping
   ones first; `unit_file_state` is systemd's UnitFileState (enabled, disabled, static, masked...),
-  `state` one of STATES.
+  `state` one of crash-looping, running, failed, inactive, other.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from ..model.metrics import METRICS
 MAX_VALUE = 128
 MAX_PACKAGES = 32
 MAX_UNITS = 64
-STATES = ("crash-looping", "running", "failed", "inactive", "other")
 INFO = ("nodesleuth_node", "nodesleuth_unit", "nodesleuth_sysctl", "nodesleuth_package")
 
 

@@ -50,6 +50,9 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_unit", "info", "A service unit that is enabled or crash-looping", ("unit", "unit_file_state", "state")),
     Metric("nodesleuth_sysctl", "info", "A selected sysctl and its value", ("sysctl", "value")),
     Metric("nodesleuth_package", "info", "A selected installed package and its version", ("package", "version")),
+    Metric("nodesleuth_zombie_posture", "info", "Whether this kernel keeps removed memory cgroups dying: the "
+           "reparenting symbol, cgroup.stat's counts, and the behaviour probe's answer (true, false, unknown)",
+           ("kernel", "hierarchy", "reparents_lru", "nr_dying_subsys", "accumulate")),
 )}
 
 
@@ -67,7 +70,7 @@ FROM_TICK = {
     "nics": ("nodesleuth_nic_driver_resets",),
     "units": ("nodesleuth_unit_restarts", "nodesleuth_unit_crash_looping"),
     "starve": ("nodesleuth_ksoftirqd_wait_ratio", "nodesleuth_cpu_pressure_some_ratio"),
-    **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items()},
+    **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items() if cls.METRICS},
 }
 NOT_FROM_TICK = {
     "time": "the scrape's own timestamp",
@@ -76,6 +79,7 @@ NOT_FROM_TICK = {
     "procs": "per-process labels are unbounded cardinality: /snapshot carries the top processes",
     "softirqs": "per-CPU per-softirq series are 10 x CPUs: the ksoftirqd wait and PSI say what matters",
     "nic_irqs": "per-CPU per-IRQ line: in /snapshot and the recording",
+    **{name: cls.NO_METRICS for name, cls in SECTIONS.items() if not cls.METRICS},
 }
 
 

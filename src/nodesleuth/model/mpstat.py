@@ -49,15 +49,14 @@ class CpuTimes:
 WI, UN, GGN = [W, I], [U, N], [G, GN]
 BUSY_COLS = [U, N, S, HI, SI, ST, G, GN]  # _busy_d's order
 # CPUs from which the one-pass parse (16) and the array arithmetic (32) cost less than the per-line,
-# per-CPU Python (measured here: 2 CPUs 37 vs 13 us to parse, 100 vs 32 us of arithmetic; 96 CPUs
-# 159 vs 431 and 194 vs 568 us); numpy is imported only then, so small hosts keep ~12 MB less RSS
+# per-CPU Python (benchmarks/results/summary.md, design measurements); numpy is imported only then, so small hosts never load it
 PARSE_AT_ONCE, ARRAYS_AT_ONCE = 16, 32
 SAFE = 1 << 62  # below this, int64 differences of counters are exact and no mod-2^64 case can arise
 
 
 def _fast_rows(text: str) -> "np.ndarray | None":
-    """The cpuN lines as an (N, 10) int64 array in one parse (96 lines split one by one cost ~0.4 ms
-    a tick), or None where the block is not the usual one: a CPU missing (offline), fewer columns, a
+    """The cpuN lines as an (N, 10) int64 array in one parse (splitting 96 lines one by one every tick
+    is the dearer part of a read), or None where the block is not the usual one: a CPU missing (offline), fewer columns, a
     huge counter. parse_stat then reads it line by line, which also says what is malformed."""
     i = text.find("\ncpu0 ")
     last = text.rfind("\ncpu")
@@ -218,7 +217,7 @@ def interval(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None, busy
     `busy_only` (the recorder, which stores the deltas): `util` holds only "all" and `busy` each
     shown CPU's CpuUtil.busy, the same figures without ~100 rows made a second.
 
-    `ncpu`: the CPUs mpstat counts (cpuN directories in /sys/devices/system/cpu, see count_cpus);
+    `ncpu`: the CPUs mpstat counts (cpuN directories in /sys/devices/system/cpu);
     without it, every CPU seen in either read (what `mpstat -H` does when CPUs are hot-added)."""
     if busy_only and prev is not None:
         fast = _busy_all_plain(prev, cur, ncpu)
@@ -321,14 +320,6 @@ def utilisation(prev: CpuTimes | None, cur: CpuTimes, ncpu: int | None = None) -
 def unchanged(a: CpuTimes, b: CpuTimes) -> bool:
     """Two reads with identical per-CPU counters: a recorded tree, not a live /proc."""
     return {c: v for c, v in a.cpus.items() if c >= 0} == {c: v for c, v in b.cpus.items() if c >= 0}
-
-
-def all_from_deltas(per_cpu: dict[int, tuple[int, ...]]) -> CpuUtil:
-    """The "all" row from the shown CPUs' deltas: their summed columns over the sum of their own
-    intervals (a CPU whose guest outran user shifts only its own interval, as in mpstat)."""
-    rows = [tuple(d) + (0,) * (10 - len(d)) for c, d in per_cpu.items() if c >= 0]
-    tot = [sum(col) for col in zip(*rows)] if rows else [0] * 10
-    return from_deltas(-1, tot, sum(_d_itv(d) for d in rows) % WRAP)
 
 
 def _d_itv(d) -> int:

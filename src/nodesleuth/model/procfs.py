@@ -100,8 +100,8 @@ def parse_meminfo(text: str, path: str = "/proc/meminfo", keys: tuple[str, ...] 
 
 
 class Task(NamedTuple):
-    """One /proc/PID/stat (a tuple: made ~100 times a second on a busy node, 3x cheaper than a
-    frozen dataclass)."""
+    """One /proc/PID/stat (a tuple: made ~100 times a second on a busy node, cheaper than a frozen
+    dataclass)."""
 
     tid: int
     pid: int
@@ -133,7 +133,7 @@ def _ints(path: str, fields: list[str], n: int, line: str) -> list[int]:
         raise InputError(path, f"malformed line {line[:60]!r}") from None
 
 
-AT_ONCE = 8  # CPUs from which one parse of the table costs less than int() per count (96: 115 vs 185 us)
+AT_ONCE = 8  # CPUs from which one parse of the table costs less than int() per count (benchmarks/results/summary.md, design measurements)
 
 
 def parse_softirqs(text: str, path: str = "/proc/softirqs", fast: bool = True) -> dict[str, list[int]]:
@@ -181,17 +181,6 @@ def online_columns(text: str) -> list[int]:
         return []
 
 
-def parse_schedstat(text: str) -> tuple[int, int] | None:
-    """(run ns, wait ns) from /proc/PID/schedstat, None when malformed."""
-    parts = text.split()
-    if len(parts) < 2:
-        return None
-    try:
-        return int(parts[0]), int(parts[1])
-    except ValueError:
-        return None
-
-
 def parse_psi_some_total(text: str) -> int | None:
     """The `some ... total=N` microseconds of a /proc/pressure/* file."""
     for line in text.splitlines():
@@ -215,7 +204,7 @@ def parse_int(path: str, text: str, what: str) -> int:
 
 def numbers(text: str) -> "np.ndarray | None":
     """The whitespace-separated unsigned integers of a kernel table's text, parsed in one C pass
-    (96 CPUs x 10 columns: ~30 us against ~400 us for int() on each); None where something else
+    (an order of magnitude cheaper than int() on each at 96 CPUs); None where something else
     stands among them (the caller then reads it line by line and names what is malformed)."""
     import numpy as np
 

@@ -9,6 +9,7 @@ dump, the exporter's metric vocabulary nor the web data.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from .metric import Metric
@@ -17,9 +18,14 @@ from .thresholds import CRASH_LOOP_RESTARTS
 from .timeparse import iso
 
 COLUMNS = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")
-RESET_COUNTERS = ("total_resets", "reset_fail", "tx_timeout", "wd_expired", "suspected_poll_starvation",
-                  "missing_tx_cmpl", "missing_intr", "os_netdev_wd", "admin_to", "missing_first_intr",
-                  "tx_timeout_count", "tx_restart_queue", "reset_count")
+# `ethtool -S` counters that mean "the NIC reset itself, or a queue timed out or hung": the names drivers
+# use (ENA total_resets, wd_expired, suspected_poll_starvation, missing_tx_cmpl...; virtio_net tx_timeouts;
+# mlx5 tx_timeout...; bnxt reset_count; i40e tx_timeout_count...), matched by name so a driver not seen
+# before is read too. Per-queue copies (a digit in the name) are left out: they repeat the totals
+# queue by queue (96 queues, 96 series) and the per-queue sysfs tx_timeout is read apart.
+RESET_COUNTER = re.compile(r"^(?:[a-z]+_)*(?:total_resets|resets?|reset_count|reset_fail\w*|tx_timeouts?|tx_timeout_count|"
+                           r"timeouts?|wd_expired|watchdog\w*|suspected_poll_starvation|missing_tx_cmpl|missing_intr|"
+                           r"missing_first_intr|admin_to|os_netdev_wd|tx_restart_queue|hangs?|tx_hang\w*|recover\w*)$")
 
 
 def keyed_by_name(starve: dict) -> dict:
@@ -31,7 +37,8 @@ def keyed_by_name(starve: dict) -> dict:
 @dataclass(slots=True, unsafe_hash=True)
 class CpuUtil:
     """One CPU's mpstat columns over an interval, in percent (0..100). Treated as immutable but not
-    frozen: ~100 are made every second, and a frozen dataclass's __init__ costs ~8x a slotted one's."""
+    frozen: ~100 are made every second, and a frozen dataclass's __init__ costs several times a slotted
+    one's."""
 
     cpu: int  # -1 means all CPUs
     usr: float
@@ -69,7 +76,7 @@ class CpuUtil:
 @dataclass(slots=True, unsafe_hash=True)
 class ProcUse:
     """CPU a process used on one CPU over an interval. Treated as immutable but not frozen (made
-    per busy task every second; a frozen dataclass's __init__ costs ~8x a slotted one's)."""
+    per busy task every second; a frozen dataclass's __init__ costs several times a slotted one's)."""
 
     pid: int
     comm: str
@@ -177,12 +184,16 @@ class NicCounters:
     ethtool: dict[str, int] = field(default_factory=dict)
     bus: str = ""  # PCI address the kernel log's dev_* lines use
 
+    def resets(self) -> dict[str, int]:
+        """Every reset/timeout counter the driver has, zeros included (what /metrics exports, so a
+        rate() starts from the first scrape), and the sum of the per-queue sysfs tx_timeout."""
+        out = {k: v for k, v in self.ethtool.items() if RESET_COUNTER.match(k) and not any(c.isdigit() for c in k)}
+        out["queue_tx_timeout"] = self.queue_tx_timeouts
+        return out
+
     def trouble(self) -> dict[str, int]:
         """Reset/timeout counters that are non-zero."""
-        out = {k: v for k, v in self.ethtool.items() if k in RESET_COUNTERS and v}
-        if self.queue_tx_timeouts:
-            out["queue_tx_timeout"] = self.queue_tx_timeouts
-        return out
+        return {k: v for k, v in self.resets().items() if v}
 
 
 @dataclass(frozen=True)
@@ -500,6 +511,9 @@ class Tick:
     starve: dict | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
     # sections of registered collectors (model/section.py): None when not read this tick
     softnet: Softnet | None = None
+    vmstat: Vmstat | None = None
+    irqtop: IrqTop | None = None
+    hogs: Hogs | None = None
     tcp: Tcp | None = None
     sockets: Sockets | None = None
 
@@ -600,3 +614,91 @@ class RollupMinute:
     percpu: int | None = None  # /proc/meminfo Percpu, bytes
     slab: int | None = None
     ev: list = field(default_factory=list)  # NIC events of the minute: [time, reason, kind, ifname]
+
+
+@dataclass
+class ZombiePosture:
+    """Whether this kernel has the problem class at all: does page cache still keep removed memory
+    cgroups dying here, and can the kernel say how many there are."""
+
+    kernel: str  # uname -r
+    hierarchy: str  # v1 | v2 | hybrid (v1 memory controller beside a cgroup2 mount)
+    reparents_lru: bool | None  # lru_reparent_memcg in /proc/kallsyms (7.1+, or a distro backport); None: unreadable
+    nr_dying_subsys: bool | None  # cgroup.stat has nr_dying_subsys_memory (6.12+); None on pure v1
+    probe: dict | None = None  # {"wait_s", "kinds": {"tmpfs"|"disk": {"made", "dying"}}, "exact"}; None: not run
+    problem: str | None = None  # why the probe could not run
+
+    @property
+    def accumulate(self) -> bool | None:
+        """True when removed memcgs stayed dying under the probe's page cache (the problem class is
+        here), False when none did on any kind of cache, None when not measured."""
+        if not self.probe or not self.probe.get("kinds"):
+            return None
+        kinds = self.probe["kinds"].values()
+        return any(k["dying"] > 0.5 * k["made"] for k in kinds if k["made"])
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "accumulate": self.accumulate}
+
+
+@dataclass
+class Vmstat(Section):
+    """Reclaim and paging over the interval (/proc/vmstat deltas, node-wide): whether memory pressure
+    was making the kernel scan and steal pages, directly in the allocating task (direct reclaim,
+    what puts it on its CPU) or in kswapd; how often an allocation stalled; OOM kills."""
+
+    FIELD = "vmstat"
+    KEYS = ("pgscan_direct", "pgscan_kswapd", "pgsteal_direct", "pgsteal_kswapd", "allocstall", "pgmajfault",
+            "compact_stall", "oom_kill", "workingset_refault_file")
+    METRICS = tuple(Metric(f"nodesleuth_vmstat_{k}", "counter", f"/proc/vmstat {k} (allocstall: the sum of "
+                           "allocstall_*)" if k == "allocstall" else f"/proc/vmstat {k}") for k in KEYS)
+    WEB = "panel:reclaim"
+
+    deltas: dict  # key -> delta this interval (keys this kernel prints)
+    totals: dict | None = None  # the kernel's counters now, for /metrics (not stored)
+
+    def to_dict(self) -> dict:
+        return {"deltas": self.deltas}
+
+    def stored(self) -> dict:
+        return {k: v for k, v in self.deltas.items() if v}
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Vmstat":
+        return cls({k: d.get(k, 0) for k in cls.KEYS})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Vmstat":
+        return cls(dict(d.get("deltas", {})))
+
+    def samples(self):
+        for k, v in (self.totals or {}).items():
+            yield f"nodesleuth_vmstat_{k}", (), v
+
+
+@dataclass
+class IrqTop(Section):
+    """Per CPU, the interrupt lines that fired most there since the previous full read of
+    /proc/interrupts (read every few seconds: it costs the kernel milliseconds on a big node):
+    [[line, name, count per second], ...], at most 3 a CPU with >= 100/s. Whose interrupts a CPU
+    serves, whatever the device (a NIC's, a disk's, a timer's)."""
+
+    FIELD = "irqtop"
+    NO_METRICS = "per-CPU per-line series would be unbounded: in dump and in explain's evidence"
+    WEB = "not shown: explain's evidence for a CPU whose irq/softirq time is high (which device's lines)"
+
+    span: float  # seconds the counts cover
+    cpus: dict  # str(cpu) -> [[line, name, per_s], ...]
+
+
+@dataclass
+class Hogs(Section):
+    """The processes that took a large share of a CPU this tick (>= 20%), looked at closer: their
+    scheduling class (a SCHED_FIFO/RR task can starve ksoftirqd), and whether their cgroup's CPU
+    quota throttled them (cpu.stat nr_throttled, throttled time). At most 8 a tick: bounded."""
+
+    FIELD = "hogs"
+    NO_METRICS = "per-process labels would be unbounded: in dump and in explain's evidence"
+    WEB = "not shown: explain's evidence for the processes on a hot core (class, throttling)"
+
+    rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms"}]

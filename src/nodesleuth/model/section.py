@@ -22,6 +22,7 @@ class Section:
     FIELD: ClassVar[str] = ""
     METRICS: ClassVar[tuple[Metric, ...]] = ()
     WEB: ClassVar[str] = ""  # "panel:NAME" (web/panels/NAME.py) or "not shown: why"
+    NO_METRICS: ClassVar[str] = ""  # why a section with no METRICS is not exported
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

@@ -127,7 +127,7 @@ def driver_stats(root: Root, ifname: str, ioctl: EthtoolStats | None = None) -> 
     if not exe:
         return {}
     cmd = [exe, "-S", ifname]
-    if not root.same_ns("net"):
+    if not root.same_netdev(ifname):  # this namespace has another interface of that name, or none
         cmd = ["nsenter", f"--net={root.ns(1, 'net')}", "--"] + cmd
     try:
         p = run(cmd, timeout=5)

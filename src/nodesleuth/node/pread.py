@@ -1,8 +1,8 @@
 """Re-reading the same kernel files every second without opening them every second.
 
 procfs and sysfs regenerate a file's content on every read from offset 0, so a file opened once and
-read with pread(fd, n, 0) each tick gives the same bytes as open+read+close at a tenth of the cost
-(measured here: /proc/PID/schedstat 20 us -> 1.2 us; /proc/meminfo 18 -> 7 us). A fixture tree's
+read with pread(fd, n, 0) each tick gives the same bytes as open+read+close for a fraction of the
+cost (benchmarks/results/summary.md, design measurements). A fixture tree's
 files may be replaced (os.replace) between reads: under a root other than "/" each read checks the
 open file's link count and re-opens a replaced (unlinked) file. Errors are the caller's: OSError as from open().
 """

@@ -68,13 +68,35 @@ class Root:
         """The namespace file of `pid` as seen through this root (`/host/proc/1/ns/net`)."""
         return self.join(f"/proc/{pid}/ns/{kind}")
 
-    def same_ns(self, kind: str, pid: int = 1) -> bool:
-        """Whether this process already shares `pid`'s namespace of that kind (compared by inode)."""
+    def same_ns(self, kind: str, pid: int = 1) -> bool | None:
+        """Whether this process already shares `pid`'s namespace of that kind (compared by inode); None
+        when PID's namespace cannot be looked at (a hardened PID 1 refuses even root: EACCES)."""
+        if self.here and pid == 1:
+            try:
+                a, b = os.stat("/proc/self/ns/" + kind), os.stat(f"/proc/1/ns/{kind}")
+            except OSError:
+                return True  # our own root: our namespace is the one read
+            return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
         try:
             a, b = os.stat(f"/proc/self/ns/{kind}"), os.stat(self.ns(pid, kind))
         except OSError:
-            return self.here
+            return None
         return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+    def same_netdev(self, ifname: str) -> bool:
+        """Whether interface `ifname` of this root is the one this process's network namespace has
+        under that name (same ifindex and address): then asking it by name here (an ethtool ioctl)
+        asks the host's, with host networking, even where PID 1's namespace cannot be looked at."""
+        if self.here:
+            return True
+        try:
+            for f in ("ifindex", "address"):
+                with open(f"/sys/class/net/{ifname}/{f}") as a, open(self.join(f"/sys/class/net/{ifname}/{f}")) as b:
+                    if a.read() != b.read():
+                        return False
+        except OSError:
+            return False
+        return True
 
     def hostname(self) -> str:
         """The host's name: ours on `/`; through a mount the host's own (/etc/hostname, not the

@@ -57,6 +57,8 @@ def systemd_available(root: Root, ns_pid: int | None) -> bool:
                 return False
     except OSError:
         return False
+    if root.kind == "host":  # the host's own systemctl runs inside its mount namespace: ours need not exist
+        return bool(shutil.which("nsenter")) and any(root.exists(p) for p in ("/usr/bin/systemctl", "/bin/systemctl"))
     return bool(shutil.which("systemctl") and (pid == 1 and root.here or shutil.which("nsenter")))
 
 

@@ -7,8 +7,8 @@ import numpy as np
 
 def distinct(a: np.ndarray) -> np.ndarray:
     """np.unique(a) for a 1-D integer array: the sorted distinct values. numpy 2's plain np.unique asks
-    np.ma.is_masked, whose first use imports numpy.ma (16-27 ms of CPU here, once per process: a
-    tenth of a one-second flame query's budget, and part of every `profile run`'s start)."""
+    np.ma.is_masked, whose first use imports numpy.ma (once per process: a noticeable part of a flame
+    query's budget and of every `profile run`'s start; benchmarks/results/summary.md)."""
     s = np.sort(a, kind="stable")
     if len(s) < 2:
         return s

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .. import __version__
+
 import numpy as np
 
 from .query import Filter, Samples
@@ -33,7 +35,7 @@ def speedscope(s: Samples, f: Filter, name: str = "nodesleuth", by: str = "cpu")
                          "startValue": 0, "endValue": len(samples), "samples": samples, "weights": weights})
     return {"$schema": "https://www.speedscope.app/file-format-schema.json",
             "shared": {"frames": [{"name": k} for k in frames]}, "profiles": profiles, "name": name,
-            "activeProfileIndex": busiest, "exporter": "nodesleuth@0.1.0"}
+            "activeProfileIndex": busiest, "exporter": f"nodesleuth@{__version__}"}
 
 
 def collapsed_cpu(s: Samples, f: Filter) -> Counter:

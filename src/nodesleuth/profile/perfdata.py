@@ -210,9 +210,21 @@ class PerfStream:
 
     def _attr(self, rec: bytes) -> None:
         # perf_event_attr: type u32, size u32, config, sample_period, sample_type, read_format, flags
+        typ, config = struct.unpack_from("<I", rec, 8)[0], Q.unpack_from(rec, 8 + 8)[0]
         sample_type = Q.unpack_from(rec, 8 + 24)[0]
         flags = Q.unpack_from(rec, 8 + 40)[0]
+        if typ == 1 and config == 9:
+            # PERF_COUNT_SW_DUMMY: perf >= 6.x adds it for side-band records (mmap, comm, ...) with -a;
+            # it makes no samples (no callchain either) and its sample_id trailer must match ours
+            trailer = sample_type & (S_TID | S_TIME | S_ID | S_CPU | S_IDENTIFIER)
+            if self.lo is not None and trailer != self.lo.sample_type & (S_TID | S_TIME | S_ID | S_CPU | S_IDENTIFIER):
+                raise InputError("perf record -o -", "a side-band event with another sample_id layout")
+            self.dummy_trailer = trailer
+            return
         lo = Layout.of(sample_type, bool(flags & (1 << 18)))
+        dt = getattr(self, "dummy_trailer", None)
+        if dt is not None and dt != sample_type & (S_TID | S_TIME | S_ID | S_CPU | S_IDENTIFIER):
+            raise InputError("perf record -o -", "a side-band event with another sample_id layout")
         if self.lo is not None and (self.lo.sample_type, self.lo.id_time_from_end) != (
                 lo.sample_type, lo.id_time_from_end):
             raise InputError("perf record -o -", "events with different sample_type")

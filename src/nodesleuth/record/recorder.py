@@ -15,6 +15,7 @@ from ..node.root import Root
 from ..model.errors import InputError
 from ..collect.sampler import RECORD, Sampler
 from ..store.codec import Encoder
+from ..collect.cgroups import UNMOUNTED
 from ..store.catalog import ROLLUP, TICKS
 from ..store.rollup import Rollup
 from ..store.store import StoreWriter
@@ -120,7 +121,8 @@ class Recorder:
         for section, why in self.sampler.problems.items():
             if section not in self._unread_said:
                 self._unread_said.add(section)
-                print(f"nodesleuth: warning: could not read {section}: {why}; recording without it",
+                print(f"nodesleuth: note: {section}: {why}" if section == UNMOUNTED else
+                      f"nodesleuth: warning: could not read {section}: {why}; recording without it",
                       file=sys.stderr, flush=True)
 
     def run(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from ..collect.posture import describe
 from ..detect.check import CheckResult
 
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -20,6 +21,8 @@ def render(res: CheckResult, console: Console | None = None) -> None:
                   f"{', '.join(res.unread)} (status unknown)[/yellow]")
     else:
         con.print(f"[green]{head}: this node looks healthy[/green]")
+    if res.root.get("kind") not in (None, "live"):
+        con.print(f"root: {res.root['description']}", markup=False)
     for f in res.findings:
         con.print(f"\n[{STYLE.get(f.severity, '')}]{f.severity.upper():8}[/] {f.title}", markup=True)
         for e in f.evidence:
@@ -35,6 +38,9 @@ def render(res: CheckResult, console: Console | None = None) -> None:
         if hottest:
             line += f"; hottest CPU {hottest[0]} {hottest[1]['busy']:.0f}%"
         con.print(line, markup=False)
+    if res.posture is not None:
+        for line in describe(res.posture):
+            con.print(f"zombie posture: {line}", markup=False)
     for n in res.notes:
         con.print(f"note: {n}", markup=False, style="dim")
 

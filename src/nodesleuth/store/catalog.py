@@ -28,8 +28,8 @@ class Stream:
         return self.name
 
 
-# zstd level 3 for ticks: a tick compresses in 0.06 ms at 3 against 0.22 ms at 6 for 8% more bytes,
-# and it runs every second (benchmarks/results/summary.md)
+# zstd level 3 for ticks: several times cheaper than 6 for a few % more bytes, and it runs every
+# second (benchmarks/results/summary.md)
 TICKS = Stream("ticks", "model.records.Tick", "JSON by field name, schema 2 (store/codec.py)", "1s", level=3)
 ROLLUP = Stream("rollup", "model.records.RollupMinute", "JSON object per minute (store/rollup.py)", "1min")
 CHURN = Stream("churn", "model.records.CgEvent", "field-name table per perf chunk (store/churn.py)", "event")

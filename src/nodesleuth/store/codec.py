@@ -62,11 +62,6 @@ def untable(d: dict | None, cls, where: str = "record") -> list:
     return out
 
 
-def _obj(cls, d: dict):
-    known = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in d.items() if k in known})
-
-
 class Encoder:
     def __init__(self):
         self._nic = None

@@ -17,6 +17,7 @@ from ..store import query as sq, rollup
 from ..store.catalog import PROFILE, ROLLUP, TICKS
 from ..store.store import StoreReader
 from .panels import panels
+from ..model.records import SECTIONS
 from ..model.thresholds import THRESHOLDS
 
 TICKS_MAX_SPAN = 2 * 3600.0
@@ -50,6 +51,7 @@ NOT_FROM_TICK = {
     "nics": "their trouble shows as kernel events and incidents; counters are in dump and /metrics",
     "units": "shown by explain's chain (creator -> unit), not as a series",
     "nic_irqs": "in dump and the recording; the starvation chart shows NET_RX/NET_TX per second",
+    **{name: cls.WEB for name, cls in SECTIONS.items() if cls.WEB.startswith("not shown: ")},
 }
 
 

@@ -506,9 +506,14 @@ async function loadIncidents() {
     const core = inc.links.find(l => l.name === "saturated_core" && l.data && l.data.cpu !== undefined);
     const esc = t => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;");
     div.innerHTML = `<h3>Incident ${i + 1}: ${esc(inc.title)}</h3><p>${inc.iso} (${inc.kind})` +
-      (inc.root_cause ? ` &mdash; <b>root cause (proven end to end): ${esc(inc.root_cause)}</b>`
+      (inc.root_cause ? ` &mdash; <b>root cause (proven end to end, ${inc.family}): ${esc(inc.root_cause)}</b>`
                       : ` &mdash; no root cause proven; leading explanation: <b>${esc(inc.leading)}</b>`) + `</p>` +
-      (inc.rejected.length ? `<p class="rejected">rejected: ${inc.rejected.map(esc).join("; ")}</p>` : "");
+      (inc.rejected.length ? `<p class="rejected">rejected: ${inc.rejected.map(esc).join("; ")}</p>` : "") +
+      (inc.hypotheses && inc.hypotheses.length ? `<table class="hypotheses"><tr><th>family</th><th>verdict</th>` +
+        `<th>share of the excess</th><th>hypothesis</th></tr>` + inc.hypotheses.map(h =>
+          `<tr class="${h.verdict}" data-family="${h.family}"><td>${h.family}</td><td>${h.verdict.replace("_", " ")}</td>` +
+          `<td>${h.share === null ? "?" : Math.round(100 * h.share) + "%"}</td><td>${esc(h.summary)}</td></tr>`).join("") +
+        `</table>` : "") + (inc.notes || []).map(n => `<p class="note">${esc(n)}</p>`).join("");
     const tbl = document.createElement("table");
     inc.links.forEach(l => {
       const tr = document.createElement("tr"); tr.className = l.verdict; tr.dataset.link = l.name;

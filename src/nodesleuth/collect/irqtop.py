@@ -1,0 +1,79 @@
+"""Whose interrupts each CPU serves: /proc/interrupts in full every IRQTOP_EVERY ticks (the kernel
+formats every line for every CPU: costly on big nodes, so not every second), the busiest lines per
+CPU since the previous full read."""
+
+from __future__ import annotations
+
+import time
+
+from ..model.records import IrqTop
+from ..node.pread import Preader, read_text
+from ..node.root import Root
+from .registry import collector
+
+EVERY = 5  # ticks between full reads
+TOP = 3
+MIN_PER_S = 100.0
+
+
+def parse_all_interrupts(text: str) -> tuple[list[int], dict[str, tuple[str, list[int]]]]:
+    """(the CPU numbers of the columns, line -> (name, per-CPU counts)) for every line of
+    /proc/interrupts (numbered device lines and the named ones: LOC, RES, CAL, TLB...)."""
+    lines = text.splitlines()
+    if not lines:
+        return [], {}
+    cpus = [int(c[3:]) for c in lines[0].split() if c.startswith("CPU") and c[3:].isdigit()]
+    n = len(cpus)
+    out = {}
+    for ln in lines[1:]:
+        key, sep, rest = ln.partition(":")
+        if not sep:
+            continue
+        parts = rest.split()
+        counts = []
+        for p in parts[:n]:
+            if not p.isdigit():
+                break
+            counts.append(int(p))
+        if not counts:
+            continue
+        name = " ".join(parts[len(counts):])
+        out[key.strip()] = (name, counts + [0] * (n - len(counts)))
+    return cpus, out
+
+
+@collector("irqtop", every=EVERY)
+class IrqTopReader:
+    def __init__(self, root: Root, reader: Preader):
+        self.root, self.reader = root, reader
+        self.prev: tuple[float, list[int], dict] | None = None
+
+    def _read(self):
+        text = read_text(self.reader, self.root, "/proc/interrupts", one_record=False)
+        return (time.monotonic(), *parse_all_interrupts(text))
+
+    def prime(self) -> None:
+        self.prev = self._read()
+
+    def read(self, interval: float, seen=None) -> IrqTop | None:
+        cur = self._read()
+        prev, self.prev = self.prev, cur
+        if prev is None:
+            return None
+        span = max(1e-3, cur[0] - prev[0])
+        cpus, lines = cur[1], cur[2]
+        if cpus != prev[1]:  # a CPU came or went: columns moved; next time
+            return IrqTop(span, {})
+        top: dict[str, list] = {}
+        for key, (name, counts) in lines.items():
+            old = prev[2].get(key)
+            if old is None:
+                continue
+            for i, c in enumerate(cpus):
+                rate = (counts[i] - old[1][i]) / span
+                if rate >= MIN_PER_S:
+                    top.setdefault(str(c), []).append([key, name, round(rate, 1)])
+        return IrqTop(round(span, 2), {c: sorted(v, key=lambda x: -x[2])[:TOP] for c, v in top.items()})
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,45 @@
+"""Reclaim and paging, node-wide, every tick: a handful of /proc/vmstat counters (one pread)."""
+
+from __future__ import annotations
+
+from ..model.records import Vmstat
+from ..node.pread import Preader, read_text
+from ..node.root import Root
+from .registry import collector
+
+
+def parse_vmstat(text: str) -> dict[str, int]:
+    """The counters of Vmstat.KEYS this kernel prints (allocstall: the sum of allocstall_<zone>,
+    one line per zone since 4.10, a single `allocstall` before)."""
+    out: dict[str, int] = {}
+    want = set(Vmstat.KEYS)
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if k.startswith("allocstall"):
+            out["allocstall"] = out.get("allocstall", 0) + int(v or 0)
+        elif k in want:
+            out[k] = int(v or 0)
+    return out
+
+
+@collector("vmstat")
+class VmstatReader:
+    def __init__(self, root: Root, reader: Preader):
+        self.root, self.reader = root, reader
+        self.prev: dict[str, int] | None = None
+
+    def _read(self) -> dict[str, int]:
+        return parse_vmstat(read_text(self.reader, self.root, "/proc/vmstat"))
+
+    def prime(self) -> None:
+        self.prev = self._read()
+
+    def read(self, interval: float, seen=None) -> Vmstat | None:
+        cur = self._read()
+        prev, self.prev = self.prev, cur
+        if prev is None:
+            return None
+        return Vmstat({k: max(0, v - prev.get(k, v)) for k, v in cur.items()}, cur)
+
+    def close(self) -> None:
+        pass

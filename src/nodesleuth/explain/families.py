@@ -1,0 +1,273 @@
+"""What else can saturate a core, each measured on the recording: one hypothesis per family, with the
+share of the core's excess busy time it explains, a verdict, and a root cause only when its own rule
+holds end to end. explain/chain.py names the best proven one as the leading explanation and lists the
+others, with their numbers, as rejected.
+
+| family | share measured as | root cause when |
+|---|---|---|
+| memcg_walk | memory-cgroup code on the core (the chain's resource link) | creator and unit proven (chain.py) |
+| reclaim | page-reclaim code on the core, while few memcgs are dying | never: the pressure's source is not in the data |
+| softirq | the core's %soft (mpstat) | one softirq is >= half of them, and one interrupt line its CPU serves is >= half |
+| irq | the core's %irq | one interrupt line is >= half of the CPU's interrupts |
+| rt | SCHED_FIFO/RR processes' share of the core | one process >= PROVE (it and its class are the cause) |
+| lock | kernel lock spinning on the core | never: the lock's holder is not in the data |
+| user | one process in user space | one process >= PROVE of the excess, >= half of it in user space |
+| kernel | one process in kernel code none of the above | one process >= PROVE, >= half of it in the kernel |
+
+Shares are of the core's busy time above what the other CPUs averaged (the part that needs
+explaining), capped at 1; a hypothesis without the data it needs is `unknown`, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..detect.incidents import _window
+from ..detect.proof import verdict
+from ..model.thresholds import NOT_PROVEN, PROVE, PROVEN, UNKNOWN, ZOMBIE_WARN
+
+RT = ("fifo", "rr", "deadline")
+
+
+@dataclass
+class Hypothesis:
+    family: str
+    share: float | None  # of the core's excess busy time, 0..1
+    verdict: str
+    summary: str  # the sentence a leading explanation is made of
+    cause: str | None = None  # named only when the family's own rule holds end to end
+    rule: str = ""
+    evidence: list[str] = field(default_factory=list)
+    data: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "share": None if self.share is None else round(self.share, 4),
+                "verdict": self.verdict, "summary": self.summary, "cause": self.cause, "rule": self.rule,
+                "evidence": self.evidence, "data": self.data}
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def _excess(ep) -> float:
+    return max(1e-9, ep.excess / 100)
+
+
+def _ticks(rec, ep) -> list:
+    return _window(rec.ticks, ep.start, ep.end)
+
+
+def _memcg(links: dict, ep, prof) -> Hypothesis:
+    res = links["resource"]
+    dying = (res.data or {}).get("dying")
+    return Hypothesis("memcg_walk", res.share, res.verdict, res.summary, None, res.rule, [],
+                      {"dying": dying, "creator": links["creator"].verdict, "unit": links["unit_loop"].verdict})
+
+
+def _reclaim(rec, ep, prof, dying: int | None) -> Hypothesis:
+    rule = (f"page-reclaim code >= {pct(PROVE)} of the core's excess busy time while fewer than {ZOMBIE_WARN} memory "
+            "cgroups are dying (with more, it is the memcg walk's); no root cause: what made the pressure is not "
+            "in the data")
+    pg = [t.vmstat.deltas for t in _ticks(rec, ep) if getattr(t, "vmstat", None) is not None]
+    scan = {k: sum(d.get(k, 0) for d in pg) for k in ("pgscan_direct", "pgscan_kswapd", "allocstall")} if pg else None
+    ev = [f"/proc/vmstat over the episode: {scan['pgscan_direct']} pages scanned by direct reclaim, "
+          f"{scan['pgscan_kswapd']} by kswapd, {scan['allocstall']} allocation stalls"] if scan else []
+    if prof is None:
+        return Hypothesis("reclaim", None, UNKNOWN, f"no profile of CPU {ep.cpu}: reclaim's share unknown",
+                          None, rule, ev, {"vmstat": scan})
+    share = min(1.0, prof.reclaim / (prof.n + prof.lost) / _excess(ep))
+    vd = verdict(share)
+    if dying is not None and dying >= ZOMBIE_WARN and vd == PROVEN:
+        vd = NOT_PROVEN  # the same samples are the memcg walk's, with that many zombies
+        ev.append(f"{dying} memory cgroups are dying: the reclaim time is the memcg walk's (family memcg_walk)")
+    who = max(((p, v[0], v[1]) for p, v in prof.by_pid.items()), key=lambda x: x[2], default=None)
+    summary = (f"page reclaim {pct(prof.reclaim / max(1, prof.n))} of CPU {ep.cpu}'s samples"
+               + (f", mostly by {who[1]} (pid {who[0]})" if who else "")
+               + (f"; {scan['pgscan_direct']} pages scanned directly" if scan else ""))
+    return Hypothesis("reclaim", share, vd, summary, None, rule, ev,
+                      {"vmstat": scan, "samples": prof.reclaim, "dying": dying})
+
+
+def _softirq_rates(rec, ep) -> Counter:
+    rates: Counter = Counter()
+    secs = 0.0
+    for t in _ticks(rec, ep):
+        if t.softirqs:
+            secs += t.interval
+            for name, row in t.softirqs.items():
+                if ep.cpu < len(row):
+                    rates[name] += row[ep.cpu]
+    return Counter({k: v / secs for k, v in rates.items()}) if secs else Counter()
+
+
+def _irq_lines(rec, ep) -> list:
+    """The interrupt lines the core served in (or just around) the episode: [line, name, per_s], busiest first."""
+    best: dict = {}
+    for t in _window(rec.ticks, ep.start - 6, ep.end + 6):
+        it = getattr(t, "irqtop", None)
+        if it is None:
+            continue
+        for line, name, per_s in it.cpus.get(str(ep.cpu), []):
+            if per_s > best.get(line, (None, 0))[1]:
+                best[line] = (name, per_s)
+    return sorted(([k, n, r] for k, (n, r) in best.items()), key=lambda x: -x[2])
+
+
+def _softirq(rec, ep) -> Hypothesis:
+    rule = (f"softirq time (mpstat %soft) >= {pct(PROVE)} of the core's excess busy time; the cause is named when "
+            "one softirq is >= half of the core's and one interrupt line is >= half of its interrupts")
+    share = min(1.0, (ep.soft_mean / 100) / _excess(ep))
+    rates = _softirq_rates(rec, ep)
+    ev = [f"CPU {ep.cpu}: softirq {ep.soft_mean:.0f}% of its time, irq {ep.irq_mean:.0f}%"]
+    top = rates.most_common(3)
+    if top:
+        ev.append("softirqs per second on it: " + ", ".join(f"{k} {v:.0f}" for k, v in top))
+    lines = _irq_lines(rec, ep)
+    if lines:
+        ev.append("interrupt lines it served: " + ", ".join(f"{k} ({n}) {r:.0f}/s" for k, n, r in lines[:3]))
+    sq = [t.softnet.of(ep.cpu) for t in _ticks(rec, ep) if getattr(t, "softnet", None) is not None]
+    if sq:
+        ev.append(f"softnet_stat on CPU {ep.cpu}: time_squeeze {sum(x.get('time_squeeze', 0) for x in sq)}, "
+                  f"dropped {sum(x.get('dropped', 0) for x in sq)}, processed {sum(x.get('processed', 0) for x in sq)}")
+    vd = verdict(share)
+    cause = None
+    which = top[0][0] if top else "softirq"
+    if vd == PROVEN and top and top[0][1] >= 0.5 * sum(rates.values()):
+        total_irq = sum(r for _, _, r in lines)
+        if lines and lines[0][2] >= 0.5 * total_irq:
+            cause = f"{which} softirq on CPU {ep.cpu} from interrupt line {lines[0][0]} ({lines[0][1]})"
+    summary = (f"{which} softirq {ep.soft_mean:.0f}% of CPU {ep.cpu}" + (f", {top[0][1]:.0f}/s" if top else "")
+               + (f"; interrupts from {lines[0][1]} (line {lines[0][0]})" if lines else ""))
+    return Hypothesis("softirq", share, vd, summary, cause, rule, ev,
+                      {"softirqs_per_s": {k: round(v) for k, v in top}, "irq_lines": lines[:3]})
+
+
+def _irq(rec, ep) -> Hypothesis:
+    rule = (f"hard-interrupt time (mpstat %irq) >= {pct(PROVE)} of the core's excess busy time; the cause is the "
+            "line that is >= half of the interrupts the CPU served")
+    share = min(1.0, (ep.irq_mean / 100) / _excess(ep))
+    lines = _irq_lines(rec, ep)
+    vd = verdict(share)
+    cause = None
+    total = sum(r for _, _, r in lines)
+    if vd == PROVEN and lines and lines[0][2] >= 0.5 * total:
+        cause = f"interrupt line {lines[0][0]} ({lines[0][1]}) on CPU {ep.cpu}"
+    ev = ["interrupt lines it served: " + ", ".join(f"{k} ({n}) {r:.0f}/s" for k, n, r in lines[:3])] if lines else []
+    return Hypothesis("irq", share, vd, f"hard interrupts {ep.irq_mean:.0f}% of CPU {ep.cpu}"
+                      + (f", mostly {lines[0][1]}" if lines else ""), cause, rule, ev, {"irq_lines": lines[:3]})
+
+
+def _hog_rows(rec, ep) -> list[dict]:
+    rows = []
+    for t in _ticks(rec, ep):
+        h = getattr(t, "hogs", None)
+        if h is not None:
+            rows += [r for r in h.rows if r["cpu"] == ep.cpu]
+    return rows
+
+
+def _rt(rec, ep, victim: dict) -> Hypothesis:
+    rule = (f"processes of a real-time class (SCHED_FIFO/RR/DEADLINE) take >= {pct(PROVE)} of the core's excess busy "
+            "time; one such process is the cause (ksoftirqd's wait on the core is the victim's measure)")
+    rows = [r for r in _hog_rows(rec, ep) if r.get("policy") in RT]
+    secs = max(1e-9, sum(t.interval for t in _ticks(rec, ep)))
+    if not _hog_rows(rec, ep):
+        return Hypothesis("rt", None, UNKNOWN, "scheduling classes of the core's processes not recorded", None, rule)
+    by = Counter()
+    for r in rows:
+        by[(r["pid"], r["comm"], r["policy"], r["rt_priority"])] += r["pct"]
+    n = max(1, len({t.time for t in _ticks(rec, ep)}))
+    if not by:
+        return Hypothesis("rt", 0.0, NOT_PROVEN, f"no real-time process held CPU {ep.cpu}", None, rule)
+    (pid, comm, pol, prio), tot = by.most_common(1)[0]
+    share = min(1.0, (tot / n / 100) / _excess(ep))
+    vd = verdict(share)
+    wait = victim.get("ksoftirqd_wait_share")
+    ev = [f"{comm} (pid {pid}) SCHED_{pol.upper()} priority {prio}: {tot / n:.0f}% of CPU {ep.cpu}"]
+    if wait is not None:
+        ev.append(f"ksoftirqd/{ep.cpu} waited {pct(wait)} of the episode for its CPU")
+    cause = f"{comm} (pid {pid}), SCHED_{pol.upper()} priority {prio}" if vd == PROVEN else None
+    return Hypothesis("rt", share, vd, f"real-time {comm} (pid {pid}, SCHED_{pol.upper()} {prio}) "
+                      f"{tot / n:.0f}% of CPU {ep.cpu}" + (f", ksoftirqd waited {pct(wait)}" if wait else ""),
+                      cause, rule, ev, {"pid": pid, "comm": comm, "policy": pol, "rt_priority": prio,
+                                        "ksoftirqd_wait_share": wait, "seconds": round(secs, 1)})
+
+
+def _lock(ep, prof) -> Hypothesis:
+    rule = (f"spinning on a kernel lock >= {pct(PROVE)} of the core's excess busy time; no root cause: the lock's "
+            "holder is not in the data")
+    if prof is None:
+        return Hypothesis("lock", None, UNKNOWN, f"no profile of CPU {ep.cpu}", None, rule)
+    share = min(1.0, prof.lock / (prof.n + prof.lost) / _excess(ep))
+    spin = [r for r in prof.top if r.get("kernel") and any(k in r["function"] for k in ("spin", "osq_lock", "mutex",
+                                                                                        "rwsem", "lock_slowpath"))]
+    return Hypothesis("lock", share, verdict(share), f"kernel lock contention {pct(prof.lock / max(1, prof.n))} of CPU "
+                      f"{ep.cpu}'s samples" + (f" ({spin[0]['function']})" if spin else ""), None, rule,
+                      [f"{r['function']}: self {r['self_pct']:.0f}%" for r in spin[:3]], {"samples": prof.lock})
+
+
+def _process(ep, prof, procs_link, kernel: bool) -> Hypothesis:
+    fam = "kernel" if kernel else "user"
+    rule = (f"one process takes >= {pct(PROVE)} of the core's excess busy time, >= half of it "
+            + ("in kernel code that is not memcg, reclaim, softirq or lock spinning" if kernel else "in user space"))
+    if prof is not None:
+        tot = prof.n + prof.lost
+        best = None
+        for pid, (comm, c, k, mc) in prof.by_pid.items():
+            own = prof.kernel_of.get(pid, 0) if kernel else c - k
+            if best is None or own > best[3]:
+                best = (pid, comm, c, own)
+        if best is None:
+            return Hypothesis(fam, 0.0, NOT_PROVEN, f"no process on CPU {ep.cpu}", None, rule)
+        pid, comm, c, own = best
+        share = min(1.0, own / tot / _excess(ep))
+        frac = own / max(1, c)
+        vd = verdict(share) if frac >= 0.5 else NOT_PROVEN if share >= PROVE else verdict(share)
+        where = "in the kernel" if kernel else "in user space"
+        fn = next((r["function"] for r in prof.top if bool(r.get("kernel")) == kernel), None)
+        summary = (f"{comm} (pid {pid}) {pct(c / max(1, prof.n))} of CPU {ep.cpu}, {pct(frac)} of it {where}"
+                   + (f" (hottest {fn})" if fn else ""))
+        cause = f"{comm} (pid {pid}), {where}" + (f": {fn}" if fn and kernel else "") if vd == PROVEN else None
+        return Hypothesis(fam, share, vd, summary, cause, rule, [], {"pid": pid, "comm": comm, "fraction": round(frac, 3)})
+    top = (procs_link.data or {}).get("top") if procs_link else None
+    if not top:
+        return Hypothesis(fam, None, UNKNOWN, f"no per-process data on CPU {ep.cpu}", None, rule)
+    # no profile: /proc's per-process share, and the core's usr vs sys split for where it ran
+    p = top[0]
+    part = ep.sys_mean if kernel else ep.usr_mean
+    frac = part / max(1e-9, ep.busy_mean)
+    share = min(1.0, p["cpu_share"] * frac / _excess(ep))
+    vd = verdict(share) if frac >= 0.5 else NOT_PROVEN
+    where = "in the kernel" if kernel else "in user space"
+    return Hypothesis(fam, share, vd, f"{p['comm']} (pid {p['pid']}) {pct(p['cpu_share'])} of CPU {ep.cpu}, the core "
+                      f"{pct(frac)} {where} (/proc; no profile)", f"{p['comm']} (pid {p['pid']}), {where}"
+                      if vd == PROVEN else None, rule, [], {"pid": p["pid"], "comm": p["comm"], "source": "proc"})
+
+
+def _throttle(rec, ep) -> list[str]:
+    """Throttling is evidence about a process, not a cause of a hot core (a quota caps a process below
+    a core): said beside the hypotheses."""
+    out = []
+    seen = {}
+    for r in _hog_rows(rec, ep):
+        if r.get("nr_throttled"):
+            k = (r["pid"], r["comm"], r.get("cgroup"))
+            n, ms = seen.get(k, (0, 0.0))
+            seen[k] = (n + r["nr_throttled"], ms + (r.get("throttled_ms") or 0.0))
+    for (pid, comm, cg), (n, ms) in seen.items():
+        out.append(f"{comm} (pid {pid}) was throttled {n} times ({ms:.0f} ms) by the CPU quota of {cg}")
+    return out
+
+
+def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypothesis], list[str]]:
+    """Every family's hypothesis for this episode, most explaining first, and notes (throttling)."""
+    res = links.get("resource")
+    dying = (res.data or {}).get("dying") if res else None
+    hs = [_memcg(links, ep, prof), _reclaim(rec, ep, prof, dying), _softirq(rec, ep), _irq(rec, ep),
+          _rt(rec, ep, victim), _lock(ep, prof), _process(ep, prof, links.get("processes"), False),
+          _process(ep, prof, links.get("processes"), True)]
+    order = {PROVEN: 0, "contributing": 1, NOT_PROVEN: 2, UNKNOWN: 3}
+    hs.sort(key=lambda h: (order.get(h.verdict, 4), -(h.share or 0.0)))
+    return hs, _throttle(rec, ep)
