@@ -277,7 +277,7 @@ def test_hot_core_finding_says_what_it_left_undone(busy_loop):
         p = busy_loop(cpu=1, comm="ns-busyloop")
         k0 = _kernel_softnet()
         lab.flood(5000, 12.0, cpu=0)
-        rc, doc = check_json("--seconds", "6", "--no-trace")
+        rc, doc = check_json("--seconds", "6", "--no-trace-churn")
         k1 = _kernel_softnet()
     assert lab.left() == []
     kernel = (k1[1]["time_squeeze"] - k0[1]["time_squeeze"]) % (1 << 32)

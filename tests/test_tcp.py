@@ -198,7 +198,9 @@ def test_explain_says_what_a_nic_reset_did_to_the_connections(tmp_path):
                                 "--quiet", "--kmsg", kmsg.path], stderr=subprocess.PIPE)
         time.sleep(2)
         streams = lab.streams(2, 40, seconds=20)
-        time.sleep(14)
+        time.sleep(1)
+        b0 = lab.counters(lab.snd)
+        time.sleep(13)
         t_reset = kmsg.write(ENA)
         lab.loss(5301, 0.05)
         k0 = lab.counters(lab.snd)
@@ -215,11 +217,14 @@ def test_explain_says_what_a_nic_reset_did_to_the_connections(tmp_path):
     lk = inc["links"][2]
     kernel = k1["Tcp_RetransSegs"] - k0["Tcp_RetransSegs"]
     print(f"reset at {t_reset:.1f}; kernel RetransSegs in the sender netns over the 5 s: +{kernel}; impact: "
-          f"{lk['verdict']} {lk['summary']}")
+          f"{lk['verdict']} {lk['summary']}; before: {lk['data']['before_retrans_per_s']}/s")
     assert lk["verdict"] == "proven", lk
     n = lk["data"]["counters"]["Tcp_RetransSegs"]
     assert n > 0 and abs(n - kernel) <= max(20, kernel // 3)  # the same 5 s give or take a second's edge
-    assert lk["data"]["before_retrans_per_s"] < 1 and lk["data"]["retrans_per_s"] >= 3
+    # the minute before holds every netns's retransmits (other jobs' on a shared machine too): the rule's
+    # 3x is what the verdict says, and the streams' own netns was clean before the loss began
+    assert lk["data"]["retrans_per_s"] >= 3 * lk["data"]["before_retrans_per_s"]
+    assert b0["Tcp_RetransSegs"] == k0["Tcp_RetransSegs"]
     top = lk["data"]["by_process"][0]
     assert top["pid"] == sender and top["comm"] == "ns-tcp-send" and top["connections"] == 2
     assert f"ns-tcp-send (pid {sender})" in lk["summary"] and "in the 5 s after the NIC event" in lk["summary"]
