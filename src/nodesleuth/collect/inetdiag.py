@@ -2,8 +2,9 @@
 
 Written for nodesleuth from the kernel's UAPI headers (include/uapi/linux/{inet_diag,sock_diag,netlink,
 tcp}.h of Debian's linux-source 5.10/6.1/6.12/7.2), adapted from the reference client the issue-29
-research wrote and measured in this project (/work/scratch/victims/persocket/inetdiag.py: 2.3 us a
-socket in Python against 31 us for pyroute2's DiagSocket and 12 us for `ss -tinpOH`).
+research wrote and measured in this project (its persocket/inetdiag.py): fixed offsets into tcp_info and
+no object for a socket that is not kept, because pyroute2's DiagSocket decodes everything (about 30x
+slower there) and `ss -p` resolves every socket's owner.
 
 What one reply carries: `inet_diag_msg` (state, idiag_timer 1 = retransmit/loss-probe timer, idiag_retrans,
 the 4-tuple, uid, inode, the socket cookie that identifies it across scans), `INET_DIAG_INFO` (struct

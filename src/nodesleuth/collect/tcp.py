@@ -1,24 +1,22 @@
 """TCP health per second (section `tcp`), and the connections behind a spike (section `sockets`).
 
 The counters (/proc/net/snmp `Tcp:`, /proc/net/netstat `TcpExt:`) are per network namespace: a pod
-without host networking has its own, and its retransmits never reach the host's (the issue-29 lab:
-10,298 RetransSegs in a pod's netns, 0 in the host's). So `TcpReader` reads the host's netns every
-tick and every other netns through one process in it (/proc/PID/net/*, one PID per distinct
-/proc/*/ns/net inode): at most MAX_NETNS_PER_TICK a tick, the longest unread first (a netns whose
-counters moved at its last read counts its wait double). Its cost, measured here: 0.16 ms for the host's two files, 0.14 ms per netns, and an
-enumeration of /proc/*/ns/net every ENUM_EVERY ticks (one readlink a process: 0.2 ms at 150 processes).
-Through a host root (`--root /host`, Root.kind "host") the host's netns is ROOT/proc/1/net (ROOT/proc/net
-is this container's own: /proc/net is /proc/self/net). A pod's files are opened and closed at each read:
-an fd held open would keep a deleted pod's netns alive.
+without host networking has its own, and its retransmits never reach the host's. So `TcpReader` reads
+the host's netns every tick and every other netns through one process in it (/proc/PID/net/*, one PID
+per distinct /proc/*/ns/net inode, enumerated every ENUM_EVERY ticks): at most MAX_NETNS_PER_TICK a
+tick, the longest unread first (a netns whose trouble counters moved at its last read counts its wait
+double), so the cost a tick is bounded whatever the number of pods. Through a host root (`--root
+/host`, Root.kind "host") the host's netns is ROOT/proc/1/net (ROOT/proc/net is this container's own:
+/proc/net is /proc/self/net). A pod's files are opened and closed at each read: an fd held open would
+keep a deleted pod's netns alive.
 
 `SocketView` runs only when TcpReader saw a spike in a netns (a counter per second above both a floor
 and SPIKE times its own minute-long average): it scans that netns's sockets over inet_diag
 (collect/inetdiag.py), at most once per netns every MIN_GAP seconds and MAX_SCANS_PER_TICK a tick (the
-worst-hit netns first),
-each scan stopped after TIME_BOX seconds or MAX_SOCKETS sockets, and resolves the owner of the KEEP
-worst connections only (a /proc/*/fd scan limited to that netns's processes and OWNER_TIME_BOX). Never
-a scan every second: a full walk of 100k sockets costs 0.58 s of CPU here (`ss -tinOH` 0.49 s, with
-owners `ss -tinpOH` 3.1 s); the time box stops this one at about 96k (benchmarks/socket_view.py).
+worst-hit netns first), each scan stopped after TIME_BOX seconds or MAX_SOCKETS sockets, and resolves
+the owner of the KEEP worst connections only (a /proc/*/fd scan limited to that netns's processes and
+OWNER_TIME_BOX). Never a scan every second: a walk costs about what `ss -tinOH` does, proportional to
+the sockets (benchmarks/socket_view.py; figures in benchmarks/results/summary.md).
 """
 
 from __future__ import annotations
