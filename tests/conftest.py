@@ -197,10 +197,12 @@ def _leak_snapshot() -> tuple[set, set]:
             procs.add((int(d), comm))
     cgs = set()
     base = "/sys/fs/cgroup"
-    for h in os.listdir(base):
-        p = os.path.join(base, h)
-        if os.path.isdir(p) and not os.path.islink(p):
-            cgs |= {os.path.join(p, x) for x in os.listdir(p) if os.path.isdir(os.path.join(p, x))}
+    # v1: the cgroups one level under each hierarchy's mount; pure v2: the cgroups under the root
+    tops = [base] if os.path.exists(os.path.join(base, "cgroup.controllers")) else [
+        os.path.join(base, h) for h in os.listdir(base)
+        if os.path.isdir(os.path.join(base, h)) and not os.path.islink(os.path.join(base, h))]
+    for p in tops:
+        cgs |= {os.path.join(p, x) for x in os.listdir(p) if os.path.isdir(os.path.join(p, x))}
     return procs, cgs
 
 

@@ -619,3 +619,20 @@ def test_journal_binary_fields():
     for name in ("native-binary-o-json.txt", "native-binary-o-json-pretty.txt", "native-binary-o-verbose.txt"):
         r, recs, _ = _read(os.path.join(JOURNAL, name))
         assert recs == [] and r._parser.skipped == 1
+
+
+@pytest.mark.parametrize("name", ["journal/k-o-export.C.txt", "journal/k-o-json-pretty.C.txt",
+                                  "journal/k-o-verbose.C.txt", "dmesg-r.txt", "journalctl-k-o-short-iso.txt"])
+def test_a_flood_bound_read_resumes_after_the_last_record(tmp_path, utc, name):
+    """With at most one record per read (the flood bound), repeated reads hand over every record once, in order,
+    in line forms and in the multi-line journal forms alike."""
+    path = _sample(tmp_path, name.replace("/", "_")) if "/" not in name else os.path.join(DATA, name)
+    whole = KmsgReader(Root("/"), path=path, boot=None)
+    want = [x.message for x in whole.read()[0] + whole.read()[0]]
+    whole.close()
+    r = KmsgReader(Root("/"), path=path, boot=None, max_records=1)
+    got = []
+    for _ in range(len(want) + 3):
+        got += [x.message for x in r.read()[0]]
+    r.close()
+    assert got == want and r.truncated >= len(want) - 1

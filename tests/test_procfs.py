@@ -347,7 +347,13 @@ def test_v1_controllers_without_directories_are_unknown_not_zombies():
     v1 = {c["controller"]: c for c in doc["cgroups"]["v1"]}
     assert v1["cpu"]["tracked"] == 172 and v1["cpu"]["live"] is None and v1["cpu"]["dying"] is None
     assert len(v1) == 12 and all(c["live"] is None for c in v1.values())
-    assert sorted(doc["cgroups"]["unknown"]) == sorted(f"cgroup v1 {c}" for c in v1)
+    # each is unknown: named one by one when the mount table mounts it at a missing directory, and in
+    # the one line about controllers it does not mount at all (not memory: a note, not "could not read")
+    unknown = set(doc["cgroups"]["unknown"])
+    summary = next((n for n in doc["notes"] if n.startswith("cgroup v1 controllers not mounted:")), "")
+    for c in v1:
+        assert f"cgroup v1 {c}" in unknown or (c != "memory" and f" {c}" in summary.split(":", 2)[-1]), (c, unknown,
+                                                                                                          summary)
 
 
 def test_recorded_tree_counts_what_it_has():

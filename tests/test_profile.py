@@ -97,7 +97,9 @@ def test_real_perf_of_a_pinned_loop(tmp_path, spin):
     byp = nodesleuth("flame", "--store", d, "--pid", str(spin.pid), "--format", "folded").stdout
     assert byp and all(ln.startswith("ns-spin;") for ln in byp.splitlines())
     # by cgroup: the loop alone in a memory cgroup of its own
-    cg = f"/sys/fs/cgroup/memory/ns-flame-{os.getpid()}"
+    from conftest import memcg
+
+    cg = os.path.join(memcg().mount, f"ns-flame-{os.getpid()}")  # the memory hierarchy this host has (v1 or v2)
     os.mkdir(cg)
     try:
         with open(os.path.join(cg, "cgroup.procs"), "w") as f:

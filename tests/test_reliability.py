@@ -277,9 +277,15 @@ def test_slow_fsync_delays_durability_not_the_1hz_loop(tmp_path):
     write cost (never bunches them up), resumes, and leaves no damaged frame."""
     img = str(tmp_path / "slow.img")
     mnt = str(tmp_path / "slow")
-    cg = f"/sys/fs/cgroup/blkio/nodesleuth-test-slow-{os.getpid()}"
-    if not os.path.isdir("/sys/fs/cgroup/blkio"):
-        pytest.skip("no cgroup v1 blkio controller to throttle a disk with")
+    # the disk's writes throttled by the io controller of whichever hierarchy this host has: v1 blkio
+    # (blkio.throttle.write_bps_device) or v2 io (io.max wbps, the io controller handed down to it)
+    v1 = os.path.isdir("/sys/fs/cgroup/blkio")
+    base = "/sys/fs/cgroup/blkio" if v1 else "/sys/fs/cgroup"
+    cg = os.path.join(base, f"nodesleuth-test-slow-{os.getpid()}")
+    if not v1 and "io" not in open("/sys/fs/cgroup/cgroup.controllers").read().split():
+        from conftest import missing
+
+        missing("no io controller on either cgroup hierarchy to throttle a disk with")
     with open(img, "wb") as f:
         f.truncate(64 << 20)
     dev = subprocess.run(["losetup", "-f", "--show", img], capture_output=True, text=True, check=True).stdout.strip()
@@ -288,9 +294,12 @@ def test_slow_fsync_delays_durability_not_the_1hz_loop(tmp_path):
         subprocess.run(["mkfs.ext4", "-q", dev], check=True)
         subprocess.run(["mount", dev, mnt], check=True)
         majmin = subprocess.run(["lsblk", "-no", "MAJ:MIN", dev], capture_output=True, text=True).stdout.strip()
+        if not v1:
+            with open(os.path.join(base, "cgroup.subtree_control"), "w") as f:
+                f.write("+io")
         os.makedirs(cg)
-        with open(os.path.join(cg, "blkio.throttle.write_bps_device"), "w") as f:
-            f.write(f"{majmin} 1024")
+        with open(os.path.join(cg, "blkio.throttle.write_bps_device" if v1 else "io.max"), "w") as f:
+            f.write(f"{majmin} 1024" if v1 else f"{majmin} wbps=1024")
         store = os.path.join(mnt, "st")
         start = time.time()
         p = subprocess.run(["sh", "-c", f"echo $$ > {cg}/cgroup.procs && exec {sys.executable} -m nodesleuth record "

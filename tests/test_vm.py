@@ -171,3 +171,25 @@ def test_lab_v2_chain_proven(staged):
     # that all find it running say nothing (None), never the running process's 0
     assert lk["unit_loop"]["data"]["exit_status"] in (1, None), lk["unit_loop"]
     assert lk["unit_loop"]["data"]["tied"] is True and lk["unit_loop"]["data"]["restarts"] >= 5
+
+
+def test_host_tests_that_make_cgroups_pass_on_pure_v2(staged):  # noqa: ARG001 (the kernel fetched)
+    """The host-side tests that make real cgroups (zombie memcgs counted and cleared, the churn trace
+    naming their creator, the live check on a crash-looping unit's cgroups) run unchanged inside the
+    pure-v2 guest: they follow the hierarchy they find (tests/conftest.py memcg(), zombie_finding()),
+    so a v2 host (Debian's default) is tested, not only this machine's v1. pytest runs in the guest
+    over the staged checkout; its summary line comes back."""
+    tests = ["tests/test_check_live.py::test_real_zombie_memcgs_are_counted_then_cleared",
+             "tests/test_check_live.py::test_churn_trace_names_the_creator",
+             "tests/test_pread.py", "tests/test_model.py::test_a_real_recording_shows_every_field_where_it_is_declared"]
+    full = vmrun.stage_source(REPO, full=True)
+    cmd = (f"cd {full} && mkdir -p /tmp/pt && CI=true PYTHONPATH={full}/src $VMRUN_PYTHON -m pytest -q "
+           f"-p no:cacheprovider --basetemp=/tmp/pt/b " + " ".join(tests))
+    r = vmrun.run_in_vm(cmd, cpus=4, mem="3G", timeout=2400)
+    os.makedirs(ART, exist_ok=True)
+    with open(os.path.join(ART, "vm-host-tests-v2.txt"), "w") as f:
+        f.write(f"kernel {r.kernel}\n{r.stdout}\n{r.stderr}")
+    assert r.kernel.startswith("6.12"), r.kernel
+    summary = (r.stdout.strip().splitlines() or [""])[-1]
+    assert r.rc == 0 and " passed" in summary and "failed" not in summary and "error" not in summary, (
+        f"guest {r.kernel} rc {r.rc}: {summary}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}")

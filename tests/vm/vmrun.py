@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Boot a real Debian 6.12 kernel under QEMU TCG and run shell commands in it.
+"""Boot a real Debian kernel (5.10, 6.1, 6.12 or 7.2) under QEMU TCG and run shell commands in it.
 
 Stdlib only (Python 3.11); apt-get / pip are invoked as subprocesses.
 
@@ -18,6 +18,10 @@ Two back ends, same interface:
              host / (read-only) over virtio-9p, puts tmpfs on the writable
              places, mounts cgroup2 and chroots into the host root. Faster
              than vng and has no dependency besides busybox-static.
+
+Kernels (`kernel=` / $NODESLEUTH_VM_KERNEL, default "6.12"): see KERNELS. Cgroup layout
+(`hierarchy=`): "v2" (cgroup_no_v1=all, cgroup2 at /sys/fs/cgroup) or "v1" (systemd's hybrid
+layout: tmpfs at /sys/fs/cgroup, one v1 hierarchy per controller, cgroup2 at /sys/fs/cgroup/unified).
 
 Never uses KVM (see /work/shared/reference/vm-notes.md): TCG only.
 """
@@ -64,13 +68,28 @@ def _host_mirror() -> str:
 MIRROR = os.environ.get("NODESLEUTH_VM_MIRROR") or _host_mirror()
 SUITE = "bookworm-backports"
 KPKG_RE = re.compile(r"^linux-image-6\.12\.[0-9]+\+deb12(\.[0-9]+)?-amd64-unsigned$")
+# kernel generations by name: Debian suite, image package pattern, apt-cache pkgnames prefix.
+# The newest match is taken; an -unsigned package is preferred over the signed one with the same
+# release (sid has only the signed one: its vmlinuz boots under QEMU all the same).
+KERNELS = {
+    "5.10": ("bullseye", re.compile(r"^linux-image-5\.10\.0-[0-9]+-amd64(-unsigned)?$"), "linux-image-5.10.0-"),
+    "6.1": ("bookworm", re.compile(r"^linux-image-6\.1\.0-[0-9]+-amd64(-unsigned)?$"), "linux-image-6.1.0-"),
+    "6.12": (SUITE, KPKG_RE, "linux-image-6.12"),
+    "7.2": ("sid", re.compile(r"^linux-image-7\.2\.[0-9]+(\+deb[0-9]+)?-amd64(-unsigned)?$"), "linux-image-7.2"),
+}
+DEFAULT_KERNEL = "6.12"
+HIERARCHIES = ("v2", "v1")
 HOST_PKGS = {  # binary -> Debian package
     "qemu-system-x86_64": "qemu-system-x86",
     "busybox": "busybox-static",
     "zstd": "zstd",
 }
-# loaded by our initramfs: 9p root, overlays, and an optional ext4 scratch disk (ext4 softdep: crc32c)
-INITRD_MODULES = ["netfs", "9pnet", "9pnet_virtio", "9p", "overlay", "virtio_blk", "crc32c_generic", "ext4"]
+# loaded by our initramfs: 9p root, overlays, and an optional ext4 scratch disk (ext4 softdep: crc32c).
+# Names that a kernel builds in or does not have (netfs before 5.17, crc32c_generic after 6.14,
+# virtio_pci where it is =y) are skipped; their dependencies come from that kernel's modules.dep.
+INITRD_MODULES = ["virtio", "virtio_ring", "virtio_pci", "netfs", "9pnet", "9pnet_virtio", "9p", "overlay",
+                  "virtio_blk", "crc32c_generic", "crc32c", "ext4"]
+OPTIONAL_MODULES = {"virtio", "virtio_ring", "virtio_pci", "netfs", "crc32c_generic", "crc32c"}
 START = "@@VMRUN-OUT-START@@"
 END = "@@VMRUN-OUT-END@@"
 
@@ -90,6 +109,7 @@ class Kernel:
     modules: str          # <root>/lib/modules/<release>
     qemu: str             # path to qemu-system-x86_64
     busybox: str | None
+    name: str = DEFAULT_KERNEL  # generation asked for: a key of KERNELS
 
 
 def _log(msg: str) -> None:
@@ -162,13 +182,13 @@ def ensure_host_tools(need_busybox: bool = True) -> dict[str, str | None]:
 
 # --------------------------------------------------------------------------- kernel package
 
-def _private_apt() -> list[str]:
+def _private_apt(suite: str = SUITE) -> list[str]:
     """apt options that use only our own sources list, lists and cache (host apt untouched)."""
-    base = CACHE / "apt"
+    base = CACHE / "apt" if suite == SUITE else CACHE / f"apt-{suite}"
     for d in ("lists/partial", "cache/archives/partial", "etc/preferences.d", "etc/apt.conf.d"):
         (base / d).mkdir(parents=True, exist_ok=True)
     src = base / "etc" / "sources.list"
-    src.write_text(f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {MIRROR} {SUITE} main\n")
+    src.write_text(f"deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] {MIRROR} {suite} main\n")
     return [
         "-o", f"Dir::Etc::sourcelist={src}",
         "-o", "Dir::Etc::sourceparts=-",
@@ -180,14 +200,16 @@ def _private_apt() -> list[str]:
     ]
 
 
-def _pick_kernel_package(opts: list[str]) -> tuple[str, str]:
-    out = _run(["apt-cache", *opts, "pkgnames", "linux-image-6.12"]).stdout.split()
-    cands = sorted({p for p in out if KPKG_RE.match(p)})
+def _pick_kernel_package(opts: list[str], name: str = DEFAULT_KERNEL) -> tuple[str, str]:
+    suite, pkg_re, prefix = KERNELS[name]
+    out = _run(["apt-cache", *opts, "pkgnames", prefix]).stdout.split()
+    cands = sorted({p for p in out if pkg_re.match(p)})
     if not cands:
-        raise RuntimeError(f"no linux-image-6.12.*-amd64-unsigned in {SUITE}: {out[:20]}")
+        raise RuntimeError(f"no {pkg_re.pattern} in {suite}: {out[:20]}")
 
-    def key(p: str):
-        return [int(x) if x.isdigit() else x for x in re.split(r"[.+-]", p)]
+    def key(p: str):  # newest release first, then -unsigned before the signed package
+        rel = p.removesuffix("-unsigned")
+        return [int(x) if x.isdigit() else x for x in re.split(r"[.+-]", rel)] + [p.endswith("-unsigned")]
 
     pkg = sorted(cands, key=key)[-1]
     pol = _run(["apt-cache", *opts, "show", "--no-all-versions", pkg]).stdout
@@ -196,81 +218,136 @@ def _pick_kernel_package(opts: list[str]) -> tuple[str, str]:
 
 
 def _extract_vmlinux(vmlinuz: Path, out: Path) -> None:
+    """The bzImage's payload, uncompressed: zstd (Debian >= 6.x), xz or gzip (older builds)."""
+    import lzma
+    import zlib
     data = vmlinuz.read_bytes()
-    magic = b"\x28\xb5\x2f\xfd"
-    off = data.find(magic)
-    while off >= 0:
-        p = subprocess.run(["zstd", "-dcq"], input=data[off:], capture_output=True)
+
+    def unzstd(b: bytes) -> bytes:
         # zstd complains about trailing garbage after the frame but still writes the ELF
-        if p.stdout[:4] == b"\x7fELF":
-            tmp = out.with_suffix(".tmp")
-            tmp.write_bytes(p.stdout)
-            tmp.rename(out)
-            return
-        off = data.find(magic, off + 1)
-    raise RuntimeError(f"no zstd-compressed ELF payload found in {vmlinuz}")
+        return subprocess.run(["zstd", "-dcq"], input=b, capture_output=True).stdout
+
+    def unxz(b: bytes) -> bytes:
+        try:
+            return lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(b)
+        except lzma.LZMAError:
+            return b""
+
+    def ungz(b: bytes) -> bytes:
+        try:
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(b)
+        except zlib.error:
+            return b""
+
+    for magic, fn in ((b"\x28\xb5\x2f\xfd", unzstd), (b"\xfd7zXZ\x00", unxz), (b"\x1f\x8b\x08", ungz)):
+        off = data.find(magic)
+        while off >= 0:
+            elf = fn(data[off:])
+            if elf[:4] == b"\x7fELF":
+                tmp = out.with_suffix(".tmp")
+                tmp.write_bytes(elf)
+                tmp.rename(out)
+                return
+            off = data.find(magic, off + 1)
+    raise RuntimeError(f"no compressed ELF payload (zstd/xz/gzip) found in {vmlinuz}")
 
 
-def ensure_kernel(need_busybox: bool = True) -> Kernel:
-    """Fetch (once) the newest linux-image-6.12.*+deb12-amd64-unsigned from bookworm-backports,
+def _kernel_name(kernel: str | None) -> str:
+    name = kernel or os.environ.get("NODESLEUTH_VM_KERNEL") or DEFAULT_KERNEL
+    if name not in KERNELS:
+        raise ValueError(f"unknown kernel {name!r}: one of {', '.join(KERNELS)}")
+    return name
+
+
+def ensure_kernel(need_busybox: bool = True, kernel: str | None = None) -> Kernel:
+    """Fetch (once) the newest image package of generation `kernel` (a key of KERNELS, default
+    $NODESLEUTH_VM_KERNEL or "6.12": linux-image-6.12.*+deb12-amd64-unsigned from bookworm-backports),
     unpack it under CACHE, extract vmlinux, and make sure qemu is installed."""
+    name = _kernel_name(kernel)
     with _cache_lock("tools"):
         tools = ensure_host_tools(need_busybox)
     CACHE.mkdir(parents=True, exist_ok=True)
-    k = _cached_kernel(tools)
+    k = _cached_kernel(tools, name)
     if k is not None:
         return k
     with _cache_lock("kernel"):
-        return _cached_kernel(tools) or _fetch_kernel(tools)
+        return _cached_kernel(tools, name) or _fetch_kernel(tools, name)
 
 
-def _cached_kernel(tools) -> Kernel | None:
+def _stamp(name: str) -> Path:
+    return CACHE / ("kernel.json" if name == DEFAULT_KERNEL else f"kernel-{name}.json")
+
+
+def _cached_kernel(tools, name: str = DEFAULT_KERNEL) -> Kernel | None:
     """The kernel unpacked by an earlier run, if its files are still there."""
-    stamp = CACHE / "kernel.json"
+    stamp = _stamp(name)
     if stamp.exists():
         k = json.loads(stamp.read_text())
-        k.update(qemu=tools["qemu"], busybox=tools["busybox"])
+        k.update(qemu=tools["qemu"], busybox=tools["busybox"], name=name)
         if Path(k["vmlinux"]).exists() and Path(k["modules"]).is_dir():
             return Kernel(**k)
     return None
 
 
-def _fetch_kernel(tools) -> Kernel:
-    stamp = CACHE / "kernel.json"
-    opts = _private_apt()
-    _log(f"apt-get update ({SUITE}, private lists under {CACHE/'apt'})")
+def _fetch_kernel(tools, name: str = DEFAULT_KERNEL) -> Kernel:
+    stamp = _stamp(name)
+    suite = KERNELS[name][0]
+    opts = _private_apt(suite)
+    _log(f"apt-get update ({suite}, private lists under {CACHE})")
     _run(["apt-get", *opts, "update", "-qq"])
-    pkg, ver = _pick_kernel_package(opts)
+    pkg, ver = _pick_kernel_package(opts, name)
+    release = pkg[len("linux-image-"):].removesuffix("-unsigned")
+    # Debian >= 7.x splits the image: linux-image-<rel> is empty and depends on linux-binary-<rel>
+    # (vmlinuz; linux-binary-unsigned-<rel> also exists), linux-modules-<rel> and linux-base-<rel>.
+    pkgs = [pkg]
+    dep = _run(["apt-cache", *opts, "show", f"{pkg}={ver}"]).stdout
+    split = [d for d in re.findall(r"\b(linux-(?:binary|modules|base)-[^\s,()]+)", dep.split("\nDepends:", 1)[-1]
+                                   .split("\n", 1)[0])]
+    if split:
+        names = set(_run(["apt-cache", *opts, "pkgnames", "linux-binary-"]).stdout.split())
+        pkgs = [f"linux-binary-unsigned-{release}" if d == f"linux-binary-{release}"
+                and f"linux-binary-unsigned-{release}" in names else d for d in dict.fromkeys(split)]
     debdir = CACHE / "debs"
     debdir.mkdir(exist_ok=True)
-    debs = list(debdir.glob(f"{pkg}_*.deb"))
-    if not debs:
-        _log(f"apt-get download {pkg}={ver}")
-        _run(["apt-get", *opts, "download", f"{pkg}={ver}"], cwd=debdir)
-        debs = list(debdir.glob(f"{pkg}_*.deb"))
-    deb = debs[0]
-    release = pkg[len("linux-image-"):-len("-unsigned")]
+    debs = []
+    for p in pkgs:
+        found = list(debdir.glob(f"{p}_*.deb"))
+        if not found:
+            _log(f"apt-get download {p}={ver}")
+            _run(["apt-get", *opts, "download", f"{p}={ver}"], cwd=debdir)
+            found = list(debdir.glob(f"{p}_*.deb"))
+        debs.append(found[0])
     root = CACHE / f"kernel-{release}"
-    if not (root / "boot").is_dir():
-        _log(f"dpkg -x {deb.name}")
+
+    def find(*rels: str) -> Path:
+        return next((root / r for r in rels if (root / r).exists()), root / rels[0])
+
+    zs = (f"boot/vmlinuz-{release}", f"usr/lib/modules/{release}/vmlinuz.unsigned",
+          f"usr/lib/modules/{release}/vmlinuz", f"lib/modules/{release}/vmlinuz")
+    if not find(*zs).exists():
         tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix=".unpack-"))
-        _run(["dpkg-deb", "-x", str(deb), str(tmp)])
+        for deb in debs:
+            _log(f"dpkg -x {deb.name}")
+            _run(["dpkg-deb", "-x", str(deb), str(tmp)])
         if root.exists():
             shutil.rmtree(root)
         tmp.rename(root)
-    vmlinuz = root / "boot" / f"vmlinuz-{release}"
-    vmlinux = root / "boot" / f"vmlinux-{release}"
+    vmlinuz = find(*zs)
+    vmlinux = vmlinuz.with_name(f"vmlinux-{release}")
     if not vmlinux.exists():
-        _log("extracting uncompressed vmlinux from the zstd payload")
+        _log("extracting uncompressed vmlinux from the compressed payload")
         _extract_vmlinux(vmlinuz, vmlinux)
-    modules = root / "lib" / "modules" / release
+    modules = find(f"lib/modules/{release}", f"usr/lib/modules/{release}")
     if not (modules / "modules.dep").exists() or (modules / "modules.dep").stat().st_size == 0:
         depmod = shutil.which("depmod") or "/sbin/depmod"
-        _run([depmod, "-b", str(root), release])
+        _run([depmod, "-b", str(modules.parent.parent.parent if modules.parent.parent.name == "lib"
+                                 and modules.parent.parent.parent.name == "usr" else root), release])
+        if not (modules / "modules.dep").exists():
+            _run([depmod, "-b", str(root), release])
     k = Kernel(release=release, package=pkg, version=ver, root=str(root), vmlinuz=str(vmlinuz),
-               vmlinux=str(vmlinux), modules=str(modules), qemu=tools["qemu"], busybox=tools["busybox"])
+               vmlinux=str(vmlinux), modules=str(modules), qemu=tools["qemu"], busybox=tools["busybox"], name=name)
     d = asdict(k)
-    d.pop("qemu"), d.pop("busybox")
+    d.pop("qemu"), d.pop("busybox"), d.pop("name")
     stamp.write_text(json.dumps(d, indent=1))
     return k
 
@@ -354,12 +431,16 @@ def _ensure_nodesleuth_venv(src: str, venv: str | None) -> str:
     return str(vdir)
 
 
-def stage_source(repo: str) -> str:
+def stage_source(repo: str, full: bool = False) -> str:
     """Copy `repo`/src and `repo`/tests/vm under CACHE (the guest sees the host's / read-only, but a
     clone under /tmp is hidden by the guest's own tmpfs) and return the staged directory: run the
-    host's python in the guest with PYTHONPATH=<staged>/src. The host's site-packages has the deps."""
+    host's python in the guest with PYTHONPATH=<staged>/src. The host's site-packages has the deps.
+    `full`: also the whole tests/ (as <staged>/tests), fixtures/ and pyproject.toml, to run the
+    host's own test files in the guest with pytest (cd <staged>)."""
     src = Path(repo).resolve()
     fp = (_tree_fingerprint(src / "src")[:8] + _tree_fingerprint(src / "tests" / "vm")[:8])
+    if full:
+        fp += "f" + _tree_fingerprint(src / "tests")[:8] + _tree_fingerprint(src / "fixtures")[:8]
     dest = CACHE / f"stage-{fp}"
     with _cache_lock("stage"):
         if not (dest / ".done").exists():
@@ -367,6 +448,11 @@ def stage_source(repo: str) -> str:
             ign = shutil.ignore_patterns("__pycache__", "*.egg-info")
             shutil.copytree(src / "src", tmp / "src", ignore=ign)
             shutil.copytree(src / "tests" / "vm", tmp / "vm", ignore=ign)
+            if full:
+                shutil.copytree(src / "tests", tmp / "tests", ignore=shutil.ignore_patterns(
+                    "__pycache__", "*.egg-info", "artifacts", "out"))
+                shutil.copytree(src / "fixtures", tmp / "fixtures", ignore=ign)
+                shutil.copy2(src / "pyproject.toml", tmp / "pyproject.toml")
             (tmp / ".done").write_text(str(src))
             if dest.exists():
                 shutil.rmtree(dest)
@@ -380,11 +466,14 @@ def stage_source(repo: str) -> str:
 # --------------------------------------------------------------------------- running
 
 class VMResult(tuple):
-    """(rc, stdout, stderr) that also carries .wall (s), .cmdline (qemu/vng argv) and .console."""
+    """(rc, stdout, stderr) that also carries .wall (s), .cmdline (qemu/vng argv), .console, .kernel
+    (`uname -r` in the guest, "" if it never got that far), .kernel_name (the KERNELS key asked for)
+    and .hierarchy ("v2" or "v1")."""
 
-    def __new__(cls, rc, out, err, wall=0.0, cmdline=(), console=""):
+    def __new__(cls, rc, out, err, wall=0.0, cmdline=(), console="", kernel="", kernel_name="", hierarchy=""):
         self = super().__new__(cls, (rc, out, err))
         self.wall, self.cmdline, self.console = wall, list(cmdline), console
+        self.kernel, self.kernel_name, self.hierarchy = kernel, kernel_name, hierarchy
         return self
 
     rc = property(lambda s: s[0])
@@ -419,10 +508,19 @@ def _kill_group(p: subprocess.Popen) -> None:
 
 def run_in_vm(cmd: str, cpus: int = 16, mem: str = "2G", timeout: float = 600, *,
               backend: str | None = None, maxcpus: int | None = None, append: list[str] | tuple = (),
-              env: dict | None = None, disk_mb: int = 0, mthread: bool = False) -> VMResult:
-    """Boot the 6.12 kernel (pure cgroup v2: cgroup_no_v1=all) with `cpus` vCPUs and run `cmd` with
+              env: dict | None = None, disk_mb: int = 0, mthread: bool = False,
+              kernel: str | None = None, hierarchy: str = "v2", extra_qemu: list[str] | tuple = ()) -> VMResult:
+    """Boot a kernel (default 6.12, pure cgroup v2: cgroup_no_v1=all) with `cpus` vCPUs and run `cmd` with
     /bin/sh inside it, as root, over the host's root filesystem (read-only, writable overlays/tmpfs
-    on top). Returns (exit code, stdout, stderr); exit code is 124 on timeout.
+    on top). Returns (exit code, stdout, stderr); exit code is 124 on timeout. The result's .kernel is
+    the guest's `uname -r`.
+
+    kernel: "5.10", "6.1", "6.12" or "7.2" (KERNELS; default $NODESLEUTH_VM_KERNEL or "6.12").
+    hierarchy: "v2" (cgroup_no_v1=all, cgroup2 at /sys/fs/cgroup) or "v1" (9p backend only: tmpfs at
+             /sys/fs/cgroup, each v1 controller at /sys/fs/cgroup/<name> (cpu,cpuacct and net_cls,net_prio
+             co-mounted, with symlinks), name=systemd at /sys/fs/cgroup/systemd, cgroup2 at
+             /sys/fs/cgroup/unified: systemd's hybrid layout).
+    extra_qemu: more qemu arguments (9p backend), e.g. a NIC.
 
     backend: "vng" (virtme-ng) or "9p" (own busybox initramfs), default $NODESLEUTH_VM_BACKEND or "9p".
     maxcpus: -smp cpus,maxcpus=N. NOTE: with QEMU 7.2 + Debian 6.12 this does NOT give N possible CPUs
@@ -431,14 +529,25 @@ def run_in_vm(cmd: str, cpus: int = 16, mem: str = "2G", timeout: float = 600, *
     mthread: use multi-threaded TCG (default single-threaded, faster on 2 host cores).
     """
     backend = backend or os.environ.get("NODESLEUTH_VM_BACKEND", "9p")
-    k = ensure_kernel(need_busybox=(backend == "9p"))
+    if hierarchy not in HIERARCHIES:
+        raise ValueError(f"hierarchy must be one of {HIERARCHIES}, not {hierarchy!r}")
+    if hierarchy == "v1" and backend != "9p":
+        raise ValueError("hierarchy='v1' needs the 9p backend")
+    k = ensure_kernel(need_busybox=(backend == "9p"), kernel=kernel)
     python = host_python()
-    append = ["cgroup_no_v1=all", *append]
+    # VMRUN_MODBASE: `modprobe -d $VMRUN_MODBASE NAME` loads NAME from this kernel's package tree
+    modbase = str(Path(k.modules).parent.parent.parent)
+    env = dict(env or {}, VMRUN_KROOT=k.root, VMRUN_MODBASE=modbase, VMRUN_HIERARCHY=hierarchy,
+               VMRUN_KERNEL_NAME=k.name)
+    append = (["cgroup_no_v1=all"] if hierarchy == "v2" else ["vmrun.cgroup=v1"]) + list(append)
     if backend == "vng":
-        return _run_vng(k, cmd, cpus, mem, timeout, maxcpus, append, env, python, mthread)
-    if backend == "9p":
-        return _run_9p(k, cmd, cpus, mem, timeout, maxcpus, append, env, python, disk_mb, mthread)
-    raise ValueError(f"unknown backend {backend!r}")
+        r = _run_vng(k, cmd, cpus, mem, timeout, maxcpus, append, env, python, mthread)
+    elif backend == "9p":
+        r = _run_9p(k, cmd, cpus, mem, timeout, maxcpus, append, env, python, disk_mb, mthread, extra_qemu)
+    else:
+        raise ValueError(f"unknown backend {backend!r}")
+    r.kernel_name, r.hierarchy = k.name, hierarchy
+    return r
 
 
 def _run_vng(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, mthread) -> VMResult:
@@ -446,7 +555,8 @@ def _run_vng(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, m
     rundir = Path(tempfile.mkdtemp(prefix="vmrun-", dir="/tmp"))
     script = rundir / "cmd.sh"
     # the guest sees the host's /tmp through an overlay, so the script is readable there
-    script.write_text("#!/bin/sh\n" + _guest_env(env, python) + "cd /\n" + cmd + "\n")
+    script.write_text("#!/bin/sh\n" + _guest_env(env, python) + f"uname -r > {rundir}/uname 2>/dev/null\ncd /\n"
+                      + cmd + "\n")
     argv = [vng, "-r", k.vmlinux, "--disable-kvm", "--cpus", _smp(cpus, maxcpus), "--memory", mem,
             "--rodir", str(CACHE), "--cwd", "/"]
     for a in append:
@@ -467,8 +577,10 @@ def _run_vng(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, m
         rc = 124
         err += f"\n[vmrun] timeout after {timeout}s\n".encode()
     wall = time.monotonic() - t0
+    # vng's /tmp is an overlay of the host's: the guest's writes may not reach the host directory
+    uname = (rundir / "uname").read_text().strip() if (rundir / "uname").exists() else ""
     shutil.rmtree(rundir, ignore_errors=True)
-    return VMResult(rc, out.decode(errors="replace"), err.decode(errors="replace"), wall, argv)
+    return VMResult(rc, out.decode(errors="replace"), err.decode(errors="replace"), wall, argv, "", uname)
 
 
 # ---- own initramfs + 9p back end
@@ -497,7 +609,7 @@ def _moddeps(k: Kernel, names: list[str]) -> list[Path]:
         n2 = n.replace("-", "_")
         if n2 in byname:
             visit(byname[n2])
-        elif f"/{n}.ko" not in builtin:
+        elif f"/{n}.ko" not in builtin and n not in OPTIONAL_MODULES:
             raise RuntimeError(f"module {n} not found in {moddir}")
     return [moddir / m for m in order]
 
@@ -544,7 +656,24 @@ mount -t tmpfs -o mode=1777 tmp /newroot/tmp
 mount -t tmpfs -o mode=1777 vartmp /newroot/var/tmp
 if [ -b /dev/vda ]; then mkdir -p /newroot/run/disk; mount -t ext4 /dev/vda /newroot/run/disk; fi
 mount --move /proc /newroot/proc; mount --move /sys /newroot/sys; mount --move /dev /newroot/dev
-mount -t cgroup2 -o nsdelegate cgroup2 /newroot/sys/fs/cgroup
+if grep -q 'vmrun.cgroup=v1' /newroot/proc/cmdline; then
+  # systemd's hybrid layout: one v1 hierarchy per controller (as systemd co-mounts them), cgroup2 at unified
+  C=/newroot/sys/fs/cgroup
+  mount -t tmpfs -o mode=755,nosuid,nodev,noexec cgroup $C
+  avail=$(awk 'NR>1 && $4==1 {print $1}' /newroot/proc/cgroups)
+  has() { echo "$avail" | grep -qx "$1"; }
+  for g in cpuset cpu,cpuacct blkio memory devices freezer net_cls,net_prio perf_event hugetlb pids rdma misc; do
+    opts=""; for c in $(echo $g | tr , ' '); do has $c && opts="$opts,$c"; done
+    opts=${opts#,}; [ -n "$opts" ] || continue
+    mkdir -p $C/$opts && mount -t cgroup -o nosuid,nodev,noexec,$opts cgroup $C/$opts || echo "vmrun-init: cgroup v1 $opts failed"
+    case $opts in *,*) for c in $(echo $opts | tr , ' '); do ln -s $opts $C/$c; done;; esac
+  done
+  mkdir -p $C/unified $C/systemd
+  mount -t cgroup2 -o nosuid,nodev,noexec,nsdelegate cgroup2 $C/unified
+  mount -t cgroup -o nosuid,nodev,noexec,none,name=systemd cgroup $C/systemd
+else
+  mount -t cgroup2 -o nsdelegate cgroup2 /newroot/sys/fs/cgroup
+fi
 mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o newinstance,ptmxmode=666 devpts /newroot/dev/pts
 mount -t tmpfs -o mode=1777 shm /newroot/dev/shm
@@ -558,6 +687,7 @@ cd /
 [ -b /dev/vda ] && export VMRUN_DISK=/run/disk
 hostname vmrun 2>/dev/null
 echo booted > /run/vmrun/booted
+uname -r > /run/vmrun/uname
 ( . /run/vmrun/env.sh; cd /; exec /bin/sh /run/vmrun/cmd.sh ) </dev/null >/run/vmrun/stdout 2>/run/vmrun/stderr
 echo $? > /run/vmrun/rc.tmp && mv /run/vmrun/rc.tmp /run/vmrun/rc
 sync
@@ -594,6 +724,8 @@ def _ensure_initramfs(k: Kernel) -> str:
             data = lzma.decompress(data)
         elif m.suffix == ".zst":
             data = subprocess.run(["zstd", "-dcq"], input=data, capture_output=True, check=True).stdout
+        elif m.suffix == ".gz":
+            data = gzip.decompress(data)
         name = m.name.split(".ko")[0] + ".ko"
         ents.append((f"lib/modules/{name}", 0o100644, data))
         names.append(name)
@@ -606,11 +738,13 @@ def _ensure_initramfs(k: Kernel) -> str:
 
 
 def qemu_argv(k: Kernel, initrd: str, rundir: Path, cpus: int, mem: str, maxcpus: int | None,
-              append: list[str], disk: Path | None = None, mthread: bool = False) -> list[str]:
+              append: list[str], disk: Path | None = None, mthread: bool = False,
+              extra: list[str] | tuple = ()) -> list[str]:
     argv = [k.qemu, "-accel", "tcg" if mthread else "tcg,thread=single", "-cpu", "max",
             "-smp", _smp(cpus, maxcpus), "-m", mem,
             "-nodefaults", "-no-user-config", "-display", "none", "-monitor", "none", "-no-reboot",
-            "-net", "none", "-serial", f"file:{rundir / 'console.log'}",
+            *([] if any(str(x).startswith(("-netdev", "-nic")) for x in extra) else ["-net", "none"]),
+            "-serial", f"file:{rundir / 'console.log'}",
             "-kernel", k.vmlinux, "-initrd", initrd,
             "-append", " ".join(["console=ttyS0", "quiet", "loglevel=4", "panic=-1", *append]),
             "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
@@ -619,10 +753,11 @@ def qemu_argv(k: Kernel, initrd: str, rundir: Path, cpus: int, mem: str, maxcpus
             "-device", "virtio-9p-pci,fsdev=vmrun,mount_tag=vmrun"]
     if disk:
         argv += ["-drive", f"file={disk},if=virtio,format=raw,cache=unsafe"]
-    return argv
+    return argv + list(extra)
 
 
-def _run_9p(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, disk_mb, mthread) -> VMResult:
+def _run_9p(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, disk_mb, mthread,
+            extra_qemu=()) -> VMResult:
     initrd = ensure_initramfs(k)
     rundir = Path(tempfile.mkdtemp(prefix="vmrun-", dir=os.environ.get("NODESLEUTH_VM_RUNDIR", "/tmp")))
     (rundir / "guest.sh").write_text(GUEST_SH)
@@ -634,7 +769,7 @@ def _run_9p(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, di
         with open(disk, "wb") as f:
             f.truncate(disk_mb << 20)
         _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", str(disk)])
-    argv = qemu_argv(k, initrd, rundir, cpus, mem, maxcpus, append, disk, mthread)
+    argv = qemu_argv(k, initrd, rundir, cpus, mem, maxcpus, append, disk, mthread, extra_qemu)
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          start_new_session=True)
@@ -651,7 +786,7 @@ def _run_9p(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, di
         f = rundir / name
         return f.read_text(errors="replace") if f.exists() else ""
 
-    out, err, console = rd("stdout"), rd("stderr"), rd("console.log")
+    out, err, console, uname = rd("stdout"), rd("stderr"), rd("console.log"), rd("uname").strip()
     rcs = rd("rc").strip()
     if timed_out:
         rc = 124
@@ -664,13 +799,13 @@ def _run_9p(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, di
                 + "\n[vmrun] console tail:\n" + console[-3000:])
     if os.environ.get("VMRUN_KEEP") != "1":
         shutil.rmtree(rundir, ignore_errors=True)
-    return VMResult(rc, out, err, wall, argv, console)
+    return VMResult(rc, out, err, wall, argv, console, uname)
 
 
 # --------------------------------------------------------------------------- CLI
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Run a shell command inside a TCG VM with a Debian 6.12 kernel.")
+    ap = argparse.ArgumentParser(description="Run a shell command inside a TCG VM with a Debian kernel.")
     ap.add_argument("cmd", nargs="?", help="shell command to run in the guest")
     ap.add_argument("--cpus", type=int, default=16)
     ap.add_argument("--maxcpus", type=int)
@@ -679,13 +814,15 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", choices=["vng", "9p"])
     ap.add_argument("--disk-mb", type=int, default=0)
     ap.add_argument("--mthread", action="store_true", help="multi-threaded TCG")
+    ap.add_argument("--kernel", choices=list(KERNELS), help=f"kernel generation (default {DEFAULT_KERNEL})")
+    ap.add_argument("--hierarchy", choices=HIERARCHIES, default="v2")
     ap.add_argument("--ensure", action="store_true", help="only fetch the kernel / install tools / venvs")
     ap.add_argument("--venv", action="store_true", help="(re)install nodesleuth from /work/main into CACHE/venv")
     ap.add_argument("--print-argv", action="store_true")
     a = ap.parse_args(argv)
     if a.ensure or a.venv:
         t = time.monotonic()
-        k = ensure_kernel()
+        k = ensure_kernel(kernel=a.kernel)
         print(json.dumps(asdict(k), indent=1))
         print(f"ensure_kernel: {time.monotonic() - t:.1f}s", file=sys.stderr)
         if a.venv:
@@ -693,12 +830,13 @@ def main(argv=None) -> int:
         if not a.cmd:
             return 0
     r = run_in_vm(a.cmd or "true", cpus=a.cpus, mem=a.mem, timeout=a.timeout, backend=a.backend,
-                  maxcpus=a.maxcpus, disk_mb=a.disk_mb, mthread=a.mthread)
+                  maxcpus=a.maxcpus, disk_mb=a.disk_mb, mthread=a.mthread, kernel=a.kernel,
+                  hierarchy=a.hierarchy)
     sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr)
     if a.print_argv:
         print("argv: " + shlex.join(r.cmdline), file=sys.stderr)
-    print(f"[vmrun] rc={r.rc} wall={r.wall:.1f}s", file=sys.stderr)
+    print(f"[vmrun] rc={r.rc} wall={r.wall:.1f}s kernel={r.kernel or '?'} hierarchy={r.hierarchy}", file=sys.stderr)
     return r.rc
 
 

@@ -24,7 +24,7 @@ from collections import OrderedDict, deque
 
 from ..model.records import KernelEvent
 from ..model.errors import InputError
-from ..model.kernlog import BLOCKS, LABEL, WALL, LineParser, Record, detect, parse_kmsg, split_units
+from ..model.kernlog import LABEL, WALL, LineParser, Record, detect, parse_kmsg, split_units
 from ..node.root import Root
 from ..model.rules import REPORT_END, Rule, load_rules, match, tie_stack
 
@@ -198,8 +198,9 @@ class KmsgReader:
         p = self._parser
         units, used = split_units(self.format, data, final=settled and at_end)
         pos, n = self._offset, 0
+        sep = 0 if self.format in ("journal-json-pretty", "journal-verbose") else 1  # newline / blank line after a unit
         for u in units:
-            end = pos + len(u) + (0 if self.format in BLOCKS else 1)
+            end = pos + len(u) + sep
             item = p.unit(u) if self.format != "kmsg" else parse_kmsg(u.decode(errors="replace"), self.path)
             pos = min(end, self._offset + used)
             if isinstance(item, Record):
@@ -219,8 +220,6 @@ class KmsgReader:
 
     def _commit(self, offset: int) -> None:
         """Everything before `offset` is read; remember the file's first bytes to notice a rewrite."""
-        if self.format in BLOCKS and offset > self._offset:
-            pass
         self._offset = max(self._offset, offset)
         if self._head is None or self._head[0] < min(4096, self._offset):
             n = min(4096, self._offset)

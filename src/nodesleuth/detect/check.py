@@ -155,6 +155,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
         notes.append(f"kernel log {opt.kmsg} read as {r.description}" + (
             "" if r.has_wall_time else ": its times are uptime offsets and no boot time is known (the file is "
             "not this host's: give --boot-time), so findings show uptime only and --lookback cannot apply"))
+        notes += [n for n in r.time_notes if n not in notes]
     unread.update(sampler.problems)
     if UNMOUNTED in unread:  # counted as unknown (live: null), said once, and not what the check is about
         notes.append(f"{UNMOUNTED}: {unread.pop(UNMOUNTED)}")

@@ -362,3 +362,54 @@ def victim(ticks, cpu: int, t0: float, t1: float, before: float = 60.0, queue: i
         if queue is not None:
             out["queue"] = queue
     return out
+
+
+def event_cpu(ticks, e, device: str) -> dict | None:
+    """The CPU that served the reporting queue's interrupts around a NIC event, and that CPU's busy and
+    softirq share in the event's second: the driver's own `cpu` field where its line prints one; else the
+    device's IRQ lines in the recorded per-CPU interrupt counts of the 10 s before (the line of the
+    queue the driver named, by the queue number its name ends with: eth0-Tx-Rx-5, virtio0-output.5,
+    mlx5_comp5@pci:...; every line of the device when it named none), the CPU that counted most."""
+    t = e.time
+    if t is None:
+        return None
+    bus = e.fields.get("bus", "")
+    keys = [k for k in (device, e.ifname, bus) if k and k != "?"]
+    q = e.fields.get("queue")
+    q = int(q) if q is not None and str(q).isdigit() else None
+    out: dict = {}
+    if str(e.fields.get("cpu", "")).isdigit():
+        out.update(cpu=int(e.fields["cpu"]), how="the driver's line names it")
+    else:
+        per_cpu: dict[int, int] = {}
+        lines: set = set()
+        for tk in _window(ticks, t - 10, t + 2):
+            for name, row in (tk.nic_irqs or {}).items():
+                if not any(k in name for k in keys):
+                    continue
+                if q is not None and irq_queue(name) != q:
+                    continue
+                lines.add(name)
+                for c, n in enumerate(row):
+                    if n:
+                        per_cpu[c] = per_cpu.get(c, 0) + n
+        if not per_cpu:
+            return None
+        c, n = max(per_cpu.items(), key=lambda kv: kv[1])
+        total = sum(per_cpu.values())
+        out.update(cpu=c, how=f"{n} of the {total} interrupts of {', '.join(sorted(lines)[:3])} in the 10 s before",
+                   irq_share=round(n / total, 3), lines=sorted(lines)[:6])
+    at = next((tk for tk in ticks if tk.time >= t - 0.5), None)
+    u = at.cpu_of(out["cpu"]) if at is not None else None
+    if u is not None:
+        out.update(busy=round(u.busy, 1), softirq=round(u.soft, 1), second=at.time)
+    if q is not None:
+        out["queue"] = q
+    return out
+
+
+def describe_event_cpu(device: str, ec: dict) -> str:
+    q = f"queue {ec['queue']} of {device}" if "queue" in ec else device
+    load = (f": {ec['busy']:.0f}% busy, softirq {ec['softirq']:.0f}% in that second" if "busy" in ec else
+            ": its load that second was not recorded")
+    return f"{q} is served on CPU {ec['cpu']} ({ec['how']}){load}"

@@ -8,12 +8,13 @@ from ..model.records import KernelEvent
 from ..model.rules import is_nic, when
 from ..model.records import NicCounters
 from .findings import Finding
+from .incidents import describe_event_cpu, event_cpu
 from .registry import detector
 from .window import Window
 
 
 def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: list[NicCounters] | None,
-             since: float | None = None) -> list[Finding]:
+             since: float | None = None, ticks: list | None = None) -> list[Finding]:
     out = []
     # events without a wall time (an uptime-only log from elsewhere) are kept: their age is unknown
     evs = [e for e in events if is_nic(e) and (since is None or e.time is None or e.time >= since)]
@@ -43,6 +44,12 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
         ev = []
         for e in es[-6:]:
             ev.append(f"kernel log seq {e.seq} at {when(e)}: {e.message}")
+        cpus = []
+        for e in es:  # the CPU each reporting queue's interrupts are served on, and its load then
+            ec = event_cpu(ticks or [], e, ifname)
+            if ec is not None and ec not in cpus:
+                cpus.append(ec)
+                ev.append(describe_event_cpu(ifname, ec))
         if trouble:
             ev.append(f"{ifname} driver counters: " + ", ".join(f"{k}={v}" for k, v in sorted(trouble.items()))
                       + (" (changed now: " + ", ".join(f"{k}{d:+d}" for k, d in delta.items() if d) + ")"
@@ -64,7 +71,7 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
                                                           "kind": e.kind, "reset_reason": e.reset_reason,
                                                           "message": e.message, "fields": e.fields}
                                                          for e in es],
-                            "families": sorted({e.family for e in es if e.family}),
+                            "families": sorted({e.family for e in es if e.family}), "cpus": cpus,
                             "counters": trouble, "counters_delta": delta,
                             "resets": resets or trouble.get("total_resets", 0)}))
     return out
@@ -72,4 +79,4 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
 
 @detector("nic_reset")
 def from_window(w: Window) -> list[Finding]:
-    return findings(w.events, w.nics0, w.last.nics, since=w.since)
+    return findings(w.events, w.nics0, w.last.nics, since=w.since, ticks=w.ticks)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from ..detect import proof
 from . import families
-from ..detect.incidents import NIC_LOOKBACK, Episode, Incident, _window, episodes, victim
+from ..detect.incidents import (NIC_LOOKBACK, Episode, Incident, _window, describe_event_cpu, episodes,
+                                event_cpu, victim)
 from ..detect.proof import verdict
 from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS, MIN_ZOMBIES, NOT_PROVEN, OBSERVED,
                                 OTHERS_MAX, PROVE, PROVEN, UNKNOWN, ZOMBIE_AGE)
@@ -100,7 +101,7 @@ def pct(x: float) -> str:
 
 
 def build(rec, inc: Incident) -> Explained:
-    links: list[Link] = [_event(inc)]
+    links: list[Link] = [_event(rec, inc)]
     ep = inc.episode
     links.append(_core(rec, inc))
     links.append(_impact(rec, inc))
@@ -149,17 +150,25 @@ LABEL = {"event": "Event", "saturated_core": "Saturated core", "impact": "Impact
 
 # --- 1. the event --------------------------------------------------------------------------------
 
-def _event(inc: Incident) -> Link:
+def _event(rec, inc: Incident) -> Link:
     if inc.kind == "nic_reset":
         evs = inc.nic.events
         reasons = sorted({e.reset_reason for e in evs if e.reset_reason})
         kinds = Counter(e.kind for e in evs)
+        cpus = []
+        for e in evs:  # the CPU each reporting queue's interrupts were served on, and its load then
+            ec = event_cpu(rec.ticks, e, inc.nic.device)
+            if ec is not None and ec not in cpus:
+                cpus.append(ec)
         return Link("event", OBSERVED,
                     f"NIC {inc.nic.device}: " + ", ".join(f"{n} {k}" for k, n in kinds.items())
-                    + (f" (reason {', '.join(reasons)})" if reasons else ""), None, "kernel-log lines",
-                    [f"{iso(e.time)} seq {e.seq}: {e.message}" for e in evs[:8]],
+                    + (f" (reason {', '.join(reasons)})" if reasons else "")
+                    + (f"; served on CPU {', '.join(str(c['cpu']) for c in cpus)}" if cpus else ""), None,
+                    "kernel-log lines; the CPU from the driver's line or the queue's interrupt counts",
+                    [f"{iso(e.time)} seq {e.seq}: {e.message}" for e in evs[:8]]
+                    + [describe_event_cpu(inc.nic.device, c) for c in cpus],
                     {"device": inc.nic.device, "reasons": reasons, "events": len(evs),
-                     "kinds": dict(kinds), "first": inc.nic.start, "last": inc.nic.end})
+                     "kinds": dict(kinds), "first": inc.nic.start, "last": inc.nic.end, "cpus": cpus})
     ep = inc.episode
     return Link("event", OBSERVED, f"CPU {ep.cpu} >= {HOT_BUSY:.0f}% busy for {ep.seconds:.0f} s",
                 None, f">= {HOT_BUSY:.0f}% for >= {HOT_SECONDS:.0f} s while the others averaged < {OTHERS_MAX:.0f}%",

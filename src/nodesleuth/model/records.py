@@ -172,7 +172,7 @@ class KernelEvent:
     def to_dict(self) -> dict:
         return {"seq": self.seq, "time": self.time, "reason": self.reason, "kind": self.kind, "ifname": self.ifname,
                 "reset_reason": self.reset_reason, "message": self.message, "category": self.category,
-                "family": self.family, "clock": self.clock}
+                "family": self.family, "clock": self.clock, "fields": self.fields}
 
 
 @dataclass(frozen=True)
