@@ -166,6 +166,33 @@ class NetLab:
             if p.returncode != 0 or int(p.stdout.strip().replace(",", ""), 16) != 1 << cpu:
                 raise NetLabError(f"RPS on {ifname}: {p.stderr.strip() or p.stdout.strip()}")
 
+    def threaded_napi(self, cpu: int) -> list[int]:
+        """Both veths' receive NAPI in a kernel thread (GRO on makes veth a NAPI device; `threaded` 1,
+        5.12+), pinned to `cpu`: an ordinary SCHED_OTHER task there, as ksoftirqd is when softirqs are
+        deferred, so a task that holds that CPU in the kernel can make it wait. Returns the threads' pids."""
+        pids = []
+        for ns, ifname in ((self.rcv, self.if_rcv), (self.snd, self.if_snd)):
+            p = run_child(["ip", "netns", "exec", ns, "sh", "-c",
+                           f"ethtool -K {ifname} gro on && echo 1 > /sys/class/net/{ifname}/threaded && "
+                           f"cat /sys/class/net/{ifname}/threaded"], timeout=30)
+            if p.returncode != 0 or p.stdout.strip() != "1":
+                raise NetLabError(f"threaded NAPI on {ifname}: {(p.stderr or p.stdout).strip()[-200:]}")
+            mine = []
+            for d in os.listdir("/proc"):
+                if d.isdigit():
+                    try:
+                        with open(f"/proc/{d}/comm") as f:
+                            if f.read().strip().startswith(f"napi/{ifname}-"):
+                                mine.append(int(d))
+                    except OSError:
+                        pass
+            if not mine:
+                raise NetLabError(f"no napi/{ifname}-* kernel thread")
+            for pid in mine:
+                os.sched_setaffinity(pid, {cpu})
+            pids += mine
+        return pids
+
     def loss(self, port: int, probability: float) -> None:
         """Drop that share of the TCP segments arriving for `port` in the receiver's netns (iptables
         statistic: this kernel has no sch_netem)."""

@@ -443,7 +443,8 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
 
 def _net_start(st: LabState, cpu: int, log):
     """The network victims (lab/netvictim.py): TCP streams between two network namespaces, their receive
-    processing steered by RPS to the hot CPU, the processes on another. No kernel setting is changed: the
+    processing steered by RPS to the hot CPU and their NAPI in kernel threads pinned there (threaded
+    NAPI, 5.12+; softirq only where the kernel has none), the processes on another. No kernel setting is changed: the
     hot core's effect at the defaults is what is measured. Returns (lab, streams, [snapshot]) or, when
     they cannot run here, (None, None, []) with a line saying why: the incident itself does not need them."""
     other = next((c for c in sorted(os.sched_getaffinity(0)) if c != cpu), -1)
@@ -454,6 +455,10 @@ def _net_start(st: LabState, cpu: int, log):
         st.netns = [lab.snd, lab.rcv]
         st.save()
         lab.rps(cpu)
+        try:  # their NAPI in a kernel thread on the hot CPU too: a task there, which a hot core can hold off
+            napi = f"; their NAPI threads (pids {', '.join(map(str, lab.threaded_napi(cpu)))}) pinned there"
+        except (NetLabError, OSError) as e:
+            napi = f"; NAPI in softirq only ({e})"
         streams = lab.streams(NET_STREAMS, NET_MBIT, cpu=other)
     except (NetLabError, OSError) as e:
         lab.close()
@@ -462,7 +467,7 @@ def _net_start(st: LabState, cpu: int, log):
     st.pids.update(net_sender=streams.send.pid, net_sink=streams.sink.pid)
     st.save()
     log(f"lab: {NET_STREAMS} TCP streams {lab.a} -> {lab.b} ({NET_MBIT:g} Mbit/s each) between netns {lab.snd} and "
-        f"{lab.rcv}; their receive processing on CPU {cpu} (RPS), the processes on CPU {other}; "
+        f"{lab.rcv}; their receive processing on CPU {cpu} (RPS{napi}), the processes on CPU {other}; "
         f"{NET_BASELINE:.0f} s before the hot core starts")
     time.sleep(2)
     snaps = [streams.snapshot()]
