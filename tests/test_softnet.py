@@ -4,6 +4,7 @@ veth pair steered to one CPU, and a hot core's finding that says what the core l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,19 @@ from nodesleuth.model.errors import InputError
 from nodesleuth.model.procfs import parse_softnet
 from nodesleuth.node.pread import Preader
 from nodesleuth.node.root import Root
+
+
+@contextlib.contextmanager
+def recording(store: str, duration: str, *extra: str):
+    """`nodesleuth record` for a bounded time; killed at once if the test fails before it ends."""
+    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", duration,
+                          "--quiet", *extra], stderr=subprocess.PIPE)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 D = os.path.join(HERE, "data", "net")
@@ -238,13 +252,12 @@ def test_flood_over_veth_steered_to_one_cpu_squeezes_it_there(tmp_path):
         lab.sysctl("net.core.netdev_budget", 16)
         lab.sysctl("net.core.netdev_max_backlog", 64)
         k0 = _kernel_softnet()
-        rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", "9s",
-                                "--quiet"], stderr=subprocess.PIPE)
-        time.sleep(2.5)
-        flood, st = lab.flood(0, 4.0, cpu=0)
-        flood.wait(timeout=60)
-        sent = lab.wait_status(st, key="done")["sent"]
-        assert rec.wait(timeout=120) == 0, rec.stderr.read().decode()[-500:]
+        with recording(store, "9s") as rec:
+            time.sleep(2.5)
+            flood, st = lab.flood(0, 4.0, cpu=0)
+            flood.wait(timeout=60)
+            sent = lab.wait_status(st, key="done")["sent"]
+            assert rec.wait(timeout=120) == 0, rec.stderr.read().decode()[-500:]
         k1 = _kernel_softnet()
     assert lab.left() == [] and open("/proc/sys/net/core/netdev_budget").read() == before_budget
     kernel = {c: (k1[c]["time_squeeze"] - k0[c]["time_squeeze"]) % (1 << 32) for c in k1}

@@ -4,6 +4,7 @@ explain's impact link: real counter files by name, a host root, real pods' names
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import needs_root, nodesleuth
 from nodesleuth.model.procfs import parse_netstat
 from nodesleuth.model.records import TCP_COUNTERS, Tcp
+
+
+@contextlib.contextmanager
+def recording(store: str, duration: str, *extra: str):
+    """`nodesleuth record` for a bounded time; killed at once if the test fails before it ends."""
+    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", duration,
+                          "--quiet", *extra], stderr=subprocess.PIPE)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 D = os.path.join(HERE, "data", "net")
@@ -145,17 +159,16 @@ def test_pod_netns_retransmits_and_the_process_behind_them(tmp_path):
     with NetLab() as lab:
         lab.loss(5301, 0.05)
         ino = int(os.readlink(f"/proc/{lab.holders[lab.snd]}/ns/net")[5:-1])
-        rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", "12s",
-                                "--quiet"], stderr=subprocess.PIPE)
-        time.sleep(2.5)
-        k0 = lab.counters(lab.snd)
-        streams = lab.streams(2, 40, seconds=6)
-        time.sleep(3)
-        ss = _ss_owner(lab.snd)
-        streams.send.wait(timeout=60)
-        time.sleep(0.5)
-        k1 = lab.counters(lab.snd)
-        assert rec.wait(timeout=120) == 0, rec.stderr.read().decode()[-500:]
+        with recording(store, "12s") as rec:
+            time.sleep(2.5)
+            k0 = lab.counters(lab.snd)
+            streams = lab.streams(2, 40, seconds=6)
+            time.sleep(3)
+            ss = _ss_owner(lab.snd)
+            streams.send.wait(timeout=60)
+            time.sleep(0.5)
+            k1 = lab.counters(lab.snd)
+            assert rec.wait(timeout=120) == 0, rec.stderr.read().decode()[-500:]
         sender = streams.pid
     assert lab.left() == []
     kernel = k1["Tcp_RetransSegs"] - k0["Tcp_RetransSegs"]
@@ -194,19 +207,18 @@ def test_explain_says_what_a_nic_reset_did_to_the_connections(tmp_path):
     store = str(tmp_path / "store")
     kmsg = KmsgFile(str(tmp_path / "kmsg"))
     with NetLab() as lab:
-        rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", "26s",
-                                "--quiet", "--kmsg", kmsg.path], stderr=subprocess.PIPE)
-        time.sleep(2)
-        streams = lab.streams(2, 40, seconds=20)
-        time.sleep(1)
-        b0 = lab.counters(lab.snd)
-        time.sleep(13)
-        t_reset = kmsg.write(ENA)
-        lab.loss(5301, 0.05)
-        k0 = lab.counters(lab.snd)
-        time.sleep(5)
-        k1 = lab.counters(lab.snd)
-        assert rec.wait(timeout=120) == 0, rec.stderr.read().decode()[-500:]
+        with recording(store, "26s", "--kmsg", kmsg.path) as rec:
+            time.sleep(2)
+            streams = lab.streams(2, 40, seconds=20)
+            time.sleep(1)
+            b0 = lab.counters(lab.snd)
+            time.sleep(13)
+            t_reset = kmsg.write(ENA)
+            lab.loss(5301, 0.05)
+            k0 = lab.counters(lab.snd)
+            time.sleep(5)
+            k1 = lab.counters(lab.snd)
+            assert rec.wait(timeout=120) == 0, rec.stderr.read().decode()[-500:]
         sender = streams.pid
     assert lab.left() == []
     p = nodesleuth("explain", "--store", store, "--json", timeout=300)
@@ -230,7 +242,7 @@ def test_explain_says_what_a_nic_reset_did_to_the_connections(tmp_path):
     assert top["pid"] == sender and top["comm"] == "ns-tcp-send" and top["connections"] in (1, 2)
     assert f"ns-tcp-send (pid {sender})" in lk["summary"] and "in the 5 s after the NIC event" in lk["summary"]
     text = nodesleuth("explain", "--store", store)
-    assert "Impact on connections" in text.stdout and f"ns-tcp-send (pid {sender})" in text.stdout
+    assert "Impact on TCP" in text.stdout and f"ns-tcp-send (pid {sender})" in text.stdout
     assert "rule: the kernel's TCP counters" in text.stdout
     _incidents_page_shows(store, sender)
 

@@ -142,7 +142,7 @@ def build(rec, inc: Incident) -> Explained:
     return ex
 
 
-LABEL = {"event": "Event", "saturated_core": "Saturated core", "impact": "Impact on connections",
+LABEL = {"event": "Event", "saturated_core": "Saturated core", "impact": "Impact on TCP",
          "processes": "Processes on it",
          "functions": "What the core ran", "resource": "Resource walked", "creator": "Who makes zombies",
          "unit_loop": "Restart loop", "remediation": "Remediation"}
@@ -314,7 +314,7 @@ def _impact(rec, inc: Incident) -> Link:
         ev.append("no minute of counters before it to compare with")
         return Link("impact", OBSERVED, summary, None, rule, ev, data)
     ev.append(f"retransmits {rate:.1f}/s then vs {base:.1f}/s in the minute before")
-    share = max(0.0, (rate - base) / rate) if rate else 0.0  # the part of the retransmits above the baseline
+    share = max(0.0, (rate - base) / rate) if rate else None  # the part of the retransmits above the baseline
     if n >= IMPACT_MIN and rate >= IMPACT_RISE * base:
         return Link("impact", PROVEN, summary, share, rule, ev, data)
     if rate <= base:
