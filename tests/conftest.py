@@ -29,8 +29,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def check_json(*args: str) -> tuple[int, dict]:
-    p = nodesleuth("check", "--json", *args)
+def check_json(*args: str, timeout: float = 120) -> tuple[int, dict]:
+    p = nodesleuth("check", "--json", *args, timeout=timeout)
     assert p.returncode in (0, 1), p.stderr
     return p.returncode, json.loads(p.stdout)
 

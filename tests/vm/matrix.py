@@ -5,7 +5,9 @@ kernels (cgroup v1 or v2) under QEMU TCG and keep the JSON it prints under tests
     python3 matrix.py run 5.10:v1:2 pin 200            # one VM: KERNEL:HIERARCHY:CPUS PROBE ARGS...
     python3 matrix.py run 7.2:v2:2 cost 0,1000 perf --disk-mb 1024
     python3 matrix.py plan [NAME...]                    # the standard set (see PLAN), skipping done ones
-    python3 matrix.py table                             # markdown table from out/matrix/*.json
+    python3 matrix.py table [--readme]                  # markdown tables from out/matrix/*.json
+                                                        # (--readme: also into README.md's matrix section)
+    python3 matrix.py nictable [--readme]               # the NIC runs' table
     python3 matrix.py nic 5.10:v1:2 reclaim 10000 20 --disk-mb 1024 --tag reclaim   # NICs on the hot CPU
                                                         # (nic_probe.py: HOT ZOMBIES SECONDS [PPS])
 
@@ -78,6 +80,7 @@ def run(config: str, probe: str, args: list[str], disk_mb: int = 0, mem: str = "
         cmd = f"$VMRUN_PYTHON {stage_probe()} {tool} {probe} " + " ".join(shlex.quote(a) for a in args)
         extra = []
     t0 = time.time()
+    load0 = os.getloadavg()
     r = vmrun.run_in_vm(cmd, cpus=int(cpus), mem=mem, timeout=timeout, kernel=kernel, hierarchy=hier,
                         disk_mb=disk_mb, extra_qemu=extra)
     lines = []
@@ -89,6 +92,7 @@ def run(config: str, probe: str, args: list[str], disk_mb: int = 0, mem: str = "
     res = {"config": config, "probe": probe, "args": args, "disk_mb": disk_mb, "mem": mem,
            "kernel": r.kernel, "kernel_name": r.kernel_name, "hierarchy": r.hierarchy, "cpus": int(cpus),
            "rc": r.rc, "wall_s": round(r.wall, 1), "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t0)),
+           "host_loadavg_start_end": [round(load0[0], 2), round(os.getloadavg()[0], 2)],
            "out": lines, "stderr": r.stderr[-3000:]}
     if save:
         OUT.mkdir(parents=True, exist_ok=True)
@@ -107,6 +111,8 @@ for c in CONFIGS:
     PLAN[f"percpu2:{c}"] = (f"{c}:2", "percpu", ["2000"], 0, "2G", "")
     PLAN[f"percpu16:{c}"] = (f"{c}:16", "percpu", ["2000"], 0, "3G", "")
     PLAN[f"cost:{c}"] = (f"{c}:2", "cost", ["0,1000,10000,30000", "perf"], 1024, "3G", "")
+for c in ("5.10:v1", "6.12:v2"):  # stats reads at 16 vCPUs (no disk: no reclaim part)
+    PLAN[f"cost16:{c}"] = (f"{c}:16", "cost", ["0,10000"], 0, "3G", "")
 PLAN["percpu2-socket:7.2:v2"] = ("7.2:v2:2", "percpu", ["2000", "socket"], 0, "2G", "socket")
 PLAN["percpu16-socket:7.2:v2"] = ("7.2:v2:16", "percpu", ["2000", "socket"], 0, "3G", "socket")
 PLAN["cost-socket:7.2:v2"] = ("7.2:v2:2", "cost", ["0,1000,10000,30000", "perf", "socket"], 1024, "3G", "socket")
@@ -164,7 +170,7 @@ def _last(d: dict | None) -> dict:
 def cmd_table() -> str:
     """Two markdown tables from out/matrix: what accumulates and what it costs."""
     t1 = ["| kernel (uname -r) / hierarchy | reparenting in /proc/kallsyms | dying of 200 removed memcgs after "
-          "1 / 15 / 45 s: tmpfs write; ext4 write; ext4 read | Percpu kB per zombie, 2 / 16 vCPUs "
+          "1 / 15 / 45 s: tmpfs write; ext4 write; ext4 read; ext4 read, noatime | Percpu kB per zombie, 2 / 16 vCPUs "
           "| Slab kB per zombie, 2 / 16 vCPUs |", "|---|---|---|---|---|"]
     t2 = ["| kernel / hierarchy | zombies | one stats read, kernel us (median of 3): root memory.stat; root "
           "numa_stat; pod memory.stat; pod numa_stat | reclaim walk: kernel ms per MB read | hottest in the "
@@ -178,7 +184,7 @@ def cmd_table() -> str:
                             "reparent_shrinker_deferred") if sym.get("present", {}).get(k)]
         by = {r["fs"]: r for r in pin.get("rows", [])}
         cells = []
-        for fs in ("tmpfs-write", "ext4-write", "ext4-read"):
+        for fs in ("tmpfs-write", "ext4-write", "ext4-read", "ext4-read-noatime"):
             r = by.get(fs)
             cells.append(" / ".join(str(r["after"].get(t, "-")) for t in ("1.0", "15.0", "45.0")) if r else "-")
 
@@ -213,6 +219,34 @@ def cmd_table() -> str:
     return "\n".join(t1) + "\n\n" + "\n".join(t2)
 
 
+def cmd_nictable() -> str:
+    """One row per window of every out/matrix/*-nic-*.json."""
+    rows = ["| run (kernel / hot on CPU 1 / rates) | window | ICMP RTT to the DUT, ms p50 / p99 / max: virtio-net; e1000e "
+            "| ksoftirqd/1 waited (ms of the window) | CPU 1 time_squeeze | CPU 1: busy sys+user / softirq (ticks) "
+            "| TX timeouts (sysfs), watchdog / reset lines | host load |", "|---|---|---|---|---|---|---|---|"]
+    for f in sorted(OUT.glob("*-nic-*.json")):
+        d = json.loads(f.read_text())
+        setup = next((o for o in d["out"] if "setup" in o), {})
+        wins = [o for o in d["out"] if "window" in o]
+        for w in wins:
+            t, dl = w["traffic"], w["delta"]
+
+            def ping(k):
+                p = t.get(f"{k} ping", {})
+                return "/".join(f"{p.get(x, 0) / 1000:.0f}" for x in ("p50_us", "p99_us", "max_us")) if p else "-"
+            cpu1 = dl.get("cpu", {}).get("cpu1", {})
+            tto = sum(v for q in dl.get("tx_timeout", {}).values() for v in q.values() if isinstance(v, (int, float)))
+            sq = dl["softnet"][1]["time_squeeze"] if len(dl.get("softnet", [])) > 1 else "-"
+            label = (f"{d['kernel']} / {setup.get('hot_kind')} ({setup.get('zombies')} zombies) / "
+                     f"{setup.get('pps')} pps in, {setup.get('tx_pps') or 'max'} out") if w is wins[0] else ""
+            rows.append(f"| {label} | {w['window']} | {ping('virtio')}; {ping('e1000e')} | "
+                        f"{dl.get('ksoftirqd', {}).get('wait_ms', 0):.0f} | {sq} | "
+                        f"{cpu1.get('system', 0) + cpu1.get('user', 0)} / {cpu1.get('softirq', 0)} | "
+                        f"{tto}, {len(w.get('kmsg_interesting', []))} | "
+                        f"{(d.get('host_loadavg_start_end') or ['?'])[0]} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -239,8 +273,16 @@ def main(argv: list[str]) -> int:
         force = "--force" in argv
         cmd_plan([a for a in argv[1:] if a != "--force"], force)
         return 0
-    if argv[0] == "table":
-        print(cmd_table())
+    if argv[0] in ("table", "nictable"):
+        t, mark = (cmd_table(), "TABLES") if argv[0] == "table" else (cmd_nictable(), "NICTABLE")
+        if "--readme" in argv:  # replace the table between the markers in README.md
+            readme = HERE / "README.md"
+            text = readme.read_text()
+            a, b = f"<!--{mark}-->", f"<!--/{mark}-->"
+            i, j = text.index(a), text.index(b) if b in text else -1
+            text = text[:i] + a + "\n" + t + "\n" + b + (text[j + len(b):] if j >= 0 else text[i + len(a):])
+            readme.write_text(text)
+        print(t)
         return 0
     print(__doc__)
     return 2

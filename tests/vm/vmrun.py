@@ -449,8 +449,8 @@ def stage_source(repo: str, full: bool = False) -> str:
             shutil.copytree(src / "src", tmp / "src", ignore=ign)
             shutil.copytree(src / "tests" / "vm", tmp / "vm", ignore=ign)
             if full:
-                shutil.copytree(src / "tests", tmp / "tests", ignore=shutil.ignore_patterns(
-                    "__pycache__", "*.egg-info", "artifacts", "out"))
+                shutil.copytree(src / "tests", tmp / "tests", symlinks=True, ignore=shutil.ignore_patterns(
+                    "__pycache__", "*.egg-info", "artifacts", "out"))  # fixture trees keep their (dangling) links
                 shutil.copytree(src / "fixtures", tmp / "fixtures", ignore=ign)
                 shutil.copy2(src / "pyproject.toml", tmp / "pyproject.toml")
             (tmp / ".done").write_text(str(src))

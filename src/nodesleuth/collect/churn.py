@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 
 from ..node.children import spawn, spawn_reaped
 from ..model.churn import parse_script, summarise
@@ -46,7 +47,7 @@ class ChurnTracer:
             return None  # tracefs not mounted yet: perf mounts it
         return "the kernel has no cgroup tracepoints (tracefs events/cgroup)"
 
-    def start(self) -> bool:
+    def start(self, ready_timeout: float = 20.0) -> bool:
         if not self.perf:
             self.error = "perf not installed"
             return False
@@ -58,6 +59,16 @@ class ChurnTracer:
         except OSError as e:
             self.error = str(e)
             return False
+        # perf opens the tracepoints on every CPU and writes its header before it traces: on a busy or
+        # emulated machine that takes seconds, and a window stopped before then traced nothing. Wait for
+        # the data file (its header is written once the events are open), bounded.
+        deadline = time.monotonic() + ready_timeout
+        while not os.path.exists(self.data) and time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = (self.proc.stderr.read() if self.proc.stderr else b"").decode(errors="replace").strip()
+                self.error = (err.splitlines()[-1:] or [f"perf exited {self.proc.returncode} before tracing"])[0]
+                return False
+            time.sleep(0.05)
         return True
 
     def stop(self, seconds: float) -> ChurnSummary | None:
@@ -71,8 +82,8 @@ class ChurnTracer:
             self.proc.kill()
             _, err = self.proc.communicate()
         if not os.path.exists(self.data):
-            self.error = (err or b"").decode(errors="replace").strip().splitlines()[-1:] or ["perf failed"]
-            self.error = self.error[0]
+            self.error = ((err or b"").decode(errors="replace").strip().splitlines()[-1:]
+                          or [f"perf wrote no data (exit {self.proc.returncode})"])[0]
             shutil.rmtree(self.dir, ignore_errors=True)
             return None
         p = spawn([self.perf, "script", "-i", self.data, "-F", "comm,pid,tid,cpu,time,event,trace"],

@@ -20,7 +20,7 @@ import time
 from ..model.errors import InputError
 from ..model.procfs import parse_cgroup_stat
 from ..model.records import ZombiePosture
-from ..node.cgroupfs import Memcg, make_zombies, mounts, remove_cgroup_tree, v1_mount, v2_mount
+from ..node.cgroupfs import Memcg, count_dirs, make_zombies, mounts, remove_cgroup_tree, v1_mount, v2_mount
 from ..node.root import Root
 
 REPARENT_SYMBOLS = ("lru_reparent_memcg", "lru_gen_reparent_memcg")
@@ -75,40 +75,48 @@ def _dying_under(mc: Memcg, parent: str, baseline: int | None) -> int | None:
     return None if now is None or baseline is None else max(0, now - baseline - 1)  # less the leaf they leave to
 
 
-def probe(root: Root, n: int = 50, wait: float = 5.0) -> dict:
+def probe(root: Root, n: int = 50, wait: float = 3.0) -> dict:
     """Make n memcgs per kind of cache, each charging one page, remove them, and count the dying ones
-    after `wait` s; clean up. {"wait_s", "kinds": {kind: {"made", "dying"}}, "exact": v2 (per parent)
-    or not (v1: the global count, which other jobs' cgroups move too)}."""
+    after `wait` s (both kinds at once: one wait); clean up. {"wait_s", "kinds": {kind: {"made",
+    "dying"}}, "exact": v2 (per parent) or not (v1: the global count, which other jobs' cgroups move
+    too, and both kinds' together: each kind is then its share)}."""
     if not root.live:
         raise InputError(root.path, "the zombie probe needs the live host, not a recorded tree")
     mc = Memcg(root)
     rel = f"nodesleuth-posture-{os.getpid()}"
-    kinds = {"tmpfs": "/dev/shm", "disk": "/var/tmp"}
+    kinds = {k: b for k, b in {"tmpfs": "/dev/shm", "disk": "/var/tmp"}.items() if os.path.isdir(b)}
     out: dict = {"wait_s": wait, "n": n, "kinds": {}, "exact": mc.version == 2}
+    made: dict[str, tuple[str, str, int]] = {}
     try:
+        baseline = mc.count()
         for kind, base in kinds.items():
-            if not os.path.isdir(base):
-                continue
             parent = mc.make(f"{rel}/{kind}", children=True)
             data = tempfile.mkdtemp(prefix="nodesleuth-posture-", dir=base)
-            try:
-                baseline = mc.count()
-                made = make_zombies(n, parent, data, file_bytes=4096, prefix="p")
-                time.sleep(wait)
-                out["kinds"][kind] = {"made": made, "dying": _dying_under(mc, parent, baseline)}
-            finally:
-                shutil.rmtree(data, ignore_errors=True)  # the pages go with the files, the cgroups with them
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and (_dying_under(mc, parent, baseline) or 0) > 0:
-                    time.sleep(0.2)
+            made[kind] = (parent, data, make_zombies(n, parent, data, file_bytes=4096, prefix="p"))
+        time.sleep(wait)
+        if mc.version == 2:
+            for kind, (parent, _, k) in made.items():
+                out["kinds"][kind] = {"made": k, "dying": _dying_under(mc, parent, None)}
+        else:  # v1: the node-wide count's growth, less the probe's own live cgroups (its parents, leaves)
+            now = mc.count()
+            total = None if now is None or baseline is None else max(0, now - baseline - count_dirs(mc.path(rel)))
+            for kind, (_, _, k) in made.items():
+                out["kinds"][kind] = {"made": k, "dying": None if total is None else min(k, total)}
+                total = None if total is None else max(0, total - k)
     except OSError as e:
         raise InputError(e.filename or mc.path(rel), f"zombie probe: {e.strerror}") from None
     finally:
+        for parent, data, _ in made.values():
+            shutil.rmtree(data, ignore_errors=True)  # the pages go with the files, the cgroups with them
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any((_dying_under(mc, p, None) or 0) > 0 for p, _, _ in made.values()
+                                                  if mc.version == 2):
+            time.sleep(0.2)
         remove_cgroup_tree(mc.path(rel))
     return out
 
 
-def posture(root: Root, run_probe: bool = True, n: int = 50, wait: float = 5.0) -> ZombiePosture:
+def posture(root: Root, run_probe: bool = True, n: int = 50, wait: float = 3.0) -> ZombiePosture:
     p = read(root)
     if run_probe:
         try:

@@ -232,6 +232,22 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
+def hand_down_memory(path: str) -> None:
+    """On cgroup v2: `+memory` in the cgroup.subtree_control of `path` and of every ancestor up to the
+    hierarchy's root (a controller can be handed down only where the parent has it)."""
+    chain = []
+    here = os.path.realpath(path)
+    while os.path.exists(os.path.join(here, "cgroup.subtree_control")):
+        chain.append(here)
+        up = os.path.dirname(here)
+        if up == here or not os.path.exists(os.path.join(up, "cgroup.subtree_control")):
+            break
+        here = up
+    for d in reversed(chain):
+        if "memory" not in _read(os.path.join(d, "cgroup.subtree_control")).split():
+            _write(os.path.join(d, "cgroup.subtree_control"), "+memory")
+
+
 def enter(cgroup: str, pid: int) -> None:
     """Move a process into a cgroup (its directory path); v1 and v2 alike."""
     _write(os.path.join(cgroup, "cgroup.procs"), str(pid))
@@ -252,12 +268,10 @@ def make_zombies(n: int, parent: str, data_dir: str, file_bytes: int = 8192, pre
     children have controllers may hold no process), so the caller's membership never changes."""
     os.makedirs(parent, exist_ok=True)
     os.makedirs(data_dir, exist_ok=True)
-    v2 = os.path.exists(os.path.join(parent, "cgroup.subtree_control"))
-    if v2:  # the new cgroups are memcgs only if the parent hands the memory controller down
-        with open(os.path.join(parent, "cgroup.subtree_control")) as f:
-            if "memory" not in f.read().split():
-                with open(os.path.join(parent, "cgroup.subtree_control"), "w") as w:
-                    w.write("+memory")
+    if os.path.exists(os.path.join(parent, "cgroup.subtree_control")):
+        # cgroup v2: the new cgroups are memcgs only if every ancestor down to the parent hands the
+        # memory controller down (the root of a fresh system may hand down none)
+        hand_down_memory(parent)
     leave = os.path.join(parent, "_leave")
     os.makedirs(leave, exist_ok=True)
     r, w = os.pipe()
