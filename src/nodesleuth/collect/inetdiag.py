@@ -51,6 +51,11 @@ MSG = 72  # sizeof(struct inet_diag_msg)
 TI_RETRANSMITS, TI_BACKOFF, TI_RTO, TI_LOST, TI_RETRANS, TI_TOTAL = 2, 4, 8, 32, 36, 100
 
 _libc = ctypes.CDLL(None, use_errno=True)
+WALL_FACTOR = 4  # a time box in CPU seconds also ends after this many times as much wall time
+
+
+def _over(cpu0: float, wall0: float, box: float) -> bool:
+    return time.thread_time() - cpu0 > box or time.perf_counter() - wall0 > WALL_FACTOR * box
 
 
 @dataclass(slots=True)
@@ -125,9 +130,10 @@ def scan(sock: socket.socket, families=(socket.AF_INET, socket.AF_INET6), states
     """Walk the TCP sockets of the netlink socket's netns and keep those with retransmission evidence
     (retransmit timer armed, consecutive RTOs, segments lost or retransmitted in flight, or retransmits
     over their life); `interesting(cookie, total_retrans)` may keep more. Stops after `time_box`
-    seconds or `max_sockets` sockets (closing the socket drops the rest of the dump): say so in `truncated`."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    deadline = t0 + time_box
+    seconds of this thread's CPU (or WALL_FACTOR times that of wall time) or `max_sockets` sockets
+    (closing the socket drops the rest of the dump): say so in `truncated`. CPU, not wall time: on the
+    starved node this runs on, a wall-clock box would cut the scan short for the waiting, not the work."""
+    t0, c0, tc0 = time.perf_counter(), time.process_time(), time.thread_time()
     out: list[Conn] = []
     walked = 0
     truncated = ""
@@ -139,9 +145,9 @@ def scan(sock: socket.socket, families=(socket.AF_INET, socket.AF_INET6), states
         sock.send(_NLH.pack(_NLH.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + req)
         done = False
         while not done:
-            if walked >= max_sockets or time.perf_counter() > deadline:
+            if walked >= max_sockets or _over(tc0, t0, time_box):
                 truncated = (f"stopped after {walked} sockets (cap {max_sockets})" if walked >= max_sockets
-                             else f"stopped after {time_box * 1000:.0f} ms and {walked} sockets")
+                             else f"stopped after {time_box * 1000:.0f} ms of CPU and {walked} sockets")
                 return Scan(walked, truncated, out, time.perf_counter() - t0, time.process_time() - c0)
             data = sock.recv(1 << 20)
             off, n = 0, len(data)
@@ -199,19 +205,20 @@ def owners(inodes: set[int], proc: str = "/proc", netns: str | None = None, time
     """socket inode -> [(pid, comm)] by reading /proc/*/fd links (what `ss -p` does for every socket),
     for these inodes only, and only in processes whose /proc/PID/ns/net is `netns` (its readlink
     "net:[N]", when given): a process of another netns cannot hold the socket... unless it was passed
-    over a unix socket, which this misses. Stops after `time_box` s: the second value says so."""
+    over a unix socket, which this misses. Stops after `time_box` s of CPU (as scan()): the second value
+    says so."""
     want = {f"socket:[{i}]": i for i in inodes}
     out: dict[int, list[tuple[int, str]]] = {}
     if not want:
         return out, ""
-    deadline = time.perf_counter() + time_box
+    t0, tc0 = time.perf_counter(), time.thread_time()
     try:
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError:
         return out, f"{proc}: not readable"
     for i, pid in enumerate(pids):
-        if time.perf_counter() > deadline:
-            return out, f"owner scan stopped after {time_box * 1000:.0f} ms ({i} of {len(pids)} processes)"
+        if _over(tc0, t0, time_box):
+            return out, f"owner scan stopped after {time_box * 1000:.0f} ms of CPU ({i} of {len(pids)} processes)"
         base = f"{proc}/{pid}"
         if netns is not None:
             try:

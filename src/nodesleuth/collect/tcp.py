@@ -43,10 +43,10 @@ FLOORS = {"Tcp_RetransSegs": 10.0, "TcpExt_TCPTimeouts": 1.0, "TcpExt_TCPAbortOn
 AVERAGE_S = 60.0
 MIN_GAP = 10.0  # s between two scans of one netns
 MAX_SCANS_PER_TICK = 1  # worst case a tick: TIME_BOX + OWNER_TIME_BOX of CPU
-TIME_BOX = 0.25  # s a scan may walk sockets
+TIME_BOX = 0.25  # s of CPU a scan may walk sockets (collect/inetdiag.py: CPU, not wall time)
 MAX_SOCKETS = 200_000
 KEEP = 20  # connections kept per scan, worst first
-OWNER_TIME_BOX = 0.2  # s the owner lookup may take
+OWNER_TIME_BOX = 0.2  # s of CPU the owner lookup may take
 PREV_MAX = 50_000  # cookies remembered per netns for the next scan's per-connection deltas
 
 # TcpReader -> SocketView of the same sampler (both get its Preader): the netns that spiked this tick
