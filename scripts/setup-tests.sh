@@ -4,7 +4,8 @@
 # prometheus (server + promtool) for the fleet tests, gcc for the profiler's test program,
 # Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download),
 # Debian's golang for `go tool pprof` reading the pprof export, atop for the recorder benchmark,
-# podman/runc/mmdebstrap/buildah for the container image tests.
+# podman/runc/mmdebstrap/buildah for the container image tests, prometheus-node-exporter, iproute2 and
+# iptables for the softnet/TCP tests (issue 29).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 need=()
@@ -20,6 +21,12 @@ command -v curl >/dev/null || need+=(curl)
 command -v atop >/dev/null || need+=(atop)
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v go >/dev/null || need+=(golang-go)
+# issue 29: the real node_exporter the exporter is compared with (Debian's 1.5.0 on bookworm), iproute2 for
+# the network victims' namespaces and veths, iptables for their induced loss (this kernel has no sch_netem)
+[ -x /usr/bin/prometheus-node-exporter ] || need+=(prometheus-node-exporter)
+command -v ip >/dev/null || need+=(iproute2)
+command -v iptables >/dev/null || need+=(iptables)
+command -v ss >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null

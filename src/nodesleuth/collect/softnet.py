@@ -28,7 +28,8 @@ class SoftnetReader:
         text = read_text(self.reader, self.root, "/proc/net/softnet_stat", one_record=False)  # one record a CPU
         if len(text.split("\n", 1)[0].split()) < 13:  # no CPU column: rows are the online CPUs in order
             p = "/sys/devices/system/cpu/online"
-            online = parse_cpu_list(read_text(self.reader, self.root, p), self.root.join(p))
+            if self.root.live or self.root.exists(p):  # a recorded tree without it: row numbers, as node_exporter
+                online = parse_cpu_list(read_text(self.reader, self.root, p), self.root.join(p))
         return parse_softnet(text, online, self.root.join("/proc/net/softnet_stat"))
 
     def prime(self) -> None:

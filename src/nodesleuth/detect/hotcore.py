@@ -7,6 +7,7 @@ NET_RX rate), so a check can say "ksoftirqd/1 waited 4.8 s of 5 s".
 
 from __future__ import annotations
 
+from ..model.records import softnet_on, softnet_text
 from ..remedy.actions import Action
 from .findings import Finding
 from .registry import detector
@@ -42,6 +43,9 @@ def finding(e: Episode, ticks) -> Finding:
           f"irq {e.irq_mean:.0f}%",
           f"on CPU {e.cpu}: {procs}" + (" (estimate: threads that migrated were split over CPUs)" if est else "")]
     ev += describe_victim(e.cpu, v)
+    sn = softnet_on(ticks, e.cpu, e.start, e.end)  # the network receive work the core left undone
+    if sn:
+        ev.append(softnet_text(sn))
     rem, acts = [], []
     cmds = [f"perf record -C {e.cpu} -g -- sleep 10   # or: nodesleuth record --profile, then explain"]
     if e.top:
@@ -54,7 +58,7 @@ def finding(e: Episode, ticks) -> Finding:
     acts.append(Action("investigate", f"cpu {e.cpu}", f"CPU {e.cpu} saturated", commands=cmds))
     return Finding("hot_core", "warning",
                    f"CPU {e.cpu} pinned at {e.busy_mean:.0f}% for {e.seconds:.0f} s while the node averaged "
-                   f"{e.node_mean:.0f}%", ev, rem, {**e.to_dict(), "victim": v}, acts)
+                   f"{e.node_mean:.0f}%", ev, rem, {**e.to_dict(), "victim": v, "softnet": sn or None}, acts)
 
 
 def findings(ticks) -> list[Finding]:

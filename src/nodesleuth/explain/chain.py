@@ -27,7 +27,7 @@ from ..detect.proof import verdict
 from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS, MIN_ZOMBIES, NOT_PROVEN, OBSERVED,
                                 OTHERS_MAX, PROVE, PROVEN, UNKNOWN, ZOMBIE_AGE)
 from ..model.churn import creators
-from ..model.records import Creator
+from ..model.records import Creator, softnet_on, softnet_text, sockets_in, tcp_in
 from ..profile.parse import UNNAMED
 from ..remedy.actions import Action, protected
 from ..model.timeparse import iso
@@ -104,6 +104,7 @@ def build(rec, inc: Incident) -> Explained:
     links: list[Link] = [_event(rec, inc)]
     ep = inc.episode
     links.append(_core(rec, inc))
+    links.append(_impact(rec, inc))
     if ep is None:
         for name in ("processes", "functions", "resource", "creator", "unit_loop"):
             links.append(Link(name, UNKNOWN, "no saturated core to follow"))
@@ -141,7 +142,8 @@ def build(rec, inc: Incident) -> Explained:
     return ex
 
 
-LABEL = {"event": "Event", "saturated_core": "Saturated core", "processes": "Processes on it",
+LABEL = {"event": "Event", "saturated_core": "Saturated core", "impact": "Impact on TCP",
+         "processes": "Processes on it",
          "functions": "What the core ran", "resource": "Resource walked", "creator": "Who makes zombies",
          "unit_loop": "Restart loop", "remediation": "Remediation"}
 
@@ -218,9 +220,15 @@ def _core(rec, inc: Incident) -> Link:
     if "nic_irq_share" in v:
         ev.append(f"CPU {ep.cpu} served {pct(v['nic_irq_share'])} of the interrupts of the NIC's "
                   + (f"queue {v['queue']} (the one the driver reported)" if "queue" in v else "queues"))
-    data = {**ep.to_dict(), "victim": v}
+    sn = softnet_on(rec.ticks, ep.cpu, ep.start, ep.end)  # the receive work the starved CPU left undone
+    if sn:
+        ev.append(softnet_text(sn))
+    data = {**ep.to_dict(), "victim": v, "softnet": sn or None}
     summary = (f"CPU {ep.cpu} at {ep.busy_mean:.0f}% for {ep.seconds:.0f} s (sys {ep.sys_mean:.0f}%, "
                f"softirq {ep.soft_mean:.0f}%; others {ep.others_mean:.0f}%)")
+    if sn.get("time_squeeze") or sn.get("dropped"):
+        summary += (f"; network receive work left undone there: {sn.get('time_squeeze', 0)} squeezes, "
+                    f"{sn.get('dropped', 0)} backlog drops")
     if inc.kind != "nic_reset":
         return Link("saturated_core", OBSERVED, summary, ep.busy_mean / 100, rule.split(", within")[0], ev, data)
     lead = inc.time - ep.end
@@ -233,6 +241,85 @@ def _core(rec, inc: Incident) -> Link:
                     "(timing only)", None, rule, ev, data)
     vd = PROVEN if share >= PROVE else CONTRIBUTING
     return Link("saturated_core", vd, summary + f"; the NIC's work waited there ({pct(share)})", share, rule, ev, data)
+
+
+# --- 2b. what it did to the connections ------------------------------------------------------------
+
+IMPACT_AFTER = 5.0  # s after a NIC event its impact is counted over
+IMPACT_RISE = 3.0  # proven when retransmits per second are this many times the minute before's
+IMPACT_MIN = 10  # and at least this many
+
+
+def _impact(rec, inc: Incident) -> Link:
+    """The TCP counters of every network namespace read (collect/tcp.py) right after the event (or over
+    the hot episode), against the minute before, and the connections the triggered socket view found
+    retransmitting then, by process: observed numbers; proven only by the stated rule."""
+    ep = inc.episode
+    if inc.kind == "nic_reset":
+        t0, t1, what = inc.time, inc.time + IMPACT_AFTER, f"in the {IMPACT_AFTER:.0f} s after the NIC event"
+    else:
+        t0, t1, what = ep.start, ep.end, f"in the {ep.seconds:.0f} s CPU {ep.cpu} was hot"
+    rule = (f"the kernel's TCP counters, summed over every network namespace read, {what}, against the minute "
+            f"before (per second); proven when retransmitted segments are >= {IMPACT_RISE:g}x the minute "
+            f"before's rate and >= {IMPACT_MIN}; otherwise observed. By process: the connections the socket view "
+            "(inet_diag, run on a counter spike) found retransmitting, with their owner from /proc/*/fd")
+    after, before = tcp_in(rec.ticks, t0, t1), tcp_in(rec.ticks, t0 - 60.0, t0)
+    if not after:
+        return Link("impact", UNKNOWN, "no TCP counters recorded around it (a recording made before they were, or "
+                    "/proc/net/snmp could not be read)", None, rule)
+    d = after["d"]
+    n, m = d.get("Tcp_RetransSegs", 0), d.get("TcpExt_TCPTimeouts", 0)
+    k, j = d.get("Tcp_EstabResets", 0), d.get("TcpExt_TCPAbortOnTimeout", 0)
+    drops = sum(d.get(x, 0) for x in ("TcpExt_ListenDrops", "TcpExt_TCPRcvQDrop", "TcpExt_TCPBacklogDrop"))
+    conns = sockets_in(rec.ticks, t0 - 1.0, t1 + 1.0)
+    procs: dict = {}
+    for c in conns:
+        key = (c.get("pid"), c.get("comm"))
+        p = procs.setdefault(key, {"pid": key[0], "comm": key[1], "retrans": 0, "lifetime": False, "conns": set(),
+                                   "in_rto": 0, "cgroup_id": c.get("cgroup_id")})
+        p["retrans"] += c["retrans_delta"] if c.get("retrans_delta") is not None else c["retrans_total"]
+        p["lifetime"] |= c.get("retrans_delta") is None
+        p["conns"].add(c["cookie"])
+        p["in_rto"] += 1 if c.get("retransmits") else 0
+    ranked = sorted(procs.values(), key=lambda p: -p["retrans"])
+    by = "; ".join(f"{p['comm'] or 'owner not found'}" + (f" (pid {p['pid']})" if p["pid"] else "")
+                   + f" {p['retrans']} retransmits{' (lifetime totals)' if p['lifetime'] else ''} on "
+                   f"{len(p['conns'])} connection{'s' if len(p['conns']) != 1 else ''}"
+                   + (f", {p['in_rto']} in RTO backoff" if p["in_rto"] else "") for p in ranked[:4])
+    summary = (f"{what}: {n} retransmitted segments, {m} RTO timeouts, {k} connections reset ({j} killed by "
+               f"retries)" + (f", {drops} segments dropped at listeners/sockets" if drops else "")
+               + (f"; by process: {by}" if by else "; no socket view ran (no counter spike to trigger it)"))
+    ev = [f"{after['seconds']:.0f} s of TCP counters: " + ", ".join(f"{key} {v}" for key, v in d.items() if v)]
+    nets = sorted(after["by_ns"].items(), key=lambda kv: -kv[1]["d"].get("Tcp_RetransSegs", 0))
+    for ns, x in nets[:4]:
+        if x["d"].get("Tcp_RetransSegs") or x["d"].get("Tcp_EstabResets") or x["d"].get("TcpExt_TCPTimeouts"):
+            ev.append(("the host's network namespace" if ns == 0 else
+                       f"netns {ns} (pid {x['pid']} {x['comm']}" + (f", cgroup {x['cgroup']}" if x["cgroup"] else "")
+                       + ")") + f": {x['d'].get('Tcp_RetransSegs', 0)} retransmits, "
+                       f"{x['d'].get('TcpExt_TCPTimeouts', 0)} timeouts, {x['d'].get('Tcp_EstabResets', 0)} resets")
+    for c in sorted(conns, key=lambda c: -(c.get("retrans_delta") or c["retrans_total"]))[:5]:
+        ev.append(f"{iso(c['t'])} {c['src']} -> {c['dst']} {c['state']}: {c['retrans_total']} retransmits over its "
+                  f"life" + (f" (+{c['retrans_delta']} since the last scan)" if c.get("retrans_delta") is not None
+                             else "") + f", rto {c['rto_ms']:g} ms, {c['retransmits']} consecutive RTOs, owner "
+                  + (f"{c['comm']} (pid {c['pid']})" if c.get("pid") else "not found") + f", cgroup id {c['cgroup_id']}")
+    rate = n / max(after["seconds"], 1e-3)
+    base = before["d"].get("Tcp_RetransSegs", 0) / before["seconds"] if before and before["seconds"] >= 10 else None
+    data = {"window": [t0, t1], "counters": d, "seconds": after["seconds"], "retrans_per_s": round(rate, 2),
+            "before_retrans_per_s": None if base is None else round(base, 2),
+            "by_process": [{**{x: y for x, y in p.items() if x != "conns"}, "connections": len(p["conns"])}
+                           for p in ranked[:10]],
+            "by_netns": [{"ns": ns, "pid": x["pid"], "comm": x["comm"], "cgroup": x["cgroup"], **x["d"]}
+                         for ns, x in nets[:10]]}
+    if base is None:
+        ev.append("no minute of counters before it to compare with")
+        return Link("impact", OBSERVED, summary, None, rule, ev, data)
+    ev.append(f"retransmits {rate:.1f}/s then vs {base:.1f}/s in the minute before")
+    share = max(0.0, (rate - base) / rate) if rate else None  # the part of the retransmits above the baseline
+    if n >= IMPACT_MIN and rate >= IMPACT_RISE * base:
+        return Link("impact", PROVEN, summary, share, rule, ev, data)
+    if rate <= base:
+        summary += f" (no more than the minute before: {base:.1f}/s)"
+    return Link("impact", OBSERVED, summary, share, rule, ev, data)
 
 
 # --- 3/4. processes and functions ----------------------------------------------------------------

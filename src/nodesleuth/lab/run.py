@@ -46,6 +46,7 @@ from ..node.cgroupfs import Memcg, drop_caches, remove_cgroup_tree
 from ..node.children import run as run_child, spawn
 from ..node.root import Root
 from .actors import ecs_agent
+from .netvictim import NetLab, NetLabError, describe as net_describe, verdict as net_verdict
 from .systemd import SystemdNamespace
 
 DEFAULT_DIR = "/var/lib/nodesleuth-lab"
@@ -53,6 +54,8 @@ LAB_CG = "nodesleuth-lab"
 AGENT_STATUS = 1  # the status ecs_agent exits with; anything else means the unit did not run it
 ENA_WINDOW = 5.0  # s: ENA resets a Tx queue whose NAPI has not run for 5 s (TX_TIMEOUT = 5 * HZ)
 VICTIM_SHARE = 0.5  # the lab's rule: the poller waited more than half of that window
+NET_STREAMS, NET_MBIT = 4, 50.0  # the network victims: TCP streams between two netns, paced per stream
+NET_BASELINE = 10.0  # s the streams run before the hot core starts (the "before" they are compared with)
 CURVE = (0, 1000, 10000, 30000)
 MIN_GROWTH = 5.0  # the cost at the last curve point must be this many times the cost at the first
 WINDOWS = 3  # the cost at each point is the cheapest of this many windows
@@ -86,6 +89,8 @@ class LabState:
     zombies: int = 0
     simulated: str = "ENA lines, when written, are SIMULATED by the lab (there is no ENA device)"
     tmpfs: str = ""
+    net: dict = field(default_factory=dict)  # what the hot core did to the network victims (lab/netvictim.py)
+    netns: list = field(default_factory=list)  # their network namespaces, for clean
 
     def save(self) -> None:
         with open(os.path.join(self.workdir, "state.json"), "w") as f:
@@ -324,7 +329,7 @@ def write_simulated_reset(napi_usec: int) -> None:
 def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_start: int = 500,
         restart_sec: str = "200ms", zombies: int = 30000, rate: float = 100.0, profile: bool = True,
         curve: bool = True, build_timeout: float = 60.0, points=CURVE, min_growth: float = MIN_GROWTH,
-        log=print) -> LabState:
+        net: bool = True, log=print) -> LabState:
     preflight(workdir)
     if LabState.load(workdir) is not None:
         raise LabError(f"{workdir}/state.json exists: run `nodesleuth lab clean --workdir {workdir}` first")
@@ -353,6 +358,7 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
     shutil.copyfile(ecs_agent.__file__, agent)
     ns = SystemdNamespace()
     procs: dict[str, subprocess.Popen] = {}
+    netlab = streams = None
     try:
         ns.start()
         st.pids.update(systemd=ns.pid, unshare=ns.proc.pid)
@@ -398,13 +404,22 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         # from now on the agent behaves like the real one: tries to register for 2 s, fails, leaves a few
         # cgroups; on a 2-CPU machine a faster loop would itself keep the other CPU busy
         _write(control, f"{max(1, per_start // 25)} 2")
+        if net:
+            netlab, streams, snaps = _net_start(st, cpu, log)
         log(f"lab: {st.zombies} dying memcgs under /{LAB_CG}; the data loader starts on CPU {cpu} ({rate:.0f} MB/s)")
         _limit(mc, parent, rjob)
+        if streams is not None:
+            snaps.append(streams.snapshot())
         procs["dataloader"] = _dataloader(job, cpu, data, rate)
         st.pids["dataloader"] = procs["dataloader"].pid
         st.save()
         _watch(st, ns, mc, procs, seconds, log)
+        if streams is not None:
+            snaps.append(streams.snapshot())
+            _net_report(st, streams, snaps, cpu, log)
     finally:
+        if netlab is not None:
+            netlab.close()
         for role in ("dataloader", "victim"):
             if role in procs:
                 procs[role].kill()
@@ -424,6 +439,50 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         st.ended = time.time()
         st.save()
     return st
+
+
+def _net_start(st: LabState, cpu: int, log):
+    """The network victims (lab/netvictim.py): TCP streams between two network namespaces, their receive
+    processing steered by RPS to the hot CPU and their NAPI in kernel threads pinned there (threaded
+    NAPI, 5.12+; softirq only where the kernel has none), the processes on another. No kernel setting is changed: the
+    hot core's effect at the defaults is what is measured. Returns (lab, streams, [snapshot]) or, when
+    they cannot run here, (None, None, []) with a line saying why: the incident itself does not need them."""
+    other = next((c for c in sorted(os.sched_getaffinity(0)) if c != cpu), -1)
+    lab = NetLab(workdir=os.path.join(st.workdir, "net"))
+    os.makedirs(lab.dir, exist_ok=True)
+    try:
+        lab.setup()
+        st.netns = [lab.snd, lab.rcv]
+        st.save()
+        lab.rps(cpu)
+        try:  # their NAPI in a kernel thread on the hot CPU too: a task there, which a hot core can hold off
+            napi = f"; their NAPI threads (pids {', '.join(map(str, lab.threaded_napi(cpu)))}) pinned there"
+        except (NetLabError, OSError) as e:
+            napi = f"; NAPI in softirq only ({e})"
+        streams = lab.streams(NET_STREAMS, NET_MBIT, cpu=other)
+    except (NetLabError, OSError) as e:
+        lab.close()
+        log(f"lab: no network victims ({e}); the incident goes on without them")
+        return None, None, []
+    st.pids.update(net_sender=streams.send.pid, net_sink=streams.sink.pid)
+    st.save()
+    log(f"lab: {NET_STREAMS} TCP streams {lab.a} -> {lab.b} ({NET_MBIT:g} Mbit/s each) between netns {lab.snd} and "
+        f"{lab.rcv}; their receive processing on CPU {cpu} (RPS{napi}), the processes on CPU {other}; "
+        f"{NET_BASELINE:.0f} s before the hot core starts")
+    time.sleep(2)
+    snaps = [streams.snapshot()]
+    time.sleep(NET_BASELINE)
+    return lab, streams, snaps
+
+
+def _net_report(st: LabState, streams, snaps: list, cpu: int, log) -> None:
+    """Before (streams alone) and during (the data loader's reclaim on the same CPU), with the numbers."""
+    before, during = streams.report(snaps[0], snaps[1], cpu), streams.report(snaps[1], snaps[2], cpu)
+    st.net = {"before": before, "during": during, "verdict": net_verdict(before, during)}
+    st.save()
+    log(f"lab: network victims before the hot core: {net_describe(before)}")
+    log(f"lab: network victims during the hot core: {net_describe(during)}")
+    log(f"lab: {st.net['verdict']}")
 
 
 def _check_unit(ns: SystemdNamespace, base: int, per_start: int, wait: float = 180.0) -> None:
@@ -511,6 +570,9 @@ def clean(workdir: str = DEFAULT_DIR, log=print, keep_store: bool = False, wait:
         deadline = time.time() + 10
         while time.time() < deadline and any(_alive(p) for p in st.pids.values() if p):
             time.sleep(0.1)
+    for name in (st.netns if st else []):  # the network victims' namespaces (and the veths in them)
+        if os.path.exists(os.path.join("/run/netns", name)):
+            run_child(["ip", "netns", "del", name], timeout=30)
     before = Memcg().count()
     t = time.perf_counter()
     for d in (os.path.join(workdir, "run"), os.path.join(workdir, "cost-run")):

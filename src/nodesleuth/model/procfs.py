@@ -260,6 +260,8 @@ def parse_softnet(text: str, online: list[int] | None, path: str = "/proc/net/so
             cpu = online[i]
         else:
             cpu = i
+        if cpu in out:  # a kernel prints each online CPU once (hand-made fixtures repeat an index)
+            raise InputError(path, f"CPU {cpu} appears twice (row {i + 1}): not a kernel's softnet_stat")
         out[cpu] = {k: vals[c] for k, c in SOFTNET_COLS.items()
                     if c < len(vals) and (c < 11 or len(vals) >= 13)}
     return out
@@ -275,4 +277,34 @@ def parse_cpu_list(text: str, path: str) -> list[int]:
                 out += range(int(a), int(b or a) + 1)
     except ValueError:
         raise InputError(path, f"malformed CPU list {text.strip()!r}") from None
+    return out
+
+
+def parse_netstat(text: str, path: str, want: set[str] | None = None) -> dict[str, int]:
+    """/proc/net/netstat and /proc/net/snmp (and /proc/PID/net/*): pairs of lines `Prefix: Name1 Name2 ...`
+    / `Prefix: v1 v2 ...` (net/ipv4/proc.c snmp_seq_show, netstat_seq_show), read by name, never by
+    position (TcpExt has 102 names in 3.10 and 135 in 6.18). Keys are node_exporter's `Prefix_Name`
+    (Tcp_RetransSegs, TcpExt_TCPTimeouts); `want`: only those keys. Values are decimal; IpExt octets
+    are 64-bit and Tcp MaxConn is signed (-1), so int() of the text, never a fixed width."""
+    out: dict[str, int] = {}
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    i = 0
+    while i + 1 < len(lines):
+        head, vals = lines[i].split(), lines[i + 1].split()
+        if not head or not head[0].endswith(":") or head[0] != vals[0]:
+            i += 1  # a header without its value line (e.g. a truncated read): resynchronise on the next pair
+            continue
+        if len(head) != len(vals):
+            raise InputError(path, f"{head[0]} has {len(head) - 1} names but {len(vals) - 1} values")
+        pfx = head[0][:-1]
+        for k, v in zip(head[1:], vals[1:]):
+            key = f"{pfx}_{k}"
+            if want is None or key in want:
+                try:
+                    out[key] = int(v)
+                except ValueError:
+                    raise InputError(path, f"{key} is not a number: {v[:30]!r}") from None
+        i += 2
+    if not out and want is None:
+        raise InputError(path, "no `Prefix: names` / `Prefix: values` line pairs")
     return out

@@ -300,6 +300,200 @@ class Softnet(Section):
                                                    "flow_limit_count", "backlog_len") if getattr(self, k) is not None}
 
 
+def _in(ticks, t0: float, t1: float) -> list:
+    """Ticks whose interval ends in (t0, t1] (the half second of slack of detect/incidents._window)."""
+    return [t for t in ticks if t0 < t.time <= t1 + 0.5]
+
+
+SOFTNET_EVIDENCE = ("time_squeeze", "dropped", "processed", "received_rps")
+
+
+def softnet_on(ticks, cpu: int, t0: float, t1: float, before: float = 60.0) -> dict:
+    """One CPU's softnet_stat over (t0, t1]: time_squeeze, dropped, processed, received_rps, summed,
+    with the same per second in the `before` seconds before and the largest of the other CPUs', so a
+    reader sees whether the network work left undone is this core's and new. Empty when no tick of
+    the window has a softnet section (not recorded, or the CPU had no row: offline)."""
+    def tot(ts, which) -> tuple[dict, float]:
+        out: dict = {}
+        secs = 0.0
+        for t in ts:
+            s = t.softnet
+            if s is None:
+                continue
+            secs += t.interval
+            rows = [s.of(c) for c in s.cpus if which(c)]
+            for k in SOFTNET_EVIDENCE:
+                vals = [r[k] for r in rows if k in r]
+                if vals:
+                    out[k] = out.get(k, 0) + sum(vals)
+        return out, secs
+
+    during, prior = _in(ticks, t0, t1), _in(ticks, t0 - before, t0)
+    here, secs = tot(during, lambda c: c == cpu)
+    if not secs or not here:
+        return {}
+    out = {"cpu": cpu, "seconds": round(secs, 2), **here}
+    b, bsecs = tot(prior, lambda c: c == cpu)
+    if bsecs:
+        out["before_per_s"] = {k: round(v / bsecs, 2) for k, v in b.items()}
+    others: dict[int, int] = {}
+    for t in during:
+        if t.softnet is not None:
+            for c, v in zip(t.softnet.cpus, t.softnet.time_squeeze):
+                if c != cpu:
+                    others[c] = others.get(c, 0) + v
+    if others:
+        c, v = max(others.items(), key=lambda kv: kv[1])
+        out["others_max_squeeze"] = {"cpu": c, "time_squeeze": v}
+    return out
+
+
+def softnet_text(s: dict) -> str:
+    """softnet_on() in one line of evidence."""
+    b = s.get("before_per_s")
+    line = (f"softnet_stat on CPU {s['cpu']} over {s['seconds']:.0f} s: {s.get('time_squeeze', 0)} time_squeeze "
+            f"(net_rx_action out of budget/time with packets left), {s.get('dropped', 0)} dropped (backlog full), "
+            f"{s.get('processed', 0)} packets processed")
+    if b is not None:
+        line += (f"; in the minute before {b.get('time_squeeze', 0):g}/s squeezed, {b.get('dropped', 0):g}/s dropped")
+    o = s.get("others_max_squeeze")
+    if o is not None:
+        line += f"; the most on another CPU: {o['time_squeeze']} squeezes on CPU {o['cpu']}"
+    return line
+
+
+# TCP health counters, node_exporter's names (Prefix_Name); file: snmp (Tcp) or netstat (TcpExt), and
+# what counts them (net/ipv4 increment sites; kernel/mib-table.md of the issue-29 research)
+TCP_COUNTERS = {
+    "Tcp_RetransSegs": "segments retransmitted (counted per segment: a TSO skb counts all it carries; SYN-ACK "
+                       "retransmits too)",
+    "Tcp_OutSegs": "segments sent (the retransmit ratio's denominator)",
+    "Tcp_InErrs": "segments received in error (bad checksum, malformed)",
+    "Tcp_OutRsts": "segments sent with RST",
+    "Tcp_EstabResets": "connections that went from ESTABLISHED or CLOSE_WAIT straight to CLOSED (RST received, "
+                       "abortive close, or killed by retries)",
+    "TcpExt_TCPTimeouts": "retransmission timer (RTO) firings",
+    "TcpExt_TCPLostRetransmit": "retransmitted segments lost again",
+    "TcpExt_TCPAbortOnTimeout": "connections killed because retries ran out (tcp_retries2, tcp_syn_retries, "
+                                "TCP_USER_TIMEOUT)",
+    "TcpExt_TCPAbortOnData": "connections reset because data arrived after close, or closed with unread data",
+    "TcpExt_TCPSynRetrans": "SYN and SYN-ACK retransmits",
+    "TcpExt_ListenOverflows": "connections dropped because the listener's accept queue was full",
+    "TcpExt_ListenDrops": "SYNs and connections dropped at a listener (overflows included)",
+    "TcpExt_TCPRcvQDrop": "segments dropped because the socket's receive buffer was full (5.0+)",
+    "TcpExt_TCPBacklogDrop": "segments dropped because the socket's backlog was full while its owner held it",
+}
+TCP_SNMP = tuple(k for k in TCP_COUNTERS if k.startswith("Tcp_"))
+TCP_NETSTAT = tuple(k for k in TCP_COUNTERS if k.startswith("TcpExt_"))
+
+
+@dataclass
+class Tcp(Section):
+    """TCP health per second from /proc/net/snmp and /proc/net/netstat, which are per network namespace:
+    the host's (init) netns every tick, and the netns of running pods/containers (one process each,
+    /proc/PID/net/*), at most a bounded number a tick, the rest in turn (collect/tcp.py). Deltas of the
+    kernel's counters; a netns read after several ticks covers `s` seconds; only namespaces where a
+    counter moved are kept. A pod's retransmits never show in the host's counters."""
+
+    FIELD = "tcp"
+    METRICS = tuple(Metric(f"nodesleuth_netstat_{k}", "counter",
+                           f"Statistic {k.replace('_', '', 1)} (node_exporter's node_netstat_{k}): {h}; per network "
+                           "namespace, netns=\"\" the host's", ("netns",)) for k, h in TCP_COUNTERS.items())
+    WEB = "panel:tcp"
+
+    init: dict | None  # the host's netns: key -> delta this interval (a key the kernel lacks is absent); None: unread
+    netns: list = field(default_factory=list)  # other netns whose counters moved: {"ns", "pid", "comm", "cgroup", "s", "d"}
+    known: int = 0  # other network namespaces known (enumerated from /proc/*/ns/net)
+    read: int = 0  # of them read this tick
+    missing: list = field(default_factory=list)  # counters this kernel does not have (TCPRcvQDrop before 5.0)
+    totals: dict | None = None  # the kernel's counters per netns label, for /metrics (not stored: deltas are)
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "totals"}
+
+    def stored(self) -> dict:
+        """The host's counters that moved only (a quiet second is a few bytes); `missing` says which the
+        kernel lacks, so a reader tells 0 from absent."""
+        d = self.to_dict()
+        if self.init is not None:
+            d["init"] = {k: v for k, v in self.init.items() if v}
+        return d
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Tcp":
+        t = cls.from_dict(d)
+        if t.init is not None:
+            t.init = {**{k: 0 for k in TCP_COUNTERS if k not in t.missing}, **t.init}
+        return t
+
+    def sum(self, key: str) -> int:
+        """One counter's delta over every netns read this tick."""
+        return (self.init or {}).get(key, 0) + sum(n["d"].get(key, 0) for n in self.netns)
+
+    def samples(self):
+        for label, vals in (self.totals or {}).items():
+            for k in TCP_COUNTERS:
+                if k in vals:
+                    yield f"nodesleuth_netstat_{k}", (label,), vals[k]
+
+
+def tcp_in(ticks, t0: float, t1: float) -> dict:
+    """TCP counters summed over (t0, t1] and every netns read: {"seconds", "d": {key: n}, "by_ns":
+    {ns: {"pid", "comm", "cgroup", "d"}}} (ns 0 is the host's). Empty when no tick there has a tcp section."""
+    d: dict[str, int] = {}
+    by: dict = {}
+    secs = 0.0
+    for t in _in(ticks, t0, t1):
+        s = t.tcp
+        if s is None:
+            continue
+        secs += t.interval
+        parts = ([{"ns": 0, "pid": 1, "comm": "(host)", "cgroup": "", "d": s.init}] if s.init else []) + s.netns
+        for n in parts:
+            slot = by.setdefault(n["ns"], {"pid": n.get("pid"), "comm": n.get("comm"), "cgroup": n.get("cgroup"),
+                                           "d": {}})
+            for k, v in n["d"].items():
+                d[k] = d.get(k, 0) + v
+                slot["d"][k] = slot["d"].get(k, 0) + v
+    return {"seconds": round(secs, 2), "d": d, "by_ns": by} if secs else {}
+
+
+@dataclass
+class Sockets(Section):
+    """The connections behind a TCP counter spike: a bounded inet_diag scan (collect/inetdiag.py) of the
+    netns whose counters spiked, run only then (capped in time and count; never every second), keeping
+    the sockets retransmitting or in RTO backoff with their owner (a /proc/*/fd inode scan for those
+    few only) and cgroup id. One entry per netns scanned this tick."""
+
+    FIELD = "sockets"
+    METRICS = (Metric("nodesleuth_socket_scans", "counter", "Per-connection inet_diag scans that TCP counter "
+                      "spikes triggered (capped per netns and in time)"),
+               Metric("nodesleuth_socket_scan_seconds", "counter", "CPU seconds the triggered socket scans took "
+                      "(inet_diag walk, tcp_info decode, owner lookup)"))
+    WEB = "panel:tcp"
+
+    scans: list  # {"ns", "pid", "why", "walked", "truncated", "ms", "cpu_ms", "conns": [...]}
+    totals: dict | None = None  # scans and CPU seconds since the collector started, for /metrics (not stored)
+
+    def to_dict(self) -> dict:
+        return {"scans": self.scans}
+
+    def samples(self):
+        if self.totals:
+            yield "nodesleuth_socket_scans", (), self.totals["scans"]
+            yield "nodesleuth_socket_scan_seconds", (), round(self.totals["cpu_s"], 6)
+
+
+def sockets_in(ticks, t0: float, t1: float) -> list[dict]:
+    """Every connection the triggered scans of (t0, t1] found, each with its scan's time and netns."""
+    out = []
+    for t in _in(ticks, t0, t1):
+        if t.sockets is not None:
+            for sc in t.sockets.scans:
+                out += [{**c, "t": t.time, "ns": sc["ns"]} for c in sc["conns"]]
+    return out
+
+
 @dataclass
 class Tick:
     time: float
@@ -320,6 +514,8 @@ class Tick:
     vmstat: Vmstat | None = None
     irqtop: IrqTop | None = None
     hogs: Hogs | None = None
+    tcp: Tcp | None = None
+    sockets: Sockets | None = None
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
