@@ -147,7 +147,9 @@ def test_kubernetes_manifests_are_well_formed():
     for c in spec["containers"]:
         assert c["securityContext"]["privileged"] is True
         assert c["resources"]["limits"]["memory"] and c["resources"]["limits"]["cpu"]
-        assert {"/host/proc", "/host/sys"} <= {m["mountPath"] for m in c["volumeMounts"]}
+        # the host's whole / read-only at /host (its /proc, /sys, /dev/kmsg, /run/systemd, dpkg database)
+        assert {"mountPath": "/host", "readOnly": True, "mountPropagation": "HostToContainer"}.items() <= \
+            next(m for m in c["volumeMounts"] if m["mountPath"] == "/host").items()
     with open(os.path.join(HERE, "..", "deploy", "npd", "nodesleuth-plugin-monitor.json")) as f:
         npd = json.load(f)
     assert npd["plugin"] == "custom"

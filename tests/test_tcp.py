@@ -95,7 +95,7 @@ def test_section_stores_only_what_moved_and_reads_back():
     back = Tcp.from_stored(json.loads(json.dumps(st)))
     assert back.to_dict() == t.to_dict() and back.sum("Tcp_RetransSegs") == 10
     assert "TcpExt_TCPRcvQDrop" not in back.init  # absent on that kernel, not 0
-    assert list(t.samples()) == [("nodesleuth_netstat_Tcp_RetransSegs", ("",), 70)]
+    assert list(t.samples()) == [("nodesleuth_netstat_tcp_retrans_segs", ("",), 70)]
 
 
 def _snmp(path: str) -> dict:

@@ -384,6 +384,14 @@ TCP_COUNTERS = {
     "TcpExt_TCPBacklogDrop": "segments dropped because the socket's backlog was full while its owner held it",
 }
 TCP_SNMP = tuple(k for k in TCP_COUNTERS if k.startswith("Tcp_"))
+
+
+def netstat_metric(key: str) -> str:
+    """The exported name of a TCP counter: node_exporter's node_netstat_Tcp_RetransSegs in Prometheus'
+    snake_case (promtool lints node_exporter's camelCase): nodesleuth_netstat_tcp_retrans_segs."""
+    prefix, name = key.split("_", 1)
+    return "nodesleuth_netstat_" + prefix.lower() + "_" + re.sub(
+        r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 TCP_NETSTAT = tuple(k for k in TCP_COUNTERS if k.startswith("TcpExt_"))
 
 
@@ -396,7 +404,7 @@ class Tcp(Section):
     counter moved are kept. A pod's retransmits never show in the host's counters."""
 
     FIELD = "tcp"
-    METRICS = tuple(Metric(f"nodesleuth_netstat_{k}", "counter",
+    METRICS = tuple(Metric(netstat_metric(k), "counter",
                            f"Statistic {k.replace('_', '', 1)} (node_exporter's node_netstat_{k}): {h}; per network "
                            "namespace, netns=\"\" the host's", ("netns",)) for k, h in TCP_COUNTERS.items())
     WEB = "panel:tcp"
@@ -434,7 +442,7 @@ class Tcp(Section):
         for label, vals in (self.totals or {}).items():
             for k in TCP_COUNTERS:
                 if k in vals:
-                    yield f"nodesleuth_netstat_{k}", (label,), vals[k]
+                    yield netstat_metric(k), (label,), vals[k]
 
 
 def tcp_in(ticks, t0: float, t1: float) -> dict:
