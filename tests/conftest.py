@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -62,6 +63,19 @@ def busy_loop():
     yield start
     for p in procs:
         p.kill()
+        p.wait()
+
+
+@contextlib.contextmanager
+def recording(store: str, duration: str, *extra: str):
+    """`nodesleuth record` for a bounded time; killed at once if the test fails before it ends."""
+    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", duration,
+                          "--quiet", *extra], stderr=subprocess.PIPE)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
         p.wait()
 
 

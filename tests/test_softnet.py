@@ -4,7 +4,6 @@ veth pair steered to one CPU, and a hot core's finding that says what the core l
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import Busy, check_json, finding, free_port, needs_root, nodesleuth, retry_when_busy
+from conftest import Busy, check_json, finding, free_port, needs_root, nodesleuth, recording, retry_when_busy
 from nodesleuth.collect.softnet import SoftnetReader
 from nodesleuth.model.records import netstat_metric
 from nodesleuth.model.errors import InputError
@@ -24,18 +23,6 @@ from nodesleuth.model.procfs import parse_softnet
 from nodesleuth.node.pread import Preader
 from nodesleuth.node.root import Root
 
-
-@contextlib.contextmanager
-def recording(store: str, duration: str, *extra: str):
-    """`nodesleuth record` for a bounded time; killed at once if the test fails before it ends."""
-    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", duration,
-                          "--quiet", *extra], stderr=subprocess.PIPE)
-    try:
-        yield p
-    finally:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 D = os.path.join(HERE, "data", "net")

@@ -4,7 +4,6 @@ explain's impact link: real counter files by name, a host root, real pods' names
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -15,22 +14,10 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import needs_root, nodesleuth
+from conftest import needs_root, nodesleuth, recording
 from nodesleuth.model.procfs import parse_netstat
 from nodesleuth.model.records import TCP_COUNTERS, Tcp
 
-
-@contextlib.contextmanager
-def recording(store: str, duration: str, *extra: str):
-    """`nodesleuth record` for a bounded time; killed at once if the test fails before it ends."""
-    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", duration,
-                          "--quiet", *extra], stderr=subprocess.PIPE)
-    try:
-        yield p
-    finally:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 D = os.path.join(HERE, "data", "net")
