@@ -114,3 +114,139 @@ def test_web_api_reversed_baseline_is_refused_with_422(web):
     client, t = web
     r = client.get(_url("flame?from={t0}&to={t}&base_from={t}&base_to={t0}", t))
     assert r.status_code == 422 and r.get_json()["error"] == "baseline: give base_from < base_to"
+
+
+# --- fleet --prometheus: every way the server or the question can fail --------------------------------------
+
+@pytest.fixture(scope="module")
+def tsdb(tmp_path_factory):
+    """A real Prometheus over 200 hosts' info metrics and incident counters (tests/fleetgen.py, written by
+    promtool), whose series name their host by a `node` label instead of `instance`; and a real Prometheus
+    with no data at all."""
+    if not shutil.which("prometheus") or not shutil.which("promtool"):
+        missing("prometheus/promtool are not installed (scripts/setup-tests.sh)")
+    sys.path.insert(0, HERE)
+    from fleetgen import build_tsdb, make_fleet, serve_tsdb, write_openmetrics
+
+    d = tmp_path_factory.mktemp("tsdb-node")
+    at = float(int(time.time()) - 7200)
+    snaps = make_fleet(200)
+    om = str(d / "fleet.om")
+    write_openmetrics(om, snaps, at, twice_every=0)
+    with open(om) as f:
+        text = f.read().replace('instance="', 'node="')
+    with open(om, "w") as f:
+        f.write(text)
+    build_tsdb(om, str(d / "data"))
+    full, empty = free_port(), free_port()
+    os.makedirs(d / "empty")
+    procs = [serve_tsdb(str(d / "data"), full), serve_tsdb(str(d / "empty"), empty)]
+    yield {"url": f"http://127.0.0.1:{full}", "empty": f"http://127.0.0.1:{empty}", "at": str(at),
+           "affected": sum(s["health"]["problem"] for s in snaps)}
+    for p in procs:
+        p.terminate()
+        p.wait()
+
+
+def test_fleet_host_label_names_the_hosts(tsdb):
+    """--host-label node: the 200 hosts are counted by it; with the default (instance) the one-line error says
+    the series carry no such label and names the option."""
+    p = nodesleuth("fleet", "--prometheus", tsdb["url"], "--time", tsdb["at"], "--host-label", "node", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert (doc["hosts"], doc["affected"], doc["healthy"]) == (200, tsdb["affected"], 200 - tsdb["affected"])
+    assert len(doc["affected_hosts"]) == tsdb["affected"] and all(h.endswith(":9846") for h in doc["affected_hosts"])
+    assert doc["expression"].startswith("max by (node) (")
+    one_line_error(nodesleuth("fleet", "--prometheus", tsdb["url"], "--time", tsdb["at"]),
+                   "--host-label instance:", "carry no 'instance' label", "pass --host-label")
+
+
+FLEET_BAD = [  # extra arguments, what the one line says
+    (["--affected", "sum(nodesleuth_node_info)"], "must keep the 'node' label (e.g. max by (node) (...))"),
+    (["--affected", "nodesleuth_node_info[5m]"], "expected an instant vector, got a matrix"),
+    (["--affected", "sum("], "refused the query"),
+    (["--affected", 'max by (node) (nodesleuth_node_info{zone="nowhere"})'], "no affected host among 200"),
+    (["--affected", "max by (node) (nodesleuth_node_info)"], "no healthy host among 200"),
+    (["--group-by", "rack"], "rack: cannot group by it: use one of zone"),
+    (["--time", "yesterday-ish"], "yesterday-ish: not a time"),
+    (["--concurrency", "4"], "--concurrency: only with snapshot sources"),
+    (["--retries", "0"], "--retries: only with snapshot sources"),
+    (["/var/tmp"], "give either snapshot sources or --prometheus, not both"),
+]
+
+
+@pytest.mark.parametrize("extra,says", FLEET_BAD, ids=[" ".join(e)[:40] for e, _ in FLEET_BAD])
+def test_fleet_prometheus_question_errors(tsdb, extra, says):
+    args = ["fleet", "--prometheus", tsdb["url"], "--host-label", "node"] + (
+        [] if "--time" in extra else ["--time", tsdb["at"]])
+    one_line_error(nodesleuth(*args, *extra), says)
+
+
+def test_fleet_prometheus_with_no_nodesleuth_series(tsdb):
+    one_line_error(nodesleuth("fleet", "--prometheus", tsdb["empty"]), tsdb["empty"],
+                   "no host exports nodesleuth_node_info: is the nodesleuth exporter scraped?")
+
+
+def test_fleet_prometheus_unreachable():
+    url = f"http://127.0.0.1:{free_port()}"
+    one_line_error(nodesleuth("fleet", "--prometheus", url), url, "cannot query Prometheus:", "Connection refused")
+
+
+class _Stub(http.server.BaseHTTPRequestHandler):
+    """A server on the Prometheus URL that is not one: answers HTML, or a 502 from a proxy."""
+
+    def do_POST(self):
+        if self.server.mode == "html":
+            body = b"<html><body>Grafana login</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+        else:
+            body = b"<html>502 Bad Gateway</html>"
+            self.send_response(502)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.mark.parametrize("mode,says", [("html", "not a Prometheus HTTP API answer (expected JSON from /api/v1/query"),
+                                       ("502", "refused the query: HTTP Error 502: Bad Gateway")])
+def test_fleet_prometheus_url_that_is_not_prometheus(mode, says):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+    srv.mode = mode
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        one_line_error(nodesleuth("fleet", "--prometheus", f"http://127.0.0.1:{srv.server_port}"), says)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_fleet_prometheus_that_never_answers_times_out():
+    """A server that accepts the connection and never answers: --timeout bounds each query, and the line says
+    how long it waited."""
+    with socket.socket() as stalled:
+        stalled.bind(("127.0.0.1", 0))
+        stalled.listen(16)
+        url = f"http://127.0.0.1:{stalled.getsockname()[1]}"
+        t = time.monotonic()
+        p = nodesleuth("fleet", "--prometheus", url, "--timeout", "2", timeout=60)
+        took = time.monotonic() - t
+    one_line_error(p, url, "Prometheus did not answer in 2 s (fleet --timeout)")
+    assert took < 30  # bounded by --timeout (2 s per query, at most a few in flight), not the 130 s default
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--affected", "up"], "--affected: only with --prometheus"),
+    (["--time", "1h ago"], "--time: only with --prometheus"),
+    (["--host-label", "node"], "--host-label: only with --prometheus"),
+])
+def test_fleet_prometheus_options_refused_with_snapshots(tmp_path, args, says):
+    one_line_error(nodesleuth("fleet", str(tmp_path), *args), says)
+
+
+def test_fleet_without_sources():
+    one_line_error(nodesleuth("fleet"), "give snapshot sources (directories, files, URLs) or --prometheus URL")
