@@ -21,11 +21,14 @@ from conftest import free_port, missing, needs_root, nodesleuth
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def one_line_error(p: subprocess.CompletedProcess, *parts: str, code: int = 2) -> str:
-    """Exit `code`, stderr one line `nodesleuth: error: ...` holding every part, no traceback."""
-    err = p.stderr.strip()
+def one_line_error(p: subprocess.CompletedProcess, *parts: str, code: int = 2, progress: str = "") -> str:
+    """Exit `code`, stderr one line `nodesleuth: error: ...` holding every part, no traceback. With `progress`,
+    the lines before it are the command's own log (each starting so), the error the last."""
+    lines = p.stderr.strip().splitlines()
     assert p.returncode == code, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
-    assert "Traceback" not in p.stderr and len(err.splitlines()) == 1, p.stderr
+    assert "Traceback" not in p.stderr and lines, p.stderr
+    assert len(lines) == 1 or (progress and all(ln.startswith(progress) for ln in lines[:-1])), p.stderr
+    err = lines[-1]
     assert err.startswith("nodesleuth: error: "), err
     for s in parts:
         assert s in err, (s, err)
@@ -250,3 +253,215 @@ def test_fleet_prometheus_options_refused_with_snapshots(tmp_path, args, says):
 
 def test_fleet_without_sources():
     one_line_error(nodesleuth("fleet"), "give snapshot sources (directories, files, URLs) or --prometheus URL")
+
+
+# --- the lab: every refusal and failure is one line, exit 2, and says what to do ---------------------------
+
+LAB = "/var/lib/nodesleuth-lab-errors"  # on disk (the namespace's systemd has a private /tmp)
+
+
+@pytest.fixture
+def labdir():
+    """A workdir for a lab run that is expected to fail; whatever the run made is undone by `lab clean`, which
+    must then find the memory cgroup count back at its baseline."""
+    nodesleuth("lab", "clean", "--workdir", LAB)
+    yield LAB
+    res = nodesleuth("lab", "clean", "--workdir", LAB)
+    assert res.returncode == 0, res.stderr
+    assert not os.path.exists(LAB)
+
+
+def _py_hidden_in(d: str) -> tuple[str, dict]:
+    """This interpreter hard-linked into `d` (PYTHONHOME points it at its library): the same Python, at a
+    path the lab's systemd namespace does not see (its /var/log/journal and /var/tmp are its own)."""
+    os.makedirs(d, exist_ok=True)
+    py = os.path.join(d, "python3")
+    real = os.path.realpath(sys.executable)
+    try:
+        os.link(real, py)
+    except OSError as e:
+        pytest.fail(f"cannot hard-link {real} into {d}: {e}", pytrace=False)
+    env = {**os.environ, "PYTHONHOME": sys.base_prefix,
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
+    return py, env
+
+
+def _lab(*args: str, py: str | None = None, env: dict | None = None, wrap: list[str] | None = None,
+         timeout: float = 600) -> subprocess.CompletedProcess:
+    cmd = (wrap or []) + [py or sys.executable, "-m", "nodesleuth", "lab", "run", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@needs_root
+def test_lab_needs_root():
+    """In a user namespace the process is not root (euid 65534): refused before anything is made."""
+    p = _lab("--workdir", LAB, wrap=["unshare", "--user"])
+    one_line_error(p, "lab run: the lab needs root (cgroups, a PID namespace, perf, /dev/kmsg)")
+    assert not os.path.exists(LAB)
+
+
+@needs_root
+def test_lab_needs_the_memory_controller():
+    """A mount namespace where the memory hierarchy is unmounted (the v2 one here holds no memory controller)."""
+    from conftest import memcg
+
+    if memcg().version != 1:
+        missing("this host's memory controller is on cgroup v2 (the root hierarchy cannot be unmounted here)")
+    mnt = memcg().host_mount
+    p = _lab("--workdir", LAB, wrap=["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                     f'umount {mnt} && exec "$0" "$@"'])
+    one_line_error(p, "lab run: /sys/fs/cgroup: no cgroup v1 memory hierarchy and no v2 memory controller",
+                   "the lab needs the memory controller (cgroup v1 or v2)")
+
+
+@needs_root
+def test_lab_refuses_swap(tmp_path):
+    """/proc/meminfo saying SwapTotal > 0 (bound over the real one in a mount namespace: the lab reads the file)."""
+    fake = tmp_path / "meminfo"
+    with open("/proc/meminfo") as f:
+        fake.write_text("".join(ln if not ln.startswith("SwapTotal:") else "SwapTotal:        2097148 kB\n"
+                                for ln in f))
+    p = _lab("--workdir", LAB, wrap=["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                     f'mount --bind {fake} /proc/meminfo && exec "$0" "$@"'])
+    one_line_error(p, "lab run: swap is on: tmpfs-pinned zombies would be swapped out and freed")
+
+
+@needs_root
+@pytest.mark.parametrize("where", ["/tmp/nodesleuth-lab", "/var/tmp/nodesleuth-lab"])
+def test_lab_refuses_a_private_tmp_workdir(where):
+    one_line_error(_lab("--workdir", where), f"lab run: --workdir {where}: the namespace's systemd has a private /tmp")
+
+
+@needs_root
+def test_lab_refuses_a_workdir_on_tmpfs():
+    """Reads of a sparse file's holes on tmpfs charge no cgroup: the data loader would reclaim nothing."""
+    base = "/var/lib/nodesleuth-tmpfs-test"
+    os.makedirs(base, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "nodesleuth-test", base], check=True)
+    try:
+        one_line_error(_lab("--workdir", f"{base}/lab"), f"lab run: --workdir {base}/lab is on tmpfs",
+                       "charged to no cgroup", "use a disk filesystem")
+    finally:
+        subprocess.run(["umount", base])
+        os.rmdir(base)
+
+
+def test_lab_curve_needs_two_counts():
+    for bad in ("5", "a,b", "-1,10", ""):
+        one_line_error(_lab("--curve", bad), f"--curve: {bad!r}: two or more zombie counts")
+
+
+@needs_root
+def test_lab_refuses_to_run_over_an_earlier_run(labdir):
+    from conftest import memcg
+
+    os.makedirs(labdir)
+    with open(os.path.join(labdir, "state.json"), "w") as f:
+        json.dump({"workdir": labdir, "cpu": 1, "baseline_tracked": memcg().count(), "started": time.time()}, f)
+    one_line_error(_lab("--workdir", labdir), f"{labdir}/state.json exists: run `nodesleuth lab clean --workdir "
+                                              f"{labdir}` first")
+
+
+@needs_root
+def test_lab_recorder_that_cannot_start(labdir):
+    """The store path is taken by a file: the recorder exits at once and the lab says its last line, then how
+    to undo what the run made."""
+    os.makedirs(labdir)
+    open(os.path.join(labdir, "store"), "w").close()
+    p = _lab("--workdir", labdir, "--no-curve", "--no-profile", "--zombies", "100")
+    one_line_error(p, "lab run: the recorder exited at once: nodesleuth: error: ", f"{labdir}/store",
+                   f"undo what it made: nodesleuth lab clean --workdir {labdir}")
+
+
+@needs_root
+def test_lab_unit_that_cannot_exec_its_interpreter(labdir):
+    """The lab run by a Python the namespace cannot see (hard-linked into /var/log/journal, a private tmpfs
+    in the namespace): systemd fails to exec ecs.service's ExecStart, status 203/EXEC, said at once."""
+    if not os.path.isdir("/var/log/journal"):
+        missing("no /var/log/journal (the namespace hides only it, /tmp and /var/tmp)")
+    d = "/var/log/journal/nodesleuth-test-py"
+    try:
+        py, env = _py_hidden_in(d)
+        p = _lab("--workdir", labdir, "--no-curve", "--no-profile", "--zombies", "100", py=py, env=env)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    one_line_error(p, "lab run: ecs.service could not run the agent: exit status 203 (203/EXEC: the namespace "
+                      "cannot exec it), result exit-code", f"nodesleuth lab clean --workdir {labdir}")
+
+
+@needs_root
+def test_lab_without_a_python_the_namespace_can_run(labdir):
+    """Every interpreter it could give the unit is under /var/tmp or not executable (/usr/bin/python3 hidden by
+    /dev/null in a mount namespace, PATH without python3): refused with one line."""
+    d = "/var/tmp/nodesleuth-test-py"
+    try:
+        py, env = _py_hidden_in(d)
+        env["PATH"] = "/usr/sbin:/sbin:/bin"  # no python3 there (Debian: /usr/bin/python3 only)
+        hide = [f"mount --bind /dev/null {x}" for x in ("/usr/bin/python3", "/usr/local/bin/python3")
+                if os.path.exists(x)]
+        p = _lab("--workdir", labdir, "--no-curve", "--no-profile", "--zombies", "100", py=py, env=env,
+                 wrap=["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                       " && ".join(hide + ['exec "$0" "$@"'])])
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    one_line_error(p, "lab run: no python3 outside /tmp for the namespace's systemd to run")
+
+
+@needs_root
+def test_lab_min_growth_refuses_a_kernel_whose_cost_does_not_grow(labdir):
+    """--curve 0,200 --min-growth 1000: the cost curve is measured at 0 and 200 zombies, and no kernel's cost
+    grows a thousandfold over 200 memcgs: the lab says it cannot make the incident, with both figures."""
+    p = _lab("--workdir", labdir, "--curve", "0,200", "--min-growth", "1000", "--no-profile")
+    err = one_line_error(p, "lab run: on this kernel memcg reclaim does not scale with dying memcgs (",
+                         " at 0, ", " at 200, under 1000x): the incident cannot be made here", progress="lab: ")
+    rows = [ln for ln in p.stderr.splitlines() if "lab: cost of reclaim with" in ln]  # its log, before the line
+    assert [int(r.split("with")[1].split()[0]) for r in rows] == [0, 200], p.stderr
+    import re
+
+    c0, c1 = (float(x) for x in re.findall(r"\(([\d.]+) ms/MB at 0, ([\d.]+) at 200", err)[0])
+    assert c1 < 1000 * max(c0, 0.05)
+
+
+@needs_root
+@pytest.mark.slow
+def test_lab_zombies_that_do_not_accumulate(labdir):
+    """--per-start 0: the unit runs (exits 1, restarts) but leaves no zombies; after a minute without growth the
+    lab says where the count stopped."""
+    p = _lab("--workdir", labdir, "--no-curve", "--no-profile", "--per-start", "0", "--zombies", "500",
+             "--restart-sec", "100ms")
+    one_line_error(p, "lab run: the zombie count stopped growing at ", " for 60 s, short of 500", progress="lab: ")
+
+
+@needs_root
+def test_lab_clean_says_when_the_count_is_not_back(tmp_path):
+    """200 real zombies pinned by tmpfs pages that lab clean does not know of (another job's): clean exits 1 and
+    says how many memory cgroups more than the baseline are left."""
+    from conftest import memcg
+    from nodesleuth.lab import zombies as zl
+    from nodesleuth.node.cgroupfs import make_zombies
+
+    mc = memcg()
+    os.makedirs(LAB, exist_ok=True)
+    with open(os.path.join(LAB, "state.json"), "w") as f:  # what lab run writes first: its baseline
+        json.dump({"workdir": LAB, "cpu": 1, "baseline_tracked": mc.count(), "started": time.time()}, f)
+    pins = str(tmp_path / "pins")
+    os.makedirs(pins)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "nodesleuth-test", pins], check=True)
+    parent = os.path.join(mc.mount, f"nodesleuth-notback-{os.getpid()}")
+    try:
+        assert make_zombies(200, parent, pins) == 200
+        p = nodesleuth("lab", "clean", "--workdir", LAB)
+        assert p.returncode == 1, p.stderr
+        line = p.stderr.strip().splitlines()[-1]
+        assert "NOT back to baseline: " in line and "more than before the run" in line, p.stderr
+        assert int(line.split("NOT back to baseline: ")[1].split()[0]) >= 150
+    finally:
+        zl.clear(parent, os.path.join(pins, "x"))
+        for n in os.listdir(pins):
+            os.unlink(os.path.join(pins, n))
+        subprocess.run(["umount", pins])
+        from nodesleuth.node.cgroupfs import drop_caches, remove_cgroup_tree
+
+        drop_caches()
+        remove_cgroup_tree(parent)
+        shutil.rmtree(LAB, ignore_errors=True)
