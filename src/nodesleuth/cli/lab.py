@@ -70,7 +70,7 @@ def _counts(text: str, opt: str) -> tuple[int, ...]:
 
 @lab.command("clean")
 @click.option("--workdir", default="/var/lib/nodesleuth-lab", show_default=True)
-@click.option("--keep-store", is_flag=True)
+@click.option("--keep-store", is_flag=True, help="Keep the recording (WORKDIR/store and recorder.log); remove the rest.")
 @one_line_errors
 def lab_clean(workdir, keep_store):
     """Stop what lab run started, remove its cgroups and files, drop caches, verify the zombie count."""

@@ -555,8 +555,11 @@ def clean(workdir: str = DEFAULT_DIR, log=print, keep_store: bool = False, wait:
            "over_baseline": None if baseline is None else after - baseline}
     if not keep_store:
         shutil.rmtree(workdir, ignore_errors=True)
-    elif os.path.exists(os.path.join(workdir, "state.json")):
-        os.unlink(os.path.join(workdir, "state.json"))
+    elif os.path.isdir(workdir):  # the recording and its recorder's warnings stay; state, data, agent go
+        for name in set(os.listdir(workdir)) - {"store", "recorder.log"}:
+            path = os.path.join(workdir, name)
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) and not os.path.islink(path) else \
+                os.unlink(path)
     log(f"lab clean: killed {killed or 'nothing'}; memory cgroups {before} -> {after} (baseline {baseline}); "
         f"reclaim took {reclaim_s:.2f} s; " + (
             "back to baseline" + (f" (+{after - baseline}, within {TOLERANCE})" if baseline and after > baseline else "")
