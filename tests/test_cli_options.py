@@ -665,7 +665,6 @@ def test_snapshot_systemd_pid():
 
 
 @needs_root
-@pytest.mark.slow
 def test_lab_run_options_and_clean_keep_store():
     """A short lab run with every shaping option: --no-curve (no cost curve measured), --cpu 0 (the victim and the
     data loader there), --per-start 300 (each start of the agent leaves 300 cgroups: the churn trace counts
