@@ -705,3 +705,54 @@ def test_lab_run_options_and_clean_keep_store():
         assert counts and counts.count(300) >= 2 and set(counts) <= {300, 12}, counts
     finally:
         shutil.rmtree(lab, ignore_errors=True)
+
+
+def test_fleet_concurrency_bounds_snapshot_fetches_in_flight():
+    """--concurrency N: at most N snapshot URLs are fetched at once (the server counts requests in flight, each
+    answered after 0.3 s); the analysis is the same whatever N."""
+    import http.server
+
+    sys.path.insert(0, HERE)
+    from fleetgen import make_fleet
+
+    snaps = make_fleet(8)
+    for s in snaps[:3]:
+        s["health"]["problem"] = True
+    for s in snaps[3:]:
+        s["health"]["problem"] = False
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            with lock:
+                state["now"] += 1
+                state["peak"] = max(state["peak"], state["now"])
+            time.sleep(0.3)
+            body = json.dumps(snaps[int(self.path.strip("/").split("/")[0])]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            with lock:
+                state["now"] -= 1
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    urls = [f"http://127.0.0.1:{srv.server_port}/{i}/snapshot" for i in range(len(snaps))]
+    docs = {}
+    try:
+        for n in ("1", "3"):
+            state["peak"] = 0
+            p = nodesleuth("fleet", *urls, "--concurrency", n, "--json")
+            assert p.returncode == 0, p.stderr
+            docs[n] = json.loads(p.stdout)
+            assert state["peak"] == int(n), (n, state["peak"])
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert docs["1"] == docs["3"] and (docs["1"]["hosts"], docs["1"]["affected"]) == (8, 3)

@@ -161,7 +161,7 @@ class _Module:
         out = _strings(node)
         for n in ast.walk(node):
             if isinstance(n, ast.Name) and n.id != "str":
-                out += self.resolve(n.id, node, depth + 1) if n is not node else []
+                out += self.resolve(n.id, node, depth + 1)  # (depth bounds a name assigned from itself)
         return out
 
 
