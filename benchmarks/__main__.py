@@ -14,7 +14,7 @@ import sys
 import time
 
 ALL = ["recorder_overhead", "perf_parse", "profile_query", "profile_cost", "zombie_cost", "fleet", "web_timeline",
-       "scale"]
+       "scale", "kmsg_flood"]
 
 
 def rows(r: dict) -> list[tuple[str, str]]:
@@ -91,6 +91,18 @@ def rows(r: dict) -> list[tuple[str, str]]:
                 ("scale: faster than linear (global fit / between neighbours)",
                  f"{', '.join(r['superlinear']) or 'nothing'} / {', '.join(r.get('superlinear_between_neighbours', [])) or 'nothing'}"),
                 ("explain over a day of 96 CPUs", f"{r['explain_day_96cpu_wall_s']} s wall")]
+    if b == "kmsg_flood":
+        d, f = r["devkmsg"], r["file"]
+        return [("kernel-log flood, 60,000 lines in 3 s on /dev/kmsg: read / dropped (record, exporter, check)",
+                 " ; ".join(f"{d[k]['read']:.0f} / {d[k]['dropped']:.0f}" for k in ("record", "exporter", "check"))
+                 + f"; dmesg -w saw {d['dmesg_w']['flood_lines_seen']}"),
+                ("  CPU during the flood and 2 s after, share of a core (record, exporter; dmesg -w)",
+                 f"{d['record']['flood_cpu_share']}, {d['exporter']['flood_cpu_share']}; {d['dmesg_w']['flood_cpu_share']}"),
+                ("  longest gap between record's ticks (flood / file)", f"{d['record']['max_tick_gap_s']} / "
+                 f"{f['record']['max_tick_gap_s']} s"),
+                ("  followed file (--kmsg): read / dropped (record, exporter)",
+                 f"{f['record']['read']} / {f['record']['dropped']} ; {f['exporter']['read']:.0f} / "
+                 f"{f['exporter']['dropped']:.0f}")]
     return [(b, json.dumps(r)[:80])]
 
 

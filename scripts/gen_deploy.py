@@ -72,9 +72,11 @@ groups:
         annotations:
           summary: "{{{{ $labels.instance }}}}: {{{{ $value | humanize }}}} dying memory cgroups per live one"
       - alert: NodesleuthNICResets
+        # the driver's reset counter moved, or its kernel log said so (any driver); one alert per device
+        # when both did (`or on (instance, device)`: the counter's, which names the counter)
         expr: |
           increase(nodesleuth_nic_driver_resets_total{{counter="total_resets"}}[10m]) > 0
-          or sum by (instance, device) (increase(nodesleuth_nic_kernel_events_total[10m])) > 0
+          or on (instance, device) sum by (instance, device) (increase(nodesleuth_nic_kernel_events_total[10m])) > 0
         labels:
           severity: critical
         annotations:

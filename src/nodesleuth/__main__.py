@@ -1,3 +1,3 @@
 from .cli import main
 
-main()
+main(prog_name="nodesleuth")  # `python -m nodesleuth` speaks as the installed command does (usage, --version)

@@ -57,7 +57,8 @@ def snapshot(root, seconds, systemd_pid, zone, output):
 @click.option("--group-by", default="zone", show_default=True, help="zone, instance_type, kernel or os_image.")
 @click.option("--top", default=10, show_default=True)
 @click.option("--concurrency", default=32, show_default=True, help="Snapshot URLs fetched at once.")
-@click.option("--timeout", default=5.0, show_default=True, help="Seconds to wait for one snapshot URL.")
+@click.option("--timeout", type=float, help="Seconds to wait for one snapshot URL (default 5), or for one Prometheus "
+              "query (default 130: the server's own 2-minute limit, and a margin).")
 @click.option("--retries", default=2, show_default=True, help="Retries of a snapshot URL that does not answer.")
 @click.option("--json", "as_json", is_flag=True)
 @one_line_errors
@@ -79,7 +80,12 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
 
         if sources:
             raise InputError(sources[0], "give either snapshot sources or --prometheus, not both")
-        r = prom.analyse(prom_url, affected_expr, host_label, group_by, top, parse_time(at) if at else None)
+        ctx = click.get_current_context()
+        for name in ("concurrency", "retries"):  # they shape snapshot fetching only: say so, never ignore them
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+                raise InputError(f"--{name}", "only with snapshot sources (a Prometheus query is one request)")
+        r = prom.analyse(prom_url, affected_expr, host_label, group_by, top, parse_time(at) if at else None,
+                         timeout=130.0 if timeout is None else timeout)
         n, na, nh, ranked, grp, notes = r.hosts, r.affected, r.healthy, r.ranked, r.groups, r.notes
         extra = {"source": prom_url, "expression": r.expression, "queries": r.queries,
                  "deduplicated": r.deduplicated, "affected_hosts": r.affected_hosts}
@@ -88,7 +94,9 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
             raise InputError("fleet", "give snapshot sources (directories, files, URLs) or --prometheus URL")
         if affected_expr or at:
             raise InputError("--affected" if affected_expr else "--time", "only with --prometheus")
-        got = drift.load(list(sources), concurrency, timeout, retries)
+        if click.get_current_context().get_parameter_source("host_label") == click.core.ParameterSource.COMMANDLINE:
+            raise InputError("--host-label", "only with --prometheus (a snapshot names its host itself)")
+        got = drift.load(list(sources), concurrency, 5.0 if timeout is None else timeout, retries)
         unreachable = got.unreachable
         ranked, na, nh = drift.rank(got.snapshots, top)
         n, grp = len(got.snapshots), drift.groups(got.snapshots, group_by)

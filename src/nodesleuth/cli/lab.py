@@ -41,8 +41,13 @@ def lab_run(seconds, workdir, cpu, zombies, rate, per_start, restart_sec, no_cur
         st = run(seconds=seconds, workdir=workdir, cpu=cpu, per_start=per_start, restart_sec=restart_sec,
                  zombies=zombies, rate=rate, profile=not no_profile, curve=not no_curve,
                  points=_counts(curve_at, "--curve"), min_growth=min_growth, log=lambda m: click.echo(m, err=True))
-    except LabError as e:
-        raise InputError(workdir, str(e)) from None
+    except (LabError, RuntimeError, OSError) as e:  # its sentence names the workdir where that is the point
+        import os
+
+        # a run that got as far as its state file leaves cgroups and files: say how to undo them
+        left = os.path.exists(os.path.join(workdir, "state.json")) and "state.json" not in str(e)
+        raise InputError("lab run", f"{e}" + (f"; undo what it made: nodesleuth lab clean --workdir {workdir}"
+                                               if left else "")) from None
     if st.curve:
         click.echo(f"\nmemcg reclaim cost on this kernel (data loader at {rate:.0f} MB/s on CPU {cpu}):")
         click.echo(f"{'zombies':>8} {'kernel ms/MB':>13} {'share of CPU':>13}")
@@ -60,12 +65,12 @@ def _counts(text: str, opt: str) -> tuple[int, ...]:
     except ValueError:
         out = ()
     if len(out) < 2 or out[0] < 0:
-        raise click.BadParameter(f"{text!r}: two or more zombie counts, e.g. 0,1000,10000", param_hint=opt)
+        raise InputError(opt, f"{text!r}: two or more zombie counts, none negative, e.g. 0,1000,10000")
     return out
 
 @lab.command("clean")
 @click.option("--workdir", default="/var/lib/nodesleuth-lab", show_default=True)
-@click.option("--keep-store", is_flag=True)
+@click.option("--keep-store", is_flag=True, help="Keep the recording (WORKDIR/store and recorder.log); remove the rest.")
 @one_line_errors
 def lab_clean(workdir, keep_store):
     """Stop what lab run started, remove its cgroups and files, drop caches, verify the zombie count."""

@@ -237,11 +237,12 @@ def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, step, as_json):
     if h is not None and not h.found:
         _no_samples(store, t0, t1, reader)
     if h is None:
+        if step > 1:
+            raise InputError("--step", "needs the heatmap aggregates: only with --cpu filters and 50 rows "
+                                       "(--pid, --comm, --cgroup and other --rows read raw samples, one second each)")
         s, t0, t1 = _load_profile(store, None if t0 is None else repr(t0), None if t1 is None else repr(t1))
         h = hm(s, flt, rows=rows, start=t0, end=t1)
         problems = s.problems
-        if step > 1:
-            raise click.UsageError("--step needs the heatmap aggregates (CPU filters only, 50 rows)")
     else:
         _warn(reader.problems)
     if as_json:

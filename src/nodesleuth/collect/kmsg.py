@@ -3,7 +3,9 @@ data-driven rules.
 
 The rules file is shaped like node-problem-detector's kernel-monitor config (same keys, so NPD can
 load it too); our extra per-rule data lives under "x-nodesleuth", which NPD ignores.
-A flood is bounded: at most `max_records` are read per call (NPD #1168 went blind on a flood).
+A flood is bounded: at most `max_records`, or `budget` seconds, are read per call (NPD #1168 went blind on a
+flood); on /dev/kmsg what the kernel overwrote before it was read is counted from the gaps in its sequence
+numbers (`lost`, `gaps`), so a flood is said, never silently skipped.
 
 A file is followed by byte offset: each call reads what was appended since the last one, complete lines (or
 journal entries) only; a file replaced or rewritten in place (a rotated log, `dmesg > file` again) is read from its
@@ -64,8 +66,21 @@ class KmsgReader:
         self.max_records = max_records
         self.boot_wall = boot_wall_time(root) if boot == "root" else boot
         self.last_seq = -1
-        self.lost = 0  # records overwritten in the ring before we read them
-        self.truncated = 0  # records left unread because of the flood bound
+        self.records = 0  # records handed over (read and matched)
+        self.first_seq: int | None = None  # of the first record read
+        self.lost = 0  # records overwritten in the ring before we read them (the kernel's seq numbers jumped)
+        self.gaps: deque = deque(maxlen=1000)  # (first, last) seq ranges skipped, the latest kept
+        self.gaps_total = 0  # ranges ever skipped (the deque keeps the latest 1000)
+        self.truncated = 0  # reads stopped at the flood bound (records or time) with records left
+        self.throttled = 0  # times the follow thread paused for its CPU share (the kernel kept the rest)
+        self.error: str | None = None  # why the follow thread stopped reading, if it did
+        import threading
+
+        self._lock = threading.Lock()
+        self._thread = None
+        self._follow_share: float | None = None
+        self._pending: list[KernelEvent] = []  # events the follow thread matched, not handed over yet
+        self._carry: list[KernelEvent] = []  # what the thread handed over when it was stopped
         self.rewrites = 0  # times the file was replaced or rewritten (read again from its start)
         self.repeated = 0  # records skipped because they were reported already (rewritten file, repeated cursor)
         self.format: str | None = None  # detected form of a file
@@ -125,14 +140,18 @@ class KmsgReader:
     def has_wall_time(self) -> bool:
         return self.format in WALL or self.boot_wall is not None
 
-    def _records_device(self):
+    def _over(self, n: int, deadline: float | None) -> bool:
+        """The flood bound of one read: `max_records`, or the time budget (looked at every 64 records)."""
+        return n >= self.max_records or (deadline is not None and n % 64 == 0 and n and time.monotonic() > deadline)
+
+    def _records_device(self, deadline: float | None = None):
         if self._fd is None:
             try:
                 self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
             except OSError as e:
                 raise InputError(self.path, e.strerror or str(e)) from None
         n = 0
-        while n < self.max_records:
+        while not self._over(n, deadline):
             try:
                 data = os.read(self._fd, 8192)
             except BlockingIOError:
@@ -161,7 +180,17 @@ class KmsgReader:
                 return True
         return False
 
-    def _records_file(self):
+    @property
+    def behind_bytes(self) -> int | None:
+        """Bytes of a followed file not read yet (None for the device, whose backlog only the kernel knows)."""
+        if self.is_device or self._fh is None:
+            return None
+        try:
+            return max(0, os.stat(self.path).st_size - self._offset)
+        except OSError:
+            return None
+
+    def _records_file(self, deadline: float | None = None):
         try:
             st = os.stat(self.path)
         except OSError as e:
@@ -208,7 +237,7 @@ class KmsgReader:
                     continue
                 n += 1
                 yield item
-                if n >= self.max_records:
+                if self._over(n, deadline):
                     self.truncated += 1
                     self._commit(pos)
                     return
@@ -245,38 +274,138 @@ class KmsgReader:
             self._fps.popitem(last=False)
         return False
 
-    def read(self) -> tuple[list[Record], list[KernelEvent]]:
-        """New records and the events they match, in sequence order."""
-        recs, events = [], []
-        gen = self._records_device() if self.is_device else self._records_file()
+    def read(self, budget: float | None = None) -> tuple[list[Record], list[KernelEvent]]:
+        """New records and the events they match, in sequence order. `budget`: seconds this read may take (the
+        sampler gives a share of its tick, so a flood never stalls it); what is left is read next time, or, on
+        /dev/kmsg, overwritten by the kernel meanwhile and counted in `lost` with its seq range in `gaps`.
+        Following /dev/kmsg on its thread (follow()), this hands over the events the thread matched since the
+        last call (records are counted, not kept)."""
+        if self._thread is not None:
+            with self._lock:
+                events, self._pending = self._pending, []
+            return [], events
+        recs, events = [], self._carry
+        self._carry = []
+        deadline = None if budget is None else time.monotonic() + budget
+        gen = self._records_device(deadline) if self.is_device else self._records_file(deadline)
         for rec in gen:
-            if isinstance(rec, str):  # an indented continuation line (a stack frame of a form without stamps)
-                self._more(rec)
-                continue
-            if rec.seq <= self.last_seq:
-                continue
-            if self.last_seq >= 0 and rec.seq > self.last_seq + 1:
-                self.lost += rec.seq - self.last_seq - 1
-            self.last_seq = rec.seq
-            recs.append(rec)
-            ev = match(rec, self.rules, self.boot_wall)
-            if ev is not None:
-                if rec.clock and ev.clock == "wall":  # dmesg --reltime: the time is known to the minute
-                    ev = KernelEvent(ev.seq, ev.time, ev.usec, ev.reason, ev.kind, ev.severity, ev.driver, ev.ifname,
-                                     ev.message, ev.reset_reason, ev.fields, ev.category, ev.family, rec.clock)
-                events.append(ev)
-                self._end_report()
-                r = self._by_reason.get(ev.reason)
-                self._follow = (ev, r, r.follow_lines) if r is not None and r.follow else None
-                if ev.category == "lockup" and (ev.family or ev.kind) in ("soft_lockup", "hard_lockup", "rcu_stall"):
-                    self._report = (ev, [ev.message])
-                elif ev.category == "nic":
-                    self._nic_event(ev)
-            else:
-                self._more(rec.message)
+            self._take(rec, recs, events)
         if self._report is not None:  # the report may go on in the next read: tie what is there now
             self._tie(*self._report)
+        if self._follow_share is not None and self.is_device and self._thread is None:
+            self._start_thread()
         return recs, events
+
+    def _take(self, rec, recs: list | None, events: list) -> None:
+        """One record (or continuation line) in sequence: count it and any gap before it, match it."""
+        if isinstance(rec, str):  # an indented continuation line (a stack frame of a form without stamps)
+            self._more(rec)
+            return
+        if rec.seq <= self.last_seq:
+            return
+        if self.last_seq >= 0 and rec.seq > self.last_seq + 1:
+            with self._lock:
+                self.lost += rec.seq - self.last_seq - 1
+                self.gaps.append((self.last_seq + 1, rec.seq - 1))
+                self.gaps_total += 1
+        self.last_seq = rec.seq
+        if self.first_seq is None:
+            self.first_seq = rec.seq
+        self.records += 1
+        if recs is not None:
+            recs.append(rec)
+        ev = match(rec, self.rules, self.boot_wall)
+        if ev is not None:
+            if rec.clock and ev.clock == "wall":  # dmesg --reltime: the time is known to the minute
+                ev = KernelEvent(ev.seq, ev.time, ev.usec, ev.reason, ev.kind, ev.severity, ev.driver, ev.ifname,
+                                 ev.message, ev.reset_reason, ev.fields, ev.category, ev.family, rec.clock)
+            events.append(ev)
+            self._end_report()
+            r = self._by_reason.get(ev.reason)
+            self._follow = (ev, r, r.follow_lines) if r is not None and r.follow else None
+            if ev.category == "lockup" and (ev.family or ev.kind) in ("soft_lockup", "hard_lockup", "rcu_stall"):
+                self._report = (ev, [ev.message])
+            elif ev.category == "nic":
+                self._nic_event(ev)
+        else:
+            self._more(rec.message)
+
+    # --- following /dev/kmsg on a thread: as the kernel writes, not once a tick ---------------------------
+
+    def follow(self, share: float = 0.25) -> None:
+        """From the next read on (the first reads what the ring holds at once), read /dev/kmsg on a thread of its
+        own, as `dmesg -w` does: a record is read when the kernel writes it, so a flood is read as it comes
+        instead of being overwritten in the ring between two ticks (the ring holds a few thousand records:
+        a fraction of a second of a 20,000 lines/s flood). The thread spends at most `share` of a CPU: past it,
+        it sleeps to the end of the second, and what the kernel overwrote meanwhile is counted dropped."""
+        if self.is_device:
+            self._follow_share = share
+
+    def _start_thread(self) -> None:
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nodesleuth-kmsg", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import select
+
+        share = self._follow_share or 0.25
+        window, used0 = time.monotonic(), time.thread_time()
+        while not self._stop.is_set():
+            try:
+                ready = select.select([self._fd], [], [], 0.5)[0]
+            except (OSError, ValueError):
+                return
+            if not ready:
+                continue
+            events: list[KernelEvent] = []
+            for _ in range(512):  # a batch, then hand over and look at the budget
+                try:
+                    data = os.read(self._fd, 8192)
+                except BlockingIOError:
+                    break
+                except OSError as e:
+                    if e.errno == errno.EPIPE:  # overwritten before we got there: the seq gap counts it
+                        continue
+                    self.error = f"{self.path}: {e.strerror or e}"
+                    return
+                if not data:
+                    break
+                rec = parse_record(data.decode(errors="replace").split("\n", 1)[0], self.path)
+                if rec is not None:
+                    self._take(rec, None, events)
+            if self._report is not None:
+                self._tie(*self._report)
+            if events:
+                with self._lock:
+                    self._pending += events
+            now = time.monotonic()
+            if now - window >= 1.0:
+                window, used0 = now, time.thread_time()
+            elif time.thread_time() - used0 > share:  # over its share of this second: the kernel keeps the rest
+                with self._lock:
+                    self.throttled += 1
+                self._stop.wait(window + 1.0 - now)
+
+    def unfollow(self) -> None:
+        """Stop the thread (its last batch handed over); later reads are the caller's own again."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=5)
+            with self._lock:
+                pending, self._pending = self._pending, []
+            self._thread = None
+            self._follow_share = None
+            self._carry = pending
+
+    def account(self) -> dict:
+        """The reader's counts and its latest skipped ranges, read consistently while the thread runs."""
+        with self._lock:
+            return {"read": self.records, "dropped": self.lost, "gaps": list(self.gaps), "gaps_total": self.gaps_total,
+                    "bounded": self.truncated + self.throttled, "first_seq": self.first_seq,
+                    "last_seq": self.last_seq if self.last_seq >= 0 else None}
 
     def _more(self, line: str) -> None:
         """A line after an event: detail for the follow patterns, a line of an open lockup report."""
@@ -347,6 +476,7 @@ class KmsgReader:
         self._follow = (ev, rule, left - 1) if left > 1 else None
 
     def close(self) -> None:
+        self.unfollow()
         self._end_report()
         if self._fd is not None:
             os.close(self._fd)

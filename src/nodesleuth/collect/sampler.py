@@ -24,6 +24,7 @@ from .registry import Seen, registered
 from .units import UnitWatcher
 
 TOP_PER_CPU = 5
+KMSG_SHARE = 0.25  # of a CPU the kernel-log reader may take during a flood (per tick for a file, per second on its thread for /dev/kmsg)
 
 
 def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5) -> list[ProcUse]:
@@ -104,6 +105,7 @@ class Sampler:
             rules = load_rules(rules_path)
             try:
                 self.kmsg = KmsgReader(root, path=path, rules=rules, boot=kmsg_boot)
+                self.kmsg.follow(KMSG_SHARE)  # /dev/kmsg on its own thread after the first read (a file: per tick)
             except InputError as e:  # e.g. no btime in /proc/stat: the kernel log cannot be dated
                 self.kmsg_problem = str(e)
         self.n = 0
@@ -185,7 +187,9 @@ class Sampler:
         census = self.census.sample(now, force_walk=force_walk)
         self.problems.update({k: v for k, v in census.problems if k not in self.problems})
         mi = self._read("meminfo", lambda: read_meminfo(self.root, self.reader, MEMINFO_KEYS), {})
-        events = self._kmsg_events()
+        # a flood of kernel-log lines gets a share of the tick, never the whole of it (the rest waits, or is
+        # overwritten in the ring and counted dropped: collect/kernellog.py)
+        events = self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
         nics = None
         if self.n % self.nic_every == 0:
             # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
@@ -216,7 +220,7 @@ class Sampler:
             if cur_s is not None and self._starve_prev is not None:
                 starve = starvation_deltas(self._starve_prev, cur_s, interval)
             self._starve_prev = cur_s
-        seen = Seen(busy, procs)
+        seen = Seen(busy, procs, self.kmsg)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
         self._stat, self._t = stat if stat is not None else self._stat, now
@@ -224,16 +228,41 @@ class Sampler:
         return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
                     events, nics, units, raw, si, ni, starve, **sections)
 
-    def _kmsg_events(self) -> list[KernelEvent]:
-        """New kernel-log events. Following the root's own log (record, exporter), a line whose form carries
-        no time at all (dmesg -t) is dated when read; a check of a given file leaves it undated."""
+    def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:
+        """New kernel-log events (`budget`: seconds the read may take). Following the root's own log (record,
+        exporter), a line whose form carries no time at all (dmesg -t) is dated when read; a check of a given
+        file leaves it undated."""
         if not self.kmsg:
             return []
-        events = self.kmsg.read()[1]
+        events = self.kmsg.read(budget)[1]
         if self.kmsg_boot == "root" and any(e.time is None for e in events):
             now = time.time()
             events = [dataclasses.replace(e, time=now, clock="read") if e.time is None else e for e in events]
         return events
+
+    def kmsg_rest(self) -> list[KernelEvent]:
+        """The kernel-log records not handed over yet (the follow thread's last batch; what a file's bounded tick
+        left), read whole: after a check's window nothing waits on this read."""
+        if self.kmsg is None:
+            return []
+        self.kmsg.unfollow()
+        out = []
+        while True:  # each read stops at max_records: until one is not cut short
+            cut = self.kmsg.truncated
+            out += self._kmsg_events(None)
+            if self.kmsg.truncated == cut:
+                return out
+
+    def kmsg_account(self) -> dict | None:
+        """The kernel-log reader's account since it started: records read, dropped (the kernel's seq numbers
+        skipped them), the skipped ranges (the latest 1000), reads stopped at their bound."""
+        r = self.kmsg
+        if r is None:
+            return None
+        a = r.account()
+        return {"source": r.path, "read": a["read"], "dropped": a["dropped"], "first_seq": a["first_seq"],
+                "last_seq": a["last_seq"], "gaps": [list(g) for g in a["gaps"]], "gaps_total": a["gaps_total"],
+                "bounded_reads": a["bounded"], "behind_bytes": r.behind_bytes}
 
     def _uptime(self) -> float | None:
         """Clock ticks since boot (for processes that started between scans)."""

@@ -59,6 +59,7 @@ class CheckResult:
     cpu_window: str = "interval"  # "since-boot" when /proc/stat did not move (a recorded tree)
     root: dict = field(default_factory=dict)  # the root read and its kind (node/root.py): live | host | tree
     posture: ZombiePosture | None = None  # does this kernel keep removed memcgs dying (collect/posture.py)
+    kernel_log: dict | None = None  # the kernel-log reader's account (collect/sampler.py kmsg_account)
 
     @property
     def exit_code(self) -> int:
@@ -146,10 +147,19 @@ def run_check(opt: CheckOptions) -> CheckResult:
             _sleep_until(started + i + 1)
             ticks.append(sampler.tick(force_walk=(i == n - 1)))
         stat1 = sampler.stat
+        tail = sampler.kmsg_rest()  # what a flood's bound left in the ring or the file, read whole now
         units1 = read_units(root, opt.ns_pid) if units0 is not None else None
         seconds = time.time() - started
+        kernel_log = sampler.kmsg_account()
     finally:
         sampler.close()
+    if kernel_log and kernel_log["dropped"]:
+        gaps = kernel_log["gaps"]
+        notes.append(f"kernel log {kernel_log['source']}: {kernel_log['dropped']} record(s) dropped, overwritten by "
+                     f"the kernel before they could be read (a flood; seq " + ", ".join(
+                         f"{a}-{b}" if a != b else str(a) for a, b in gaps[:5]) + (
+                         f" and {kernel_log['gaps_total'] - 5} more ranges" if kernel_log["gaps_total"] > 5 else "")
+                     + f"); {kernel_log['read']} read: the events of those lines are unknown")
     if opt.kmsg and sampler.kmsg:
         r = sampler.kmsg
         notes.append(f"kernel log {opt.kmsg} read as {r.description}" + (
@@ -165,7 +175,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
     if tracer and churn is None and tracer.error:
         notes.append(f"cgroup churn trace failed: {tracer.error}")
 
-    events = list(old_events) + [e for t in ticks for e in t.events]
+    events = list(old_events) + [e for t in ticks for e in t.events] + tail
     now = time.time() if root.live else max([e.time for e in events if e.time is not None], default=time.time())
     last = ticks[-1]
     cost = None
@@ -209,7 +219,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
                                                           for k, (a, b) in c.v2.subsys.items()}},
               "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
     return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes, units1, unread,
-                       cpu_window, {"path": root.path, "kind": root.kind, "description": root.describe()}, post)
+                       cpu_window, {"path": root.path, "kind": root.kind, "description": root.describe()}, post,
+                       kernel_log)
 
 
 def _memcgs_dying(t: Tick) -> bool:
@@ -228,6 +239,7 @@ def to_json(res: CheckResult, root: str) -> dict:
             "posture": None if res.posture is None else {**res.posture.to_dict(),
                                                            "says": posture.describe(res.posture)},
             "unread": [{"section": k, "problem": v} for k, v in res.unread.items()],
+            "kernel_log": res.kernel_log,
             "churn": None if res.churn is None else {
                 "seconds": round(res.churn.seconds, 2), "events": res.churn.events,
                 "released": res.churn.released, "still_dying": res.churn.still_dying,

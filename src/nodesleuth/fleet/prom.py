@@ -71,8 +71,15 @@ class Prometheus:
             except (ValueError, OSError):
                 msg = str(e)
             raise InputError(q, f"Prometheus at {self.url} refused the query: {msg}") from None
-        except (OSError, ValueError) as e:
-            raise InputError(self.url, f"cannot query Prometheus: {getattr(e, 'reason', None) or e}") from None
+        except TimeoutError:
+            raise InputError(self.url, f"Prometheus did not answer in {self.timeout:g} s (fleet --timeout)") from None
+        except OSError as e:
+            why = getattr(e, "reason", None) or e
+            if isinstance(why, TimeoutError):
+                raise InputError(self.url, f"Prometheus did not answer in {self.timeout:g} s (fleet --timeout)") from None
+            raise InputError(self.url, f"cannot query Prometheus: {why}") from None
+        except ValueError as e:
+            raise InputError(self.url, f"not a Prometheus HTTP API answer (expected JSON from /api/v1/query: {e})") from None
         if doc.get("status") != "success":
             raise InputError(q, f"Prometheus at {self.url}: {doc.get('error', doc)}")
         if doc["data"]["resultType"] != "vector":
@@ -111,8 +118,8 @@ def plan(aff_expr: str, host: str = "instance", dedup: bool = False, listed: lis
 
 
 def analyse(url: str, affected_expr: str | None = None, host: str = "instance", group_by: str = "zone",
-            top: int = 15, at: float | None = None, workers: int = 4) -> PromResult:
-    prom = Prometheus(url, at=at)
+            top: int = 15, at: float | None = None, workers: int = 4, timeout: float = 130.0) -> PromResult:
+    prom = Prometheus(url, timeout=timeout, at=at)
     aff_expr = (affected_expr or DEFAULT_AFFECTED).replace("{host}", host)
     node_labels = METRICS["nodesleuth_node"].labels
     if group_by not in node_labels:
@@ -128,8 +135,13 @@ def analyse(url: str, affected_expr: str | None = None, host: str = "instance", 
         missing_host = [r["metric"] for r in res["affected"] if host not in r["metric"]]
         if missing_host:
             all_counts.cancel()
+            if affected_expr is None:  # ours groups by the host label: the series do not carry it
+                raise InputError(f"--host-label {host}", f"the affected hosts' series at {url} carry no {host!r} "
+                                 f"label (a series came back as {missing_host[0]}): pass --host-label with the label "
+                                 "that names a host there")
             raise InputError(aff_expr, f"the affected-hosts expression must keep the {host!r} label "
-                                       f"(e.g. max by ({host}) (...)); a series came back as {missing_host[0]}")
+                                       f"(e.g. max by ({host}) (...)), or pass --host-label with the label that names "
+                                       f"a host; a series came back as {missing_host[0]}")
         listed = sorted({r["metric"][host] for r in res["affected"]})
         if len(listed) <= MAX_LISTED:
             q = plan(aff_expr, host, dedup, listed) if listed else {"affected_counts": None}

@@ -41,6 +41,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..collect.cpu import read_stat
+from ..model.errors import InputError
 from ..model.mpstat import utilisation
 from ..node.cgroupfs import Memcg, drop_caches, remove_cgroup_tree
 from ..node.children import run as run_child, spawn
@@ -126,15 +127,34 @@ def preflight(workdir: str) -> None:
         raise LabError("the lab needs root (cgroups, a PID namespace, perf, /dev/kmsg)")
     try:
         Memcg()
-    except RuntimeError as e:
+    except (RuntimeError, InputError) as e:
         raise LabError(f"{e}: the lab needs the memory controller (cgroup v1 or v2)") from None
     real = os.path.realpath(workdir)
     if real == "/tmp" or real.startswith(("/tmp/", "/var/tmp/")):
-        raise LabError(f"{workdir}: the namespace's systemd has a private /tmp; use a path on disk")
+        raise LabError(f"--workdir {workdir}: the namespace's systemd has a private /tmp; use a path on disk")
+    fs = _fstype(real)
+    if fs in ("tmpfs", "ramfs"):
+        raise LabError(f"--workdir {workdir} is on {fs}: reads of the data loader's sparse file there are holes (the "
+                       "zero page), charged to no cgroup, so nothing would be reclaimed; use a disk filesystem "
+                       "(ext4, xfs)")
     with open("/proc/meminfo") as f:
         swap = next((int(ln.split()[1]) for ln in f if ln.startswith("SwapTotal:")), 0)
     if swap:
         raise LabError("swap is on: tmpfs-pinned zombies would be swapped out and freed; the lab needs swap off")
+
+
+def _fstype(path: str) -> str:
+    """The filesystem type of the mount holding `path` (or its nearest existing ancestor)."""
+    while not os.path.exists(path) and path not in ("/", ""):
+        path = os.path.dirname(path)
+    best, fs = "", ""
+    with open("/proc/self/mountinfo") as f:
+        for ln in f:
+            pre, _, post = ln.partition(" - ")
+            mnt = pre.split()[4].replace("\\040", " ")
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                best, fs = mnt, post.split()[0]
+    return fs
 
 
 def _mount_tmpfs(path: str) -> None:
@@ -343,7 +363,8 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         st.save()
         c0, c1 = st.curve[0]["reclaim_sys_ms_per_mb"], st.curve[-1]["reclaim_sys_ms_per_mb"]
         if c1 < min_growth * max(c0, 0.05):
-            raise LabError(f"on this kernel memcg reclaim does not scale with dying memcgs ({c0} ms/MB at 0, {c1} "
+            raise LabError(f"on this kernel memcg reclaim does not scale with dying memcgs ({c0} ms/MB at "
+                           f"{st.curve[0]['zombies']}, {c1} "
                            f"at {st.curve[-1]['zombies']}, under {min_growth:g}x): the incident cannot be made here")
         log(f"lab: the cost grew {c1 / max(c0, 0.05):.1f}x from 0 to {st.curve[-1]['zombies']} zombies "
             f"(the lab's rule: at least {min_growth:g}x)")
@@ -596,8 +617,11 @@ def clean(workdir: str = DEFAULT_DIR, log=print, keep_store: bool = False, wait:
            "over_baseline": None if baseline is None else after - baseline}
     if not keep_store:
         shutil.rmtree(workdir, ignore_errors=True)
-    elif os.path.exists(os.path.join(workdir, "state.json")):
-        os.unlink(os.path.join(workdir, "state.json"))
+    elif os.path.isdir(workdir):  # the recording and its recorder's warnings stay; state, data, agent go
+        for name in set(os.listdir(workdir)) - {"store", "recorder.log"}:
+            path = os.path.join(workdir, name)
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) and not os.path.islink(path) else \
+                os.unlink(path)
     log(f"lab clean: killed {killed or 'nothing'}; memory cgroups {before} -> {after} (baseline {baseline}); "
         f"reclaim took {reclaim_s:.2f} s; " + (
             "back to baseline" + (f" (+{after - baseline}, within {TOLERANCE})" if baseline and after > baseline else "")

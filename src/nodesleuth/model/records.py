@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from .metric import Metric
 from .section import SECTIONS, Section
@@ -524,6 +525,7 @@ class Tick:
     hogs: Hogs | None = None
     tcp: Tcp | None = None
     sockets: Sockets | None = None
+    kernel_log: KernelLog | None = None
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
@@ -713,3 +715,43 @@ class Hogs(Section):
     WEB = "not shown: explain's evidence for the processes on a hot core (class, throttling)"
 
     rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms"}]
+
+
+@dataclass
+class KernelLog(Section):
+    """The kernel-log reader's own account of a tick (collect/kernellog.py): records read, records it never saw
+    (`dropped`: the kernel's sequence numbers jumped, i.e. the ring overwrote them before this reader got to
+    them, as in a flood), the sequence ranges it skipped, reads stopped at the per-tick bound with records left
+    for the next one (`bounded`), and, following a file, the bytes not yet read (`behind_bytes`). A flood shows
+    here as read > 0 and dropped > 0; the events of the lines read are matched as always."""
+
+    FIELD = "kernel_log"
+    METRICS = (
+        Metric("nodesleuth_kernel_log_records", "counter", "Kernel-log records read and matched against the rules"),
+        Metric("nodesleuth_kernel_log_dropped", "counter", "Kernel-log records never read: the kernel's sequence "
+               "numbers skipped them (overwritten in the ring before they were read, e.g. during a flood)"),
+        Metric("nodesleuth_kernel_log_bounded_reads", "counter", "Reads of the kernel log stopped at their "
+               "per-tick bound (time or records) with records left for the next tick"),
+        Metric("nodesleuth_kernel_log_behind_bytes", "gauge", "Bytes of a followed kernel-log file not read yet "
+               "(0 when caught up; absent for /dev/kmsg)"))
+    WEB = "not shown: the reader's bookkeeping; its events are on the timeline, its drops in dump and /metrics"
+
+    read: int
+    dropped: int
+    bounded: int = 0
+    gaps: list | None = None  # [[first, last], ...] kernel sequence numbers skipped this tick (at most GAPS)
+    behind_bytes: int | None = None
+    totals: dict | None = None  # the reader's counts since it started, for /metrics (not stored)
+
+    GAPS: ClassVar[int] = 64
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "totals"}
+
+    def samples(self):
+        t = self.totals or {}
+        yield "nodesleuth_kernel_log_records", (), t.get("read", self.read)
+        yield "nodesleuth_kernel_log_dropped", (), t.get("dropped", self.dropped)
+        yield "nodesleuth_kernel_log_bounded_reads", (), t.get("bounded", self.bounded)
+        if self.behind_bytes is not None:
+            yield "nodesleuth_kernel_log_behind_bytes", (), self.behind_bytes

@@ -29,6 +29,9 @@ from ..model.errors import InputError
 # a frame line as stackcollapse-perf.pl accepts it: `addr symbol (dso)` (its recorded outputs are the test)
 FRAME = re.compile(r"^\s*(\w+)\s*(.+) \((.*)\)")
 FRAME_NO_DSO = re.compile(r"^\s+([0-9a-f]+)\s+(\S.*?)\s*$")  # `-F ip,sym`: no dso column
+# a frame line cut inside its dso column (`start_thread (/lib/x86_64-linux-gnu`): stackcollapse-perf.pl's frame regex
+# wants the closing paren, so it warns "Unrecognized line" and drops the line; so does this parser
+CUT_DSO = re.compile(r" \([^()]*$")
 OFFSET = re.compile(r"\+0x[\da-f]+$")
 KERNEL_BASE = 0xFFFF800000000000
 KERNEL_PATH = re.compile(r"(?:^|/)vmlinux(?:[-.][^/]*)?$|\.ko(?:\.(?:xz|gz|zst))?$|^/lib/modules/|^/usr/lib/debug/")
@@ -64,6 +67,7 @@ class Batch:
     stacks: list[tuple[str, ...]] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     skipped: int = 0  # malformed or truncated samples
+    cut: str | None = None  # the text's last line when the text ends inside it (no newline): its sample was dropped
 
     def __len__(self) -> int:
         return len(self.times)
@@ -133,6 +137,8 @@ def frame_names(line: str) -> tuple[str, ...] | None:
     if m is not None:
         pc, sym, dso = m.groups()
     else:
+        if CUT_DSO.search(line):
+            return None
         m = FRAME_NO_DSO.match(line)
         if m is None:
             return None
@@ -282,8 +288,14 @@ class _Parser:
         b = self.b
         blocks = text.split("\n\n")
         if text and not text.endswith("\n") and blocks:
-            blocks.pop()  # the file was cut inside this sample: its stack may be incomplete
-            b.skipped += 1
+            last = text.rsplit("\n", 1)[-1]
+            # a last line that is a whole frame (`addr sym (dso)`) lacks only its newline: the sample is read as far
+            # as it goes, as one whose newline is there; a line cut before its end makes the sample's stack
+            # unknowable (its outer frames, and the rest of that line, are gone): dropped, and said (`cut`)
+            if not (FRAME.match(last) and last.rstrip().endswith(")")):
+                blocks.pop()
+                b.skipped += 1
+                b.cut = last
         who_ix, tail_ix, body_ix, key_ix, line_ix = self.who_ix, self.tail_ix, self.body_ix, self.key_ix, self.line_ix
         a_t, a_c, a_p, a_tid, a_cpu, a_per, a_ev, a_st = (b.times.append, b.comm_ids.append, b.pids.append,
                                                           b.tids.append, b.cpus.append, b.periods.append,
@@ -404,7 +416,16 @@ def parse_file(path: str) -> Batch:
     except OSError as e:
         raise InputError(path, e.strerror or str(e)) from None
     b = parse_text(text, path=path)
-    if not b.times and text.strip():
+    if not b.times:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if b.cut is not None and b.skipped == 1:
+            raise InputError(path, f"its only sample is cut short: the file ends inside it, in the middle of the line "
+                                   f"{b.cut.strip()[:100]!r} (no newline); no complete sample to read")
+        if not lines:
+            raise InputError(path, "empty: no perf script samples (perf script printed nothing: did perf record "
+                                   "capture any?)")
+        if all(ln.startswith("#") for ln in lines):
+            raise InputError(path, "only perf's header ('#' lines), no samples: the recording holds none")
         raise InputError(path, "no perf script samples found (expected 'comm pid/tid [cpu] time: ...' lines)")
     return b
 

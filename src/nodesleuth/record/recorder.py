@@ -71,6 +71,7 @@ class Recorder:
         self._said = 0.0
         self._skipped_said = 0
         self._drops_said = 0
+        self._kmsg_said = (0.0, 0, 0)  # (when, records dropped, read) at the last flood warning
         self.on_tick = on_tick
         self.ticks = 0
         self.bytes = 0
@@ -109,6 +110,22 @@ class Recorder:
             print(f"nodesleuth: warning: {m}", file=sys.stderr, flush=True)
         if msgs:
             self._said = now
+
+    def _say_kernel_log(self, every: float = 60.0) -> None:
+        """A kernel-log flood the reader could not keep up with is said once a minute on stderr (each second's
+        count and skipped seq ranges are in the store's kernel_log section)."""
+        r = self.sampler.kmsg
+        if r is None:
+            return
+        a = r.account()
+        if a["dropped"] == self._kmsg_said[1] or time.time() - self._kmsg_said[0] < every:
+            return
+        when, lost, read = self._kmsg_said
+        print(f"nodesleuth: warning: kernel log {r.path}: {a['dropped'] - lost} record(s) dropped (overwritten by "
+              f"the kernel before they could be read: a flood), {a['read'] - read} read"
+              + (f" since {time.strftime('%H:%M:%S', time.localtime(when))}" if when else "")
+              + "; recording goes on", file=sys.stderr, flush=True)
+        self._kmsg_said = (time.time(), a["dropped"], a["read"])
 
     def _say_unread(self) -> None:
         """A /proc or /sys file that cannot be read is said once on stderr; the rest is still recorded.
@@ -160,6 +177,7 @@ class Recorder:
                     self.store.enforce()
                 self._say_store_trouble()
                 self._say_unread()
+                self._say_kernel_log()
                 if self.on_tick:
                     self.on_tick(self, tick)
                 nxt += self.opt.interval
@@ -183,5 +201,6 @@ class Recorder:
                              if getattr(runner, "unnamed_samples", 0) else "")
                           + ("" if done else "; its last chunks were not stored in time")
                           + (f"; last error: {runner.error}" if runner.error else ""), file=sys.stderr)
+            self._say_kernel_log(every=0.0)  # what the last minute dropped, said before exit
             self.sampler.close()
             self.store.close()

@@ -22,11 +22,13 @@ from flask import Flask, Response, abort, jsonify, redirect, request, send_from_
 from ..profile import query as pq
 from ..store.catalog import PROFILE, TICKS
 from ..store.store import StoreReader
+from ..model.errors import InputError
 from ..model.timeparse import iso
 from . import data
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
 COOKIE = "nodesleuth_token"
+TIMELINE_METRICS = ("busy", "mean", "sys")  # what web/data.py timeline() colours the CPU rows by
 
 
 def is_loopback(host: str) -> bool:
@@ -66,18 +68,52 @@ def create_app(store: str, token: str | None = None) -> Flask:
             abort(401)
         return None
 
-    def fnum(name: str, default=None):
+    @app.errorhandler(400)
+    def bad_request(e):
+        """A parameter that cannot be used: 400 with the sentence the page shows ({"error": ...}, as a 422)."""
+        resp = jsonify({"error": e.description})
+        resp.status_code = 400
+        return resp
+
+    def fnum(name: str, default=None, lo: float | None = None, hi: float | None = None):
         v = request.args.get(name)
         if v is None or v == "":
             return default
         try:
-            return float(v)
+            x = float(v)
         except ValueError:
-            abort(400, f"{name} must be a number")
+            abort(400, f"{name} must be a number, not {v[:40]!r}")
+        if not math.isfinite(x):
+            abort(400, f"{name} must be a finite number, not {v[:40]!r}")
+        if (lo is not None and x < lo) or (hi is not None and x > hi):
+            abort(400, f"{name} must be between {lo:g} and {hi:g}" if lo is not None and hi is not None
+                  else f"{name} must be at least {lo:g}" if lo is not None else f"{name} must be at most {hi:g}")
+        return x
 
-    def inum(name: str):
-        v = fnum(name)
-        return None if v is None else int(v)
+    def inum(name: str, lo: int | None = None, hi: int | None = None):
+        v = request.args.get(name)
+        if v is None or v == "":
+            return None
+        try:
+            x = int(v)
+        except ValueError:
+            abort(400, f"{name} must be an integer, not {v[:40]!r}")
+        if (lo is not None and x < lo) or (hi is not None and x > hi):
+            abort(400, f"{name} must be between {lo} and {hi}" if lo is not None and hi is not None
+                  else f"{name} must be at least {lo}" if lo is not None else f"{name} must be at most {hi}")
+        return x
+
+    def range_args(required: bool, most: float | None = None, what: str = ""):
+        """from/to: both finite, from before to (and at most `most` seconds apart)."""
+        t0, t1 = fnum("from"), fnum("to")
+        if required and (t0 is None or t1 is None):
+            abort(400, "from and to are required (epoch seconds)")
+        if t0 is not None and t1 is not None:
+            if t1 <= t0:
+                abort(400, f"from ({iso(t0)}) must be before to ({iso(t1)})")
+            if most is not None and t1 - t0 > most:
+                abort(400, f"from/to at most {what} apart")
+        return t0, t1
 
     @app.get("/")
     def index():
@@ -94,21 +130,24 @@ def create_app(store: str, token: str | None = None) -> Flask:
     @app.get("/api/timeline")
     def timeline():
         r = reader()
-        t0, t1 = fnum("from"), fnum("to")
+        t0, t1 = range_args(False)
+        metric = request.args.get("metric", "busy")
+        if metric not in TIMELINE_METRICS:
+            abort(400, f"metric must be one of {', '.join(TIMELINE_METRICS)}, not {metric[:40]!r}")
         if t0 is None or t1 is None:  # only then is the recording's span (a read of its ends) needed
             s = data.summary(r)
             t1 = t1 if t1 is not None else (s["end"] or time.time())
             t0 = t0 if t0 is not None else max(s["start"] or t1 - 3600, t1 - 86400)
-        cols = max(10, min(4000, inum("cols") or 600))
-        return jsonify(data.timeline(r, t0, t1, cols, request.args.get("metric", "busy")))
+        cols = max(10, min(4000, inum("cols") or 600))  # clamped: the page asks for its width in pixels
+        if t1 <= t0:
+            abort(400, f"from ({iso(t0)}) must be before to ({iso(t1)}): the recording ends at {iso(t1)}")
+        return jsonify(data.timeline(r, t0, t1, cols, metric))
 
     @app.get("/api/heatmap")
     def heatmap():
-        t0, t1 = fnum("from"), fnum("to")
-        if t0 is None or t1 is None or t1 <= t0 or t1 - t0 > 86400:
-            abort(400, "from/to required, at most one day apart")
+        t0, t1 = range_args(True, 86400, "one day")
         r = reader()
-        cpu, rows = inum("cpu"), inum("rows") or 50
+        cpu, rows = inum("cpu", 0), inum("rows", 1, 1000) or 50
         cols = max(10, min(86400, inum("cols") or data.HEAT_COLS))
         doc = data.heatmap_fast(r, t0, t1, cpu, rows, cols)  # from the per-minute heatmap aggregates
         if doc is None:
@@ -119,18 +158,21 @@ def create_app(store: str, token: str | None = None) -> Flask:
 
     @app.get("/api/flame")
     def flame():
-        t0, t1 = fnum("from"), fnum("to")
-        if t0 is None or t1 is None or t1 <= t0:
-            abort(400, "from/to required")
+        t0, t1 = range_args(True)
         r = reader()
         base = None
-        cpu, pid, comm, cgroup = inum("cpu"), inum("pid"), request.args.get("comm"), request.args.get("cgroup")
-        f = data.flame_filter(cpu, pid, comm, cgroup)
+        cpu, pid, comm, cgroup = inum("cpu", 0), inum("pid", 0), request.args.get("comm"), request.args.get("cgroup")
+        try:
+            f = data.flame_filter(cpu, pid, comm, cgroup)
+        except InputError as e:  # no such cgroup on any hierarchy
+            abort(400, f"cgroup {e}")
         # whole minutes and hours from the write-time aggregates, raw samples only at the edges;
         # a range the last heatmap already loaded is cut from it
         s = cache.peek(r, t0, t1)
         s = data.subset(s, t0, t1) if s is not None else pq.load_fast(r, t0, t1, f.cpus)
         b0, b1 = fnum("base_from"), fnum("base_to")
+        depth = max(2, min(512, inum("depth", 1) or data.MAX_DEPTH))  # clamped, as cols
+        share = fnum("min_share", lo=0.0, hi=1.0)
         if (b0 is None) != (b1 is None) or (b0 is not None and b1 <= b0):
             return refuse("baseline: give base_from < base_to")
         if b0 is not None:
@@ -141,9 +183,7 @@ def create_app(store: str, token: str | None = None) -> Flask:
                 what = f" for CPU {cpu}" if cpu is not None else ""
                 return refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
                               f"({where}): choose a baseline inside it", base_from=b0, base_to=b1)
-        depth = max(2, min(512, inum("depth") or data.MAX_DEPTH))
-        share = fnum("min_share")
-        doc = data.flame(s, base, f, depth, data.MIN_SHARE if share is None else max(0.0, share))
+        doc = data.flame(s, base, f, depth, data.MIN_SHARE if share is None else share)
         doc["lost"] = pq.lost_samples(r, t0, t1, f.cpus)  # perf's ring was full: the page says so
         return Response(orjson.dumps({**doc, "from": t0, "to": t1, "cpu": cpu, "base_from": b0, "base_to": b1}),
                         mimetype="application/json")
@@ -156,10 +196,10 @@ def create_app(store: str, token: str | None = None) -> Flask:
 
     @app.get("/api/cell")
     def cell():
-        cpu, t = inum("cpu"), fnum("t")
+        cpu, t = inum("cpu", 0), fnum("t")
         if cpu is None or t is None:
-            abort(400, "cpu and t required")
-        return jsonify(data.cell(reader(), cpu, t, inum("resolution") or 1))
+            abort(400, "cpu and t are required")
+        return jsonify(data.cell(reader(), cpu, t, inum("resolution", 1) or 1))
 
     @app.get("/api/incidents")
     def incidents():
