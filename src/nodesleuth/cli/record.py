@@ -15,8 +15,17 @@ from .common import one_line_errors, _size, _duration, _range, _warn, _progress
 @click.option("--root", default="/", show_default=True)
 @click.option("--interval", default=1.0, show_default=True, help="Seconds between samples.")
 @click.option("--duration", help="Stop after this long (e.g. 30s, 2h); default: until SIGTERM.")
-@click.option("--retention", default="7d", show_default=True, help="Drop whole segments older than this.")
-@click.option("--max-size", default="2G", show_default=True, help="Drop oldest segments beyond this many bytes.")
+@click.option("--tier-1s", "tier_1s", default="7d", show_default=True,
+              help="Keep the 1 s ticks and the raw profile this long (AGE or AGE:BYTES, e.g. 7d:20G).")
+@click.option("--tier-10s", "tier_10s", default="30d", show_default=True,
+              help="Keep the 10 s aggregates (per-CPU mean and busiest second, processes, events), the churn "
+                   "trace and the 10 s profile aggregates this long (AGE or AGE:BYTES).")
+@click.option("--tier-1m", "tier_1m", default="365d", show_default=True,
+              help="Keep the per-minute rollups and profile aggregates this long (AGE or AGE:BYTES).")
+@click.option("--retention", help="Drop every stream's segments older than this (one bound for all tiers; "
+              "overrides the --tier-* ages).")
+@click.option("--max-size", default="2G", show_default=True,
+              help="Bound the whole store: beyond it the finest tier's oldest segments go first.")
 @click.option("--segment", default="1h", show_default=True, help="Segment length.")
 @click.option("--live-every", default=60.0, show_default=True, help="Seconds between cgroup directory walks.")
 @click.option("--units-every", default=5, show_default=True, help="Read systemd units every N ticks.")
@@ -35,14 +44,19 @@ from .common import one_line_errors, _size, _duration, _range, _warn, _progress
 @click.option("--trace-churn", is_flag=True,
               help="Also trace cgroup mkdir/rmdir/release with perf: who creates cgroups, zombie lifetimes.")
 @one_line_errors
-def record(store, root, interval, duration, retention, max_size, segment, live_every, units_every, systemd_pid,
-           units_timeout, kmsg, threads, quiet, profile, profile_freq, profile_rotate,
+def record(store, root, interval, duration, tier_1s, tier_10s, tier_1m, retention, max_size, segment, live_every,
+           units_every, systemd_pid, units_timeout, kmsg, threads, quiet, profile, profile_freq, profile_rotate,
            profile_buffer, trace_churn):
-    """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE."""
+    """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE:
+    1 s ticks, 10 s aggregates and per-minute rollups, each kept as long as its tier says."""
     from ..record.recorder import RecordOptions, Recorder
 
+    tiers = {k: _tier(v, f"--tier-{k.replace('min', 'm')}") for k, v in (("1s", tier_1s), ("10s", tier_10s),
+                                                                         ("1m", tier_1m))}
+    if retention:
+        tiers = {k: (_duration(retention), b) for k, (_, b) in tiers.items()}
     opt = RecordOptions(store=store, root=root, interval=interval,
-                        duration=_duration(duration) if duration else None, retention=_duration(retention),
+                        duration=_duration(duration) if duration else None, tiers=tiers,
                         max_bytes=_size(max_size), segment_seconds=_duration(segment), live_every=live_every,
                         units_every=units_every, units_timeout=units_timeout, threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
                         profile_freq=profile_freq, profile_rotate=profile_rotate,
@@ -57,6 +71,19 @@ def record(store, root, interval, duration, retention, max_size, segment, live_e
             click.echo(f"\r{rec.ticks} ticks, {rec.bytes / 1024:.0f} KiB written"
                        + (f", hottest CPU {hot.cpu} {hot.busy:.0f}%" if hot else "") + "   ", nl=False, err=True)
     Recorder(opt, on_tick=status).run()
+
+def _tier(text: str, opt: str) -> tuple[float | None, int | None]:
+    """'7d' or '7d:20G' (age, bytes); 'none' or '0' for no bound."""
+    from ..model.errors import InputError
+
+    age, _, size = text.partition(":")
+    try:
+        a = None if age.strip().lower() in ("none", "inf", "") else _duration(age)
+        b = _size(size) if size else None
+    except InputError as e:
+        raise InputError(opt, f"{text!r}: {e.problem}") from None
+    return a, b
+
 
 @main.command()
 @click.option("--store", required=True, type=click.Path())
