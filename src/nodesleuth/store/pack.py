@@ -20,11 +20,14 @@ JSON. A record whose dicts use those marker keys themselves is refused (none doe
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 import orjson
 
 FORMAT = 1
 MIN_LEN = 2  # shorter lists stay JSON
 _MARKS = ("\x01", "\x02", "\x03", "\x04")
+_SEQ = (list, tuple)
 
 
 def _varint(n: int, out: bytearray) -> None:
@@ -67,10 +70,7 @@ def _decimals(v: list) -> int | None:
     return None
 
 
-def _zz(x: int) -> int:
-    if not -(1 << 63) <= x < (1 << 63):
-        raise OverflowError  # beyond 64 bits: kept as JSON text
-    return (x << 1) ^ (x >> 63)
+_LIM = 1 << 62  # values (and their differences) within +-2^62 zigzag into 64 bits
 
 
 def _put_ints(v, out: bytearray) -> None:
@@ -82,25 +82,26 @@ def _put_ints(v, out: bytearray) -> None:
     if not n:
         out.append(0)
         return
-    zz = [_zz(x) for x in v]
+    lo, hi = min(v), max(v)
+    if lo < -_LIM or hi >= _LIM:
+        raise OverflowError  # beyond 64 bits: kept as JSON text
+    zz = [x << 1 for x in v] if lo >= 0 else [(x << 1) ^ (x >> 63) for x in v]
     mz = max(zz)
     delta = False
-    if n > 2 and mz >= 4:
-        prev, dz = 0, []
-        for x in v:
-            dz.append(_zz(x - prev))
-            prev = x
-        md = max(dz)
-        if md < mz:
-            delta, zz, mz = True, dz, md
-    w = (mz.bit_length() + 7) // 8
+    if n > 2 and mz >= 8:
+        d = [b - a for a, b in zip(v, v[1:])]
+        d.insert(0, v[0])
+        dlo, dhi = min(d), max(d)
+        if dhi - dlo < hi - lo:
+            dz = [x << 1 for x in d] if dlo >= 0 else [(x << 1) ^ (x >> 63) for x in d]
+            md = max(dz)
+            if md < mz:
+                delta, zz, mz = True, dz, md
+    w = (mz.bit_length() + 7) >> 3
     if not delta and w > 1 and zz.count(0) * 2 >= n:
         # mostly zeros (NET_RX: only on the CPUs that serve the NIC's queues)
         out.append(0x80 | (w << 1))
-        bm = 0
-        for x in zz:
-            bm = (bm << 1) | (x != 0)
-        out += bm.to_bytes((n + 7) // 8, "big")
+        out += int("".join("1" if x else "0" for x in zz), 2).to_bytes((n + 7) >> 3, "big")
         _planes([x for x in zz if x], w, out)
         return
     out.append(delta | (w << 1))
@@ -133,21 +134,19 @@ def _get_ints(b, i: int) -> tuple[list[int], int]:
     i += 1
     w = (head >> 1) & 0x0F
     if head & 0x80:
-        size = (n + 7) // 8
-        bm = int.from_bytes(b[i:i + size], "big")
-        nz, i = _get_planes(b, i + size, bin(bm).count("1"), w)
+        size = (n + 7) >> 3
+        bits = bin(int.from_bytes(b[i:i + size], "big"))[2:].zfill(size * 8)[size * 8 - n:]
+        nz, i = _get_planes(b, i + size, bits.count("1"), w)
         it = iter(nz)
-        vals = [next(it) if (bm >> k) & 1 else 0 for k in range(n - 1, -1, -1)]
+        vals = [next(it) if c == "1" else 0 for c in bits]
     else:
         vals, i = _get_planes(b, i, n, w)
-    vals = [(x >> 1) ^ -(x & 1) for x in vals]
+    if any(x & 1 for x in vals):
+        vals = [(x >> 1) ^ -(x & 1) for x in vals]
+    else:
+        vals = [x >> 1 for x in vals]
     if head & 1:
-        acc = 0
-        out = []
-        for d in vals:
-            acc += d
-            out.append(acc)
-        vals = out
+        vals = list(accumulate(vals))
     return vals, i
 
 
@@ -189,7 +188,7 @@ class _Packer:
                 m = self.numbers(v)
                 if m is not None:
                     return m
-            elif (first is list or first is tuple) and all(type(r) in (list, tuple) and _is_ints(r) for r in v):
+            elif first in _SEQ and all(type(r) in _SEQ and _is_ints(r) for r in v):
                 mark = len(self.blob)
                 if self.ints([len(r) for r in v]):
                     width = max(len(r) for r in v)
@@ -203,9 +202,9 @@ class _Packer:
         for m in _MARKS:
             if m in d:
                 raise ValueError(f"record key {m!r} is reserved by store/pack.py")
-        if len(d) == 2 and "f" in d and "r" in d and type(d["f"]) is list and type(d["r"]) is list:
-            names, rows = d["f"], d["r"]
-            if rows and all(type(r) is list and len(r) == len(names) for r in rows):
+        if len(d) == 2 and "f" in d and "r" in d and type(d["f"]) in _SEQ and type(d["r"]) in _SEQ:
+            names, rows = list(d["f"]), d["r"]
+            if names and rows and all(type(r) in _SEQ and len(r) == len(names) for r in rows):
                 return {"\x03": names, "c": [self.lst([r[j] for r in rows]) for j in range(len(names))]}
         if len(d) >= 4:
             vals = list(d.values())
