@@ -89,25 +89,35 @@ def _tier(text: str, opt: str) -> tuple[float | None, int | None]:
 @click.option("--store", required=True, type=click.Path())
 @click.option("--from", "frm", help="Start: ISO-8601, epoch, or relative ('10m ago').")
 @click.option("--to", help="End (same forms); default now.")
+@click.option("--at", help="Only the second (or the 10 s / 1 min record of a coarser tier) covering this time.")
 @click.option("--format", "fmt", type=click.Choice(["csv", "json", "openmetrics"]), default="json", show_default=True)
 @click.option("-o", "--output", type=click.Path(), help="Write here instead of stdout.")
 @one_line_errors
-def dump(store, frm, to, fmt, output):
-    """Export any time range of a recording."""
+def dump(store, frm, to, at, fmt, output):
+    """Export any time range of a recording, from the finest tier that covers it (said on stderr;
+    a 10 s or 1 min record carries `tier` in JSON)."""
     from ..report import dump as export
-    from ..store import query
+    from ..store import tier
+    from ..model.timeparse import parse_time
 
+    if at:
+        frm = to = None
     reader, t0, t1 = _range(store, frm, to)
     prog, cb = _progress(reader)
     binary = fmt == "json"
     out = open(output, "wb" if binary else "w") if output else (sys.stdout.buffer if binary else sys.stdout)
     with prog:
-        ts = query.ticks(reader, t0, t1, on_segment=cb)
+        if at:
+            tk, plan = tier.at(reader, parse_time(at))
+            ts = [tk] if tk is not None else []
+        else:
+            plan = tier.plan(reader, t0, t1)
+            ts = tier.ticks(reader, t0, t1, on_segment=cb, using=plan)
         n = {"json": export.to_json_lines, "csv": export.to_csv, "openmetrics": export.to_openmetrics}[fmt](ts, out)
     if output:
         out.close()
     _warn(reader.problems)
-    click.echo(f"{n} samples", err=True)
+    click.echo(f"{n} samples; {plan.say()}", err=True)
     sys.exit(2 if reader.problems else 0)
 
 @main.command()
@@ -121,9 +131,10 @@ def dump(store, frm, to, fmt, output):
 @one_line_errors
 def replay(store, frm, to, at, around, top_n, all_cpus):
     """Time travel in the terminal: one line per second (node, the hottest CPUs and who ran there
-    (~ = estimated split of a migrating thread), zombies, ksoftirqd waits, events)."""
+    (~ = estimated split of a migrating thread), zombies, ksoftirqd waits, events). Past the 1 s
+    tier's retention, one line per 10 s or 1 min record (said on stderr)."""
     from ..report.replay import render
-    from ..store import query
+    from ..store import tier
     from ..model.timeparse import parse_time
 
     if at:
@@ -131,8 +142,11 @@ def replay(store, frm, to, at, around, top_n, all_cpus):
         frm, to = str(t - around), str(t + around)
     reader, t0, t1 = _range(store, frm, to)
     prog, cb = _progress(reader)
+    plan = tier.plan(reader, t0, t1)
+    if plan.coarse:
+        click.echo(f"nodesleuth: {plan.say()}", err=True)
     with prog:
-        n = render(query.ticks(reader, t0, t1, on_segment=cb), None if all_cpus else top_n)
+        n = render(tier.ticks(reader, t0, t1, on_segment=cb, using=plan), None if all_cpus else top_n)
     _warn(reader.problems)
     if not n:
         click.echo("no samples in that range", err=True)

@@ -256,13 +256,34 @@ class Plan:
         return {"tiers": [{"tier": p.tier, "from": p.t0, "to": p.t1} for p in self.parts]}
 
 
+def _firsts(reader) -> list:
+    firsts = getattr(reader, "_tier_firsts", None)
+    if firsts is None:  # once per reader: where each tier begins
+        firsts = [reader.first(st) if reader.segments(st) else None for st in (TICKS, TICKS10, ROLLUP)]
+        try:
+            reader._tier_firsts = firsts
+        except AttributeError:
+            pass
+    return firsts
+
+
+def span(reader) -> tuple[float, float] | None:
+    """First and last time of the recording over all tiers (the coarse ones reach further back)."""
+    firsts = [f for f in _firsts(reader) if f is not None]
+    if not firsts:
+        return None
+    for st in (TICKS, TICKS10, ROLLUP):
+        if reader.segments(st):
+            s = reader.span(st)
+            if s is not None:
+                return min(firsts), s[1] + (60.0 if st is ROLLUP else 0.0)
+    return None
+
+
 def plan(reader, t0: float | None, t1: float | None) -> Plan:
     """Which tier covers which part of [t0, t1]: 1 s from where the ticks begin, the 10 s aggregates
     before that, the minutes before those."""
-    firsts = []
-    for st in (TICKS, TICKS10, ROLLUP):
-        f = reader.first(st) if reader.segments(st) else None
-        firsts.append(f)
+    firsts = _firsts(reader)
     f1, f10, f60 = firsts
     parts: list[Part] = []
     lo = t0
@@ -309,4 +330,20 @@ def ticks(reader, t0: float | None, t1: float | None, lazy: bool = False, carry:
                 yield from_minute(m)
 
 
-__all__ = ["Aggregator", "CoarseTick", "Plan", "plan", "ticks", "from_record", "from_minute", "catalog"]
+def at(reader, t: float) -> tuple[Tick | None, Plan]:
+    """The record covering time `t` (the second ending at or after it; past the 1 s tier's retention,
+    the 10 s window or minute that holds it), and the plan that found it."""
+    p = plan(reader, t, t + 61.0)
+    for tk in ticks(reader, t, t + 61.0, using=p):
+        if tk.time >= t:
+            if tk.time - tk.interval > t + 1e-6:
+                break  # no record covers t (a gap in the recording)
+            return tk, Plan([Part(_tier_of(tk), tk.time - tk.interval, tk.time)])
+    return None, p
+
+
+def _tier_of(tk: Tick) -> str:
+    return tk.tier if isinstance(tk, CoarseTick) else "1s"
+
+
+__all__ = ["at", "span", "Aggregator", "CoarseTick", "Plan", "plan", "ticks", "from_record", "from_minute", "catalog"]
