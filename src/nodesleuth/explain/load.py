@@ -128,8 +128,9 @@ def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording
         cut_lo = lo is not None and any(e.start - ticks[0].time < GAP + ticks[0].interval for e in eps)
         cut_hi = hi is not None and any(ticks[-1].time - e.end < GAP for e in eps)
         span = tier.span(reader)
-        at_start = span is None or ticks[0].time - span[0] < GAP + 1
-        at_end = span is None or span[1] - ticks[-1].time < GAP
+        # read from before the recording's start (or past its end): nothing further to widen to
+        at_start = span is None or lo is None or lo <= span[0] or ticks[0].time - span[0] < GAP + 1
+        at_end = span is None or hi is None or hi >= span[1] or span[1] - ticks[-1].time < GAP
         if not ((cut_lo and not at_start) or (cut_hi and not at_end)):
             break
         margin *= 4
