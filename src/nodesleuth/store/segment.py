@@ -550,29 +550,77 @@ class SegmentReader:
         except OSError:
             return None
 
-    def _index(self) -> list[tuple[int, int, int]]:
-        """The segment's index entries (ms, offset, crc), unchecked; [] when there is none."""
+    def _index(self, lo: int = 0, hi: int | None = None) -> list[tuple[int, int, int]]:
+        """Entries lo..hi of the segment's index (ms, offset, crc), unchecked; [] when there is none."""
         try:
             with open(index_path(self.path), "rb") as f:
-                raw = f.read()
+                if lo:
+                    f.seek(lo * INDEX.size)
+                raw = f.read() if hi is None else f.read((hi - lo) * INDEX.size)
         except OSError:
             return []
         n = len(raw) // INDEX.size
         return list(INDEX.iter_unpack(raw[:n * INDEX.size]))
 
+    @staticmethod
+    def _good(e) -> bool:
+        return zlib.crc32(struct.pack("<iI", e[0], e[1])) & 0xFFFFFFFF == e[2]
+
+    def first_indexed(self) -> float | None:
+        """The time of the segment's first record from its index (checked against the frame header
+        it names), without reading the record; None: no usable index."""
+        start = segment_start(os.path.basename(self.path))
+        for m, off, crc in self._index(0, 8):
+            if not self._good((m, off, crc)):
+                continue
+            try:
+                with open(self.path, "rb") as f:
+                    f.seek(off)
+                    head = f.read(HEADER.size)
+            except OSError:
+                return None
+            if len(head) == HEADER.size:
+                magic, _, _, t, kind = HEADER.unpack(head)
+                if magic == MAGIC and kind == KIND_DATA and math.floor((t - start) * 1000) == m:
+                    return t
+            return None
+        return None
+
+    def _window(self, ms: int) -> list[tuple[int, int, int]]:
+        """The index entries around `ms`: a long index (a day of seconds) is not read whole; where the
+        entry should be is guessed from its last entry (records come at a steady pace) and only the
+        entries around the guess are read; the whole index when the guess misses."""
+        try:
+            size = os.path.getsize(index_path(self.path))
+        except OSError:
+            return []
+        n = size // INDEX.size
+        if n <= 1024:
+            return self._index()
+        last = self._index(n - 1, n)
+        if not last or not self._good(last[0]) or last[0][0] <= 0:
+            return self._index()
+        guess = min(n - 1, max(0, int(n * ms / last[0][0])))
+        lo, hi = max(0, guess - 300), min(n, guess + 300)
+        got = self._index(lo, hi)
+        good = [e for e in got if self._good(e)]
+        if good and (good[0][0] <= ms or lo == 0) and (hi == n or good[-1][0] > ms):
+            return got
+        return self._index()
+
     def seek(self, t: float, data=None) -> int:
         """The offset of a data frame at or before `t` (0: the segment's start), from the index: the
         last entry at or before `t` whose checksum holds and that points at a frame of its time."""
-        entries = self._index()
-        if not entries:
-            return 0
         start = segment_start(os.path.basename(self.path))
         ms = math.floor((t - start) * 1000)
+        entries = self._window(ms)
+        if not entries:
+            return 0
         i = bisect.bisect_right([e[0] for e in entries], ms)
         n = len(data) if data is not None else None
         for j in range(min(i, len(entries)) - 1, -1, -1):
             m, off, crc = entries[j]
-            if zlib.crc32(struct.pack("<iI", m, off)) & 0xFFFFFFFF != crc or m > ms:
+            if not self._good(entries[j]) or m > ms:
                 continue  # a damaged entry: the good one before it
             if data is not None:
                 if off + HEADER.size > n:

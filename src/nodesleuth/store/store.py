@@ -212,9 +212,14 @@ class StoreReader:
             return []
         return [os.path.join(d, n) for n in names]
 
-    def first(self, stream: Stream | str = TICKS) -> float | None:
-        """The time of the stream's first record that decodes."""
+    def first(self, stream: Stream | str = TICKS, indexed: bool = False) -> float | None:
+        """The time of the stream's first record that decodes (`indexed`: that its index and frame
+        header give, without decoding it: where a tier begins)."""
         for p in self.segments(stream):
+            if indexed:
+                t = SegmentReader(p).first_indexed()
+                if t is not None:
+                    return t
             r = SegmentReader(p)
             first = None
             for t, _ in r.frames():

@@ -256,15 +256,18 @@ class Plan:
         return {"tiers": [{"tier": p.tier, "from": p.t0, "to": p.t1} for p in self.parts]}
 
 
-def _firsts(reader) -> list:
-    firsts = getattr(reader, "_tier_firsts", None)
-    if firsts is None:  # once per reader: where each tier begins
-        firsts = [reader.first(st) if reader.segments(st) else None for st in (TICKS, TICKS10, ROLLUP)]
-        try:
-            reader._tier_firsts = firsts
-        except AttributeError:
-            pass
-    return firsts
+def _firsts(reader, upto: int = 3) -> list:
+    """Where the 1 s, 10 s and 1 min tiers begin (the first `upto` of them; the rest None)."""
+    firsts = getattr(reader, "_tier_firsts", None) or [None, None, None]
+    done = getattr(reader, "_tier_done", 0)
+    for k in range(done, upto):  # once per reader
+        st = (TICKS, TICKS10, ROLLUP)[k]
+        firsts[k] = reader.first(st, indexed=True) if reader.segments(st) else None
+    try:
+        reader._tier_firsts, reader._tier_done = firsts, max(done, upto)
+    except AttributeError:
+        pass
+    return firsts[:upto] + [None] * (3 - upto)
 
 
 def span(reader) -> tuple[float, float] | None:
@@ -283,6 +286,9 @@ def span(reader) -> tuple[float, float] | None:
 def plan(reader, t0: float | None, t1: float | None) -> Plan:
     """Which tier covers which part of [t0, t1]: 1 s from where the ticks begin, the 10 s aggregates
     before that, the minutes before those."""
+    f1 = _firsts(reader, 1)[0]
+    if f1 is not None and t0 is not None and t0 >= f1:
+        return Plan([Part("1s", t0, t1)])  # the 1 s ticks cover it all: the coarser tiers are not looked at
     firsts = _firsts(reader)
     f1, f10, f60 = firsts
     parts: list[Part] = []
