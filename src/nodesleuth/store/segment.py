@@ -472,21 +472,33 @@ def lock_writer(directory: str) -> int:
     return fd
 
 
-_HEADS: dict = {}  # head frame bytes -> (decompressor, context): a trained dictionary is built once
+_LOCAL = threading.local()  # a decompressor is used by one thread at a time (the web server has several)
+
+
+class _Heads(dict):
+    def clear(self) -> None:  # every thread's cache (benchmarks empty it to read cold)
+        super().clear()
+        _LOCAL.__dict__.clear()
+
+
+_HEADS = _Heads()  # head frame bytes -> (decompressor, context), per thread: a trained dictionary is built once
 
 
 def _head(kind: int, payload: bytes):
     """(decompressor, codec context) of a segment's first frame (kind 1 or 3)."""
-    hit = _HEADS.get(payload)
+    heads = getattr(_LOCAL, "heads", None)
+    if heads is None:
+        heads = _LOCAL.heads = {}
+    hit = heads.get(payload)
     if hit is None:
         if kind == KIND_DICT:
             hit = (zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(
                 payload, dict_type=zstandard.DICT_TYPE_RAWCONTENT)), b"")
         else:
             hit = decode_head(payload)
-        if len(_HEADS) >= 64:
-            _HEADS.clear()
-        _HEADS[payload] = hit
+        if len(heads) >= 64:
+            heads.clear()
+        heads[payload] = hit
     return hit
 
 

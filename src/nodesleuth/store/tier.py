@@ -272,14 +272,20 @@ def _firsts(reader, upto: int = 3) -> list:
 
 def span(reader) -> tuple[float, float] | None:
     """First and last time of the recording over all tiers (the coarse ones reach further back)."""
-    firsts = [f for f in _firsts(reader) if f is not None]
-    if not firsts:
+    f1, f10, f60 = _firsts(reader)
+    first = f1
+    # a coarser tier counts where it reaches before the finer ones (written beside them, it starts up
+    # to one of its periods earlier: its first window or minute began before the first second)
+    for f, period in ((f10, PERIOD), (f60, 60.0)):
+        if f is not None and (first is None or f + period <= first):
+            first = f
+    if first is None:
         return None
     for st in (TICKS, TICKS10, ROLLUP):
         if reader.segments(st):
             s = reader.span(st)
             if s is not None:
-                return min(firsts), s[1] + (60.0 if st is ROLLUP else 0.0)
+                return first, s[1] + (60.0 if st is ROLLUP else 0.0)
     return None
 
 
