@@ -140,6 +140,28 @@ def unlink_quietly(*paths: str) -> None:
             pass
 
 
+def write_segment(directory: str, start: float, head_kind: int, head: bytes, frames: list[tuple[float, bytes]],
+                  fsync: bool = True) -> str:
+    """A whole closed segment at once: its head frame (as read from another segment: kind 1 or 3,
+    payload unchanged), its data frames (compressed payloads, unchanged: same dictionary), the .dict
+    copy and the index. For `cut` and the benchmarks' generator; the recorder appends instead."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{int(start * 1000):013d}.seg")
+    first = encode_frame(start, head_kind, head)
+    body = bytearray(first)
+    idx = bytearray()
+    for t, payload in frames:
+        idx += index_entry(int(math.floor((t - start) * 1000)), len(body))
+        body += encode_frame(t, KIND_DATA, payload)
+    for p, data in ((sidecar(path), first), (path, body), (index_path(path), idx)):
+        with open(p + ".tmp", "wb") as f:
+            f.write(data)
+            if fsync:
+                os.fsync(f.fileno())
+        os.rename(p + ".tmp", p)
+    return path
+
+
 class DiskFull(OSError):
     """A write found no space (ENOSPC/EDQUOT); nothing partial was left in the file."""
 

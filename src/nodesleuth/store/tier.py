@@ -244,11 +244,11 @@ class Plan:
         if not self.parts:
             return "no recording in that range"
 
-        def when(x):
-            return "start" if x is None else iso(x)
+        def when(x, edge):
+            return edge if x is None else iso(x)
         if not self.coarse:
             return "tier 1s (every second)"
-        bits = [f"{p.tier} {when(p.t0)} -> {when(p.t1)}" for p in self.parts]
+        bits = [f"{p.tier} {when(p.t0, 'start')} -> {when(p.t1, 'end')}" for p in self.parts]
         lost = "; ".join(f"at {t}: lost {LOST[t]}" for t in dict.fromkeys(p.tier for p in self.parts) if t in LOST)
         return "tiers " + ", ".join(bits) + " (the 1 s ticks of the earlier part are past their retention); " + lost
 
