@@ -57,7 +57,7 @@ class Pool:
 
 
 def _pool(records_quiet: list[bytes], records_hot: list[bytes], ctx: bytes, level: int = 3) -> Pool:
-    zd = zstandard.train_dictionary(DICT_SIZE, records_quiet + records_hot, level=level)
+    zd = zstandard.train_dictionary(DICT_SIZE, records_quiet + records_hot, level=level, f=16)
     c = zstandard.ZstdCompressor(level=level, dict_data=zd, write_checksum=False, write_content_size=True)
     return Pool(encode_head(zd.as_bytes(), True, ctx), [c.compress(p) for p in records_quiet],
                 [c.compress(p) for p in records_hot])

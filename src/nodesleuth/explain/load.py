@@ -141,6 +141,27 @@ def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording
     return Recording(ticks, churn, reader, tiers=tier.plan(reader, lo, hi)), reader.problems
 
 
+def nearest(store: str, t: float) -> tuple[Recording, list]:
+    """A recording around `t` wide enough to hold the incident nearest to it: ranges widened 8x from
+    ±15 min until one holds an incident no further from t than the range reaches (then none outside
+    can be nearer), or the whole recording is read. A month-long store is read where it must be,
+    not whole, to name the nearest incident to a second no incident covers."""
+    reader = StoreReader(store)
+    span = tier.span(reader)
+    if span is None:
+        return recording(store, None, None)
+    r = 900.0
+    while True:
+        lo, hi = t - r, t + r
+        whole = lo <= span[0] and hi >= span[1]
+        rec, problems = recording(store, None if whole else lo, None if whole else hi)
+        found, _ = find_incidents(rec.ticks)
+        near = min((i.distance(t) for i in found), default=None)
+        if whole or (near is not None and near <= r):
+            return rec, problems
+        r *= 8
+
+
 def incidents(rec: Recording, t0: float | None = None, t1: float | None = None) -> list[Incident]:
     found, _ = find_incidents(rec.ticks)
     return select(found, t0, t1)

@@ -257,7 +257,8 @@ class SegmentWriter:
         samples, self.samples = self.samples, []
         if self.train and len(samples) >= TRAIN_MIN:
             try:
-                return zstandard.train_dictionary(DICT_SIZE, samples, level=self.level).as_bytes(), True
+                # f=16: 2^16-entry tables (the default 2^20 took 12 MB more RSS, for 1% fewer bytes)
+                return zstandard.train_dictionary(DICT_SIZE, samples, level=self.level, f=16).as_bytes(), True
             except zstandard.ZstdError:  # too little material: the first record serves
                 pass
         return first, False

@@ -201,21 +201,37 @@ class StoreReader:
                 os.close(fd)
         return self._writing
 
+    def _names(self, stream: Stream | str) -> tuple[str, list[str]]:
+        """The stream's directory and its segment names in time order (listed once per reader: a
+        month of hourly segments is 2,000 files, and a one-second read asks three times)."""
+        name = catalog.get(stream).name
+        d = os.path.join(self.dir, name)
+        cache = self.__dict__.setdefault("_listed", {})
+        got = cache.get(name)
+        if got is None:
+            try:
+                got = sorted(n for n in os.listdir(d) if n.endswith(".seg"))
+            except FileNotFoundError:
+                got = []
+            except OSError as e:
+                self.problems.append(Problem(d, 0, f"cannot list: {e.strerror or e}"))
+                got = []
+            cache[name] = got
+        return d, got
+
     def segments(self, stream: Stream | str) -> list[str]:
-        d = os.path.join(self.dir, catalog.get(stream).name)
-        try:
-            names = sorted(n for n in os.listdir(d) if n.endswith(".seg"))
-        except FileNotFoundError:
-            return []
-        except OSError as e:
-            self.problems.append(Problem(d, 0, f"cannot list: {e.strerror or e}"))
-            return []
+        d, names = self._names(stream)
         return [os.path.join(d, n) for n in names]
+
+    def has(self, stream: Stream | str) -> bool:
+        """Whether the stream has any segment."""
+        return bool(self._names(stream)[1])
 
     def first(self, stream: Stream | str = TICKS, indexed: bool = False) -> float | None:
         """The time of the stream's first record that decodes (`indexed`: that its index and frame
         header give, without decoding it: where a tier begins)."""
-        for p in self.segments(stream):
+        d, names = self._names(stream)
+        for p in (os.path.join(d, n) for n in names):
             if indexed:
                 t = SegmentReader(p).first_indexed()
                 if t is not None:
@@ -252,15 +268,16 @@ class StoreReader:
         """(time, payload) of the stream's records in [t0, t1], in time order; with_context:
         (time, payload, the codec context of its segment). The segments are found by their names and,
         in each, the range's start through its index: the cost is that of the range, not the store."""
-        segs = self.segments(stream)
-        starts = [segment_start(os.path.basename(p)) for p in segs]
+        d, names = self._names(stream)
         first = 0
-        if t0 is not None and starts:  # the segment holding t0 is the last starting at or before it
-            first = max(0, bisect.bisect_right(starts, t0) - 1)
-        for i in range(first, len(segs)):
-            p = segs[i]
-            nxt = starts[i + 1] if i + 1 < len(starts) else None
-            if t1 is not None and starts[i] > t1:
+        if t0 is not None and names:  # the segment holding t0 is the last starting at or before it
+            # names are the start in ms, 13 digits: they sort as their times do
+            first = max(0, bisect.bisect_right(names, f"{max(0, int(t0 * 1000)):013d}.seg") - 1)
+        for i in range(first, len(names)):
+            p = os.path.join(d, names[i])
+            start = segment_start(names[i])
+            nxt = segment_start(names[i + 1]) if i + 1 < len(names) else None
+            if t1 is not None and start > t1:
                 break
             r = SegmentReader(p, growing=nxt is None and self.writing())
             if with_context:

@@ -262,7 +262,7 @@ def _firsts(reader, upto: int = 3) -> list:
     done = getattr(reader, "_tier_done", 0)
     for k in range(done, upto):  # once per reader
         st = (TICKS, TICKS10, ROLLUP)[k]
-        firsts[k] = reader.first(st, indexed=True) if reader.segments(st) else None
+        firsts[k] = reader.first(st, indexed=True) if reader.has(st) else None
     try:
         reader._tier_firsts, reader._tier_done = firsts, max(done, upto)
     except AttributeError:
@@ -282,7 +282,7 @@ def span(reader) -> tuple[float, float] | None:
     if first is None:
         return None
     for st in (TICKS, TICKS10, ROLLUP):
-        if reader.segments(st):
+        if reader.has(st):
             s = reader.span(st)
             if s is not None:
                 return first, s[1] + (60.0 if st is ROLLUP else 0.0)
