@@ -11,7 +11,7 @@ nearly the same every second and costs next to nothing against the segment's dic
 
 `unpack(pack(r)) == r` for every JSON record (tests/test_store_pack.py); the shapes it moves:
     [ints] or [floats with <= 3 decimals, exactly]      -> {"\\x01": decimals or -1}
-    [[ints], ...] rows of any lengths (a matrix)        -> {"\\x02": rows}: lengths, then columns
+    [[ints], ...] rows of any lengths (a matrix)        -> {"\\x02": rows}: lengths, then columns (0-padded)
     {"f": names, "r": rows} (a field-name table)        -> {"\\x03": names, "c": [column, ...]}
     {key: number, ...} all ints or all such floats      -> {"\\x04": keys, "v": values}
 where keys that are decimal integers ("0".."95") are themselves an int array. Anything else stays
@@ -20,14 +20,18 @@ JSON. A record whose dicts use those marker keys themselves is refused (none doe
 
 from __future__ import annotations
 
-from itertools import accumulate
+import struct
+from itertools import accumulate, chain
+from operator import itemgetter, sub
 
 import orjson
 
-FORMAT = 1
+FORMAT = 3  # 1, 2: earlier layouts of this branch (never in a released store)
 MIN_LEN = 2  # shorter lists stay JSON
 _MARKS = ("\x01", "\x02", "\x03", "\x04")
 _SEQ = (list, tuple)
+_SEQSET = {list, tuple}
+_CONT = {list, dict}
 
 
 def _varint(n: int, out: bytearray) -> None:
@@ -48,35 +52,42 @@ def _read_varint(b, i: int) -> tuple[int, int]:
         shift += 7
 
 
-def _is_ints(v: list) -> bool:
-    for x in v:
-        if type(x) is not int:
-            return False
-    return True
+_INT, _FLOAT = {int}, {float}
+
+
+def _is_ints(v) -> bool:
+    return set(map(type, v)) <= _INT  # one C-level pass (a bool is not an int here: JSON true)
 
 
 def _decimals(v: list) -> int | None:
     """The fewest decimals (0..3) that give back every float of `v` exactly, or None."""
-    for x in v:
-        if type(x) is not float:
-            return None
-    for k in range(4):
-        s = 10 ** k
-        try:
+    if set(map(type, v)) != _FLOAT:
+        return None
+    try:
+        if all(map(float.is_integer, v)):
+            return 0
+        for k in range(1, 4):
+            s = 10 ** k
             if all(round(x * s) / s == x for x in v):
                 return k
-        except (OverflowError, ValueError):  # inf, nan
-            return None
+    except (OverflowError, ValueError):  # inf, nan
+        return None
     return None
 
 
 _LIM = 1 << 62  # values (and their differences) within +-2^62 zigzag into 64 bits
+_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def _width(m: int) -> int:
+    return 0 if m == 0 else 1 if m < 0x100 else 2 if m < 0x10000 else 4 if m < 0x100000000 else 8
 
 
 def _put_ints(v, out: bytearray) -> None:
-    """n, a header byte, then the values. Header: bit 0 set: differences from the previous value
-    (a sorted column); bits 1-4: bytes per value w (0: all zero); bit 7 set: sparse, a bitmap of the
-    non-zero values first and only they follow. Values are zigzag-coded, in w byte planes."""
+    """n, a header byte, then the values. Header: bit 0: differences from the previous value (a
+    sorted column); bits 1-4: bytes per value w (0: all zero; 1, 2, 4 or 8); bit 5: zigzag-coded
+    (some value is negative); bit 7: sparse, a bitmap of the non-zero values first and only they
+    follow. Values are laid out in w byte planes (all low bytes, then the next...)."""
     n = len(v)
     _varint(n, out)
     if not n:
@@ -85,47 +96,46 @@ def _put_ints(v, out: bytearray) -> None:
     lo, hi = min(v), max(v)
     if lo < -_LIM or hi >= _LIM:
         raise OverflowError  # beyond 64 bits: kept as JSON text
-    zz = [x << 1 for x in v] if lo >= 0 else [(x << 1) ^ (x >> 63) for x in v]
-    mz = max(zz)
-    delta = False
-    if n > 2 and mz >= 8:
-        d = [b - a for a, b in zip(v, v[1:])]
-        d.insert(0, v[0])
+    vals, delta = v, False
+    if n > 2 and hi - lo >= 16 and v[-1] - v[0] == hi - lo:  # ends at its extremes: maybe a sorted column
+        d = [v[0], *map(sub, v[1:], v)]
         dlo, dhi = min(d), max(d)
-        if dhi - dlo < hi - lo:
-            dz = [x << 1 for x in d] if dlo >= 0 else [(x << 1) ^ (x >> 63) for x in d]
-            md = max(dz)
-            if md < mz:
-                delta, zz, mz = True, dz, md
-    w = (mz.bit_length() + 7) >> 3
-    if not delta and w > 1 and zz.count(0) * 2 >= n:
+        if max(dhi, -dlo) * 4 < max(hi, -lo):
+            vals, delta, lo, hi = d, True, dlo, dhi
+    signed = lo < 0
+    if signed:
+        vals = [(x << 1) ^ (x >> 63) for x in vals]
+        hi = max(vals)
+    w = _width(hi)
+    head = delta | (w << 1) | (0x20 if signed else 0)
+    if not delta and w > 1 and vals.count(0) * 2 >= n:
         # mostly zeros (NET_RX: only on the CPUs that serve the NIC's queues)
-        out.append(0x80 | (w << 1))
-        out += int("".join("1" if x else "0" for x in zz), 2).to_bytes((n + 7) >> 3, "big")
-        _planes([x for x in zz if x], w, out)
+        out.append(0x80 | head)
+        out += int("".join(["1" if x else "0" for x in vals]), 2).to_bytes((n + 7) >> 3, "big")
+        _planes([x for x in vals if x], w, out)
         return
-    out.append(delta | (w << 1))
-    _planes(zz, w, out)
+    out.append(head)
+    _planes(vals, w, out)
 
 
 def _planes(vals: list[int], w: int, out: bytearray) -> None:
     if w == 1:
         out += bytes(vals)
     elif w:
+        raw = struct.pack(f"<{len(vals)}{_CODES[w]}", *vals)
         for k in range(w):
-            sh = 8 * k
-            out += bytes([(x >> sh) & 0xFF for x in vals])
+            out += raw[k::w]
 
 
 def _get_planes(b, i: int, n: int, w: int) -> tuple[list[int], int]:
     if not w:
         return [0] * n, i
-    vals = list(b[i:i + n])
-    for k in range(1, w):
-        i += n
-        sh = 8 * k
-        vals = [x | (y << sh) for x, y in zip(vals, b[i:i + n])]
-    return vals, i + n
+    if w == 1:
+        return list(b[i:i + n]), i + n
+    buf = bytearray(n * w)
+    for k in range(w):
+        buf[k::w] = b[i + k * n:i + (k + 1) * n]
+    return list(struct.unpack(f"<{n}{_CODES[w]}", buf)), i + w * n
 
 
 def _get_ints(b, i: int) -> tuple[list[int], int]:
@@ -133,6 +143,8 @@ def _get_ints(b, i: int) -> tuple[list[int], int]:
     head = b[i]
     i += 1
     w = (head >> 1) & 0x0F
+    if w not in (0, 1, 2, 4, 8):
+        raise ValueError(f"packed record: {w}-byte values")
     if head & 0x80:
         size = (n + 7) >> 3
         bits = bin(int.from_bytes(b[i:i + size], "big"))[2:].zfill(size * 8)[size * 8 - n:]
@@ -141,10 +153,8 @@ def _get_ints(b, i: int) -> tuple[list[int], int]:
         vals = [next(it) if c == "1" else 0 for c in bits]
     else:
         vals, i = _get_planes(b, i, n, w)
-    if any(x & 1 for x in vals):
+    if head & 0x20:
         vals = [(x >> 1) ^ -(x & 1) for x in vals]
-    else:
-        vals = [x >> 1 for x in vals]
     if head & 1:
         vals = list(accumulate(vals))
     return vals, i
@@ -163,15 +173,17 @@ class _Packer:
             del self.blob[mark:]
             return False
 
-    def numbers(self, v: list):
-        """The marker of a packed number list, or None when `v` is not one."""
-        if _is_ints(v):
+    def numbers(self, v: list, k: int | None = None):
+        """The marker of a packed number list, or None when `v` is not one (`k`: its decimals, -1 for
+        ints, when known)."""
+        if k is None:
+            k = -1 if _is_ints(v) else _decimals(v)
+        if k is None:
+            return None
+        if k < 0:
             return {"\x01": -1} if self.ints(v) else None
-        k = _decimals(v)
-        if k is not None:
-            s = 10 ** k
-            return {"\x01": k} if self.ints([round(x * s) for x in v]) else None
-        return None
+        s = 10 ** k
+        return {"\x01": k} if self.ints([round(x * s) for x in v] if k else list(map(int, v))) else None
 
     def value(self, x):
         t = type(x)
@@ -188,11 +200,14 @@ class _Packer:
                 m = self.numbers(v)
                 if m is not None:
                     return m
-            elif first in _SEQ and all(type(r) in _SEQ and _is_ints(r) for r in v):
+            elif first in _SEQ and set(map(type, v)) <= _SEQSET and _is_ints(chain.from_iterable(v)):
                 mark = len(self.blob)
-                if self.ints([len(r) for r in v]):
-                    width = max(len(r) for r in v)
-                    ok = all(self.ints([r[j] for r in v if len(r) > j]) for j in range(width))
+                lens = list(map(len, v))
+                if self.ints(lens):
+                    short, width = min(lens), max(lens)
+                    # columns padded with 0 where a row is shorter (its length says where it ends)
+                    ok = all(self.ints(list(map(itemgetter(j), v)) if j < short
+                                       else [r[j] if len(r) > j else 0 for r in v]) for j in range(width))
                     if ok:
                         return {"\x02": len(v)}
                 del self.blob[mark:]
@@ -215,14 +230,27 @@ class _Packer:
                 ik = _int_keys(keys)
                 if ik is not None and not self.ints(ik):
                     ik = None
-                if self.numbers(vals) is not None:
+                if self.numbers(vals, k) is not None:
                     return {"\x04": keys if ik is None else {"\x01": -1}, "v": {"\x01": k}}
                 del self.blob[mark:]
         return {k: self.value(x) for k, x in d.items()}
 
 
+_KEYS: dict = {}  # key tuples seen -> their ints (every second has the same 96 CPU numbers)
+
+
 def _int_keys(keys: list[str]) -> list[int] | None:
     """Keys that are canonical decimal integers ("0", "17", "-3"), as ints; else None."""
+    t = tuple(keys)
+    if t in _KEYS:
+        return _KEYS[t]
+    if len(_KEYS) > 64:
+        _KEYS.clear()
+    _KEYS[t] = got = _int_keys_of(keys)
+    return got
+
+
+def _int_keys_of(keys: list[str]) -> list[int] | None:
     out = []
     for k in keys:
         try:
@@ -258,15 +286,13 @@ class _Unpacker:
                 return self.numbers(x["\x01"])
             if "\x02" in x:
                 lens = self.ints()
-                rows: list[list[int]] = [[] for _ in lens]
                 width = max(lens, default=0)
-                for j in range(width):
-                    col = self.ints()
-                    it = iter(col)
-                    for r, n in zip(rows, lens):
-                        if n > j:
-                            r.append(next(it))
-                return rows
+                cols = [self.ints() for _ in range(width)]
+                if not width:
+                    return [[] for _ in lens]
+                if min(lens) == width:
+                    return list(map(list, zip(*cols)))
+                return [list(r[:n]) for r, n in zip(zip(*cols), lens)]
             if "\x03" in x:
                 cols = [self.value(c) for c in x["c"]]
                 return {"f": x["\x03"], "r": [list(r) for r in zip(*cols)]}
@@ -276,6 +302,8 @@ class _Unpacker:
                 return dict(zip(keys, self.value(x["v"])))
             return {k: self.value(v) for k, v in x.items()}
         if t is list:
+            if not set(map(type, x)) & _CONT:  # names, strings: nothing packed inside
+                return x
             return [self.value(v) for v in x]
         return x
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from operator import add
 from typing import Iterator
 
 from ..model.mpstat import FIELDS, from_deltas
@@ -88,10 +89,12 @@ def _coarse(tk: Tick, tier: str, n: int, bmax: dict, smax: dict, hot: dict | Non
     return c
 
 
-def _sum_rows(a: list, b: list) -> list:
+def _sum_rows(a: list, b) -> list:
     if len(a) < len(b):
         a = list(a) + [0] * (len(b) - len(a))
-    return [x + (b[i] if i < len(b) else 0) for i, x in enumerate(a)]
+    elif len(b) < len(a):
+        b = list(b) + [0] * (len(a) - len(b))
+    return list(map(add, a, b))
 
 
 def _sum_num(a, b):
@@ -108,83 +111,118 @@ def _sum_num(a, b):
 
 class Aggregator:
     """Feeds 1 Hz ticks; returns a window's aggregate (a Tick plus its `extra` record fields) when a
-    window of `period` seconds (aligned to the wall clock) closes."""
+    window of `period` seconds (aligned to the wall clock) closes. The sums are kept as ticks come
+    (plain arithmetic on the jiffies, as store/rollup.py does: this runs every second)."""
 
     def __init__(self, period: float = PERIOD):
         self.period = period
         self.slot: float | None = None
-        self.ticks: list[Tick] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self.n = 0
+        self.interval = 0.0
+        self.raw: dict[int, list] = {}
+        self.bmax: dict[int, float] = {}
+        self.smax: dict[int, float] = {}
+        self.hot: dict[int, int] = {}
+        self.use: dict[tuple[int, int], list] = {}
+        self.si = self.ni = self.starve = None
+        self.events: list = []
+        self.sections: dict[str, list] = {}
+        self.last: Tick | None = None
+        self.nics = self.units = None
 
     def add(self, t: Tick) -> tuple[Tick, dict] | None:
         slot = (t.time - 1e-6) - (t.time - 1e-6) % self.period  # a tick at 10:00:10 ends the 10:00:00 window
         out = None
-        if self.slot is not None and slot != self.slot and self.ticks:
+        if self.slot is not None and slot != self.slot and self.n:
             out = self.aggregate()
         if slot != self.slot:
-            self.slot, self.ticks = slot, []
-        self.ticks.append(t)
+            self.slot = slot
+            self._reset()
+        self._take(t)
         return out
 
     def flush(self) -> tuple[Tick, dict] | None:
-        out = self.aggregate() if self.ticks else None
-        self.ticks = []
+        out = self.aggregate() if self.n else None
+        self._reset()
         return out
 
-    def aggregate(self) -> tuple[Tick, dict]:
-        ts = self.ticks
-        last = ts[-1]
-        interval = sum(t.interval for t in ts)
-        raw: dict[int, list] = {}
-        bmax: dict[int, float] = {}
-        smax: dict[int, float] = {}
-        hot: dict[int, int] = {}
-        for t in ts:
-            for c, d in (t.cpu_raw or {}).items():
-                raw[c] = _sum_rows(raw[c], list(d)) if c in raw else list(d)
-                if c < 0:
-                    continue
-                u = from_deltas(c, tuple(d) + (0,) * (len(FIELDS) - len(d)))
-                if u.busy > bmax.get(c, -1.0):
-                    bmax[c] = u.busy
-                if u.sys > smax.get(c, -1.0):
-                    smax[c] = u.sys
-                hot[c] = hot.get(c, 0) + (u.busy >= HOT_BUSY)
-        use: dict[tuple[int, int], list] = {}
-        for t in ts:
-            for p in t.procs:
-                slot = use.setdefault((p.pid, p.cpu), [p.comm, 0.0, False])
+    def _take(self, t: Tick) -> None:
+        self.n += 1
+        self.interval += t.interval
+        self.last = t
+        raw, bmax, smax, hot = self.raw, self.bmax, self.smax, self.hot
+        for c, d in (t.cpu_raw or {}).items():
+            acc = raw.get(c)
+            raw[c] = list(d) if acc is None else _sum_rows(acc, d)
+            if c < 0:
+                continue
+            if len(d) < len(FIELDS):
+                d = tuple(d) + (0,) * (len(FIELDS) - len(d))
+            total = d[0] + d[1] + d[2] + d[3] + d[4] + d[5] + d[6] + d[7]
+            if min(d) < 0 or d[8] > d[0] or d[9] > d[1] or total <= 0:  # mpstat's rules (model/mpstat.py)
+                u = from_deltas(c, d)
+                busy, sys_ = u.busy, u.sys
+            else:
+                busy, sys_ = 100.0 * (total - d[3] - d[4]) / total, 100.0 * d[2] / total
+            if busy > bmax.get(c, -1.0):
+                bmax[c] = busy
+            if sys_ > smax.get(c, -1.0):
+                smax[c] = sys_
+            if busy >= HOT_BUSY:
+                hot[c] = hot.get(c, 0) + 1
+        use, iv = self.use, t.interval
+        for p in t.procs:
+            slot = use.get((p.pid, p.cpu))
+            if slot is None:
+                use[(p.pid, p.cpu)] = [p.comm, p.pct * iv, p.estimate]
+            else:
                 slot[0] = p.comm
-                slot[1] += p.pct * t.interval
+                slot[1] += p.pct * iv
                 slot[2] = slot[2] or p.estimate
+        if t.softirqs is not None:
+            si = self.si
+            self.si = {k: list(v) for k, v in t.softirqs.items()} if si is None else \
+                {k: _sum_rows(si[k], v) if k in si else list(v) for k, v in t.softirqs.items()} | \
+                {k: v for k, v in si.items() if k not in t.softirqs}
+        if t.nic_irqs is not None:
+            ni = self.ni
+            self.ni = {k: list(v) for k, v in t.nic_irqs.items()} if ni is None else \
+                {k: _sum_rows(ni[k], v) if k in ni else list(v) for k, v in t.nic_irqs.items()} | \
+                {k: v for k, v in ni.items() if k not in t.nic_irqs}
+        if t.starve is not None:
+            self.starve = _sum_num(self.starve, t.starve)
+        self.events += t.events
+        if t.nics is not None:
+            self.nics = t.nics
+        if t.units is not None:
+            self.units = t.units
+        for name in SECTIONS:
+            v = getattr(t, name)
+            if v is not None:
+                self.sections.setdefault(name, []).append(v)
+
+    def aggregate(self) -> tuple[Tick, dict]:
+        last, interval = self.last, self.interval
         by_cpu: dict[int, list[ProcUse]] = {}
-        for (pid, cpu), (comm, v, est) in use.items():
+        for (pid, cpu), (comm, v, est) in self.use.items():
             pct = v / interval if interval > 0 else 0.0
             if pct >= MIN_PCT:
                 by_cpu.setdefault(cpu, []).append(ProcUse(pid, comm, cpu, pct, est))
         procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
-        si = ni = starve = None
-        for t in ts:
-            if t.softirqs is not None:
-                si = {k: _sum_rows(si.get(k, []), v) for k, v in {**(si or {}), **t.softirqs}.items()} \
-                    if si is not None else {k: list(v) for k, v in t.softirqs.items()}
-            if t.nic_irqs is not None:
-                ni = {k: _sum_rows(ni.get(k, []), v) for k, v in {**(ni or {}), **t.nic_irqs}.items()} \
-                    if ni is not None else {k: list(v) for k, v in t.nic_irqs.items()}
-            if t.starve is not None:
-                starve = _sum_num(starve, t.starve)
         sections = {}
         for name, cls in SECTIONS.items():
-            vals = [getattr(t, name) for t in ts if getattr(t, name) is not None]
+            vals = self.sections.get(name)
             merge = getattr(cls, "merge", None)
             sections[name] = (merge(vals) if merge is not None else vals[-1]) if vals else None
-        agg = Tick(last.time, interval, {}, procs, last.census, last.meminfo,
-                   [e for t in ts for e in t.events],
-                   next((t.nics for t in reversed(ts) if t.nics is not None), None),
-                   next((t.units for t in reversed(ts) if t.units is not None), None),
-                   {c: tuple(v) for c, v in raw.items()} if raw else None, si, ni, starve, **sections)
-        cpus = sorted(bmax)
-        extra = {"ag": {"n": len(ts), "ci": cpus, "bmax": [round(bmax[c], 1) for c in cpus],
-                        "smax": [round(smax[c], 1) for c in cpus], "hot": [hot.get(c, 0) for c in cpus]}}
+        agg = Tick(last.time, interval, {}, procs, last.census, last.meminfo, list(self.events), self.nics,
+                   self.units, {c: tuple(v) for c, v in self.raw.items()} if self.raw else None, self.si, self.ni,
+                   self.starve, **sections)
+        cpus = sorted(self.bmax)
+        extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],
+                        "smax": [round(self.smax[c], 1) for c in cpus], "hot": [self.hot.get(c, 0) for c in cpus]}}
         return agg, extra
 
 
