@@ -12,7 +12,9 @@ Bytes per day (issue 31): every stream the recorder writes (1 s ticks, 10 s aggr
 data frames with their headers and index entries per record times records a day, plus each
 segment's head (trained dictionary, codec context, its .dict copy) times segments a day; measured
 on the segments after the first (`--segment 60s`: the first hour after a start compresses against
-its first record, later ones against a dictionary trained on the hour before). sadc's and atop's
+its first record, later ones against a dictionary trained on the hour before). The CPU budget is
+the run with the default 1 h segments (`nodesleuth_fixture_1h`: with 60 s ones a dictionary is
+trained every minute); the live host's runs use 1 h segments too (their bytes are a first hour's). sadc's and atop's
 files of the same seconds at 1 s, per day, side by side (their header amortised, uncompressed as
 they write them).
 
@@ -230,14 +232,18 @@ def main(argv=None) -> dict:
         th.start()
         ns = [sys.executable, "-m", "nodesleuth", "record", "--quiet", "--duration", f"{a.seconds}s",
               "--segment", a.segment]
+        ns1h = [x for x in ns if x not in ("--segment", a.segment)]
         runs = {
             "nodesleuth_fixture": Measured(ns + ["--root", fx, "--store", os.path.join(work, "st-fx")]),
-            "nodesleuth_live": Measured(ns + ["--root", "/", "--store", os.path.join(work, "st-live")]),
+            # the same with the default 1 h segments: its CPU is the recorder's as deployed (with 60 s
+            # segments a dictionary is trained every minute, 60x as often)
+            "nodesleuth_fixture_1h": Measured(ns1h + ["--root", fx, "--store", os.path.join(work, "st-fx1h")]),
+            "nodesleuth_live": Measured(ns1h + ["--root", "/", "--store", os.path.join(work, "st-live")]),
         }
         if a.baseline_src:
             env = {**BASE_ENV, "PYTHONPATH": os.path.abspath(a.baseline_src)}
             runs["baseline_fixture"] = Measured(ns + ["--root", fx, "--store", os.path.join(work, "st-bfx")], env=env)
-            runs["baseline_live"] = Measured(ns + ["--root", "/", "--store", os.path.join(work, "st-blive")], env=env)
+            runs["baseline_live"] = Measured(ns1h + ["--root", "/", "--store", os.path.join(work, "st-blive")], env=env)
         if os.path.exists(SADC):
             runs["sadc_live"] = Measured([SADC, "-S", "XALL", "1", str(a.seconds), os.path.join(work, "sa.data")])
         if shutil.which("atop"):
@@ -252,7 +258,7 @@ def main(argv=None) -> dict:
         stop.set()
         th.join()
         stores = {"nodesleuth_fixture": "st-fx", "nodesleuth_live": "st-live", "baseline_fixture": "st-bfx",
-                  "baseline_live": "st-blive"}
+                  "baseline_live": "st-blive", "nodesleuth_fixture_1h": "st-fx1h"}
         for k, d in stores.items():
             if k in res:
                 res[k]["store_bytes"] = store_bytes(os.path.join(work, d))
@@ -285,13 +291,16 @@ def main(argv=None) -> dict:
         old_fx = res.get("baseline_fixture", {}).get("steady_ext_cpu_pct_of_core")
         if new_fx is not None and old_fx:
             ratios["nodesleuth_fixture_steady_ext_cpu_vs_baseline_fixture"] = round(new_fx / old_fx, 2)
+        new_1h = res.get("nodesleuth_fixture_1h", {}).get("steady_ext_cpu_pct_of_core")
+        if new_1h is not None and old_fx:
+            ratios["nodesleuth_fixture_1h_steady_ext_cpu_vs_baseline_fixture"] = round(new_1h / old_fx, 2)
         for other in ("sadc_live", "atop_live", "mpstat_live"):
             if other in res and res[other]["cpu_s"] > 0:
                 ratios[f"nodesleuth_live_cpu_vs_{other}"] = round(res["nodesleuth_live"]["cpu_s"] / res[other]["cpu_s"], 2)
                 ratios[f"nodesleuth_fixture96_cpu_vs_{other}"] = round(fxr["cpu_s"] / res[other]["cpu_s"], 2)
                 ratios[f"nodesleuth_live_steady_cpu_vs_{other}"] = round(
                     res["nodesleuth_live"]["steady_cpu_pct_of_core"] / res[other]["cpu_pct_of_core"], 2)
-        fx_ext = fxr.get("steady_ext_cpu_pct_of_core")
+        fx_ext = res.get("nodesleuth_fixture_1h", fxr).get("steady_ext_cpu_pct_of_core")
         vs_sadc = ratios.get("nodesleuth_live_steady_ext_cpu_vs_sadc_live")
         for k in ("sadc_live", "atop_live", "baseline_live"):
             if sizes.get(k) and sizes.get("nodesleuth_live"):
