@@ -73,8 +73,9 @@ def cut(src: str, t0: float, t1: float, out: str) -> dict:
         for st in catalog.STREAMS.values():
             a, b = t0 - before(st), t1 + after(st)
             n = 0
+            newest = reader.segments(st)[-1:] if reader.writing() else []
             for seg in _segments(reader, st, a, b):
-                sr = SegmentReader(seg)
+                sr = SegmentReader(seg, growing=seg in newest)  # a recorder appending: its tail is not damage
                 head = None
                 frames: list[tuple[float, bytes]] = []
                 for kind, t, payload, _ in sr._records(a, b, seek=True):
