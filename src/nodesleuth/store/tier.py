@@ -97,14 +97,28 @@ def _sum_rows(a: list, b) -> list:
     return list(map(add, a, b))
 
 
+_NUM = (int, float)
+
+
 def _sum_num(a, b):
+    """Numbers summed, dicts of them key by key (ksoftirqd wait/run per CPU), anything else: b's."""
     if a is None:
         return b
     if b is None:
         return a
-    if isinstance(a, dict) and isinstance(b, dict):
-        return {k: _sum_num(a.get(k), b.get(k)) for k in {**a, **b}}
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+    ta, tb = type(a), type(b)
+    if ta is dict and tb is dict:
+        out = dict(a)
+        for k, v in b.items():
+            x = out.get(k)
+            if x is None:
+                out[k] = v
+            elif type(x) in _NUM and type(v) in _NUM:  # the per-CPU figures: no call each
+                out[k] = x + v
+            else:
+                out[k] = _sum_num(x, v)
+        return out
+    if ta in _NUM and tb in _NUM:
         return a + b
     return b
 
@@ -157,16 +171,11 @@ class Aggregator:
         for c, d in (t.cpu_raw or {}).items():
             acc = raw.get(c)
             raw[c] = list(d) if acc is None else _sum_rows(acc, d)
-            if c < 0:
-                continue
-            if len(d) < len(FIELDS):
-                d = tuple(d) + (0,) * (len(FIELDS) - len(d))
-            total = d[0] + d[1] + d[2] + d[3] + d[4] + d[5] + d[6] + d[7]
-            if min(d) < 0 or d[8] > d[0] or d[9] > d[1] or total <= 0:  # mpstat's rules (model/mpstat.py)
-                u = from_deltas(c, d)
+        for c, busy, sys_ in rollup.busy_sys(t):  # shared with the minute's rollup: made once a tick
+            if busy is None:
+                d = t.cpu_raw[c]
+                u = from_deltas(c, tuple(d) + (0,) * (len(FIELDS) - len(d)))
                 busy, sys_ = u.busy, u.sys
-            else:
-                busy, sys_ = 100.0 * (total - d[3] - d[4]) / total, 100.0 * d[2] / total
             if busy > bmax.get(c, -1.0):
                 bmax[c] = busy
             if sys_ > smax.get(c, -1.0):
