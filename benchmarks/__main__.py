@@ -13,8 +13,8 @@ import os
 import sys
 import time
 
-ALL = ["recorder_overhead", "perf_parse", "profile_query", "profile_cost", "zombie_cost", "fleet", "web_timeline",
-       "scale", "kmsg_flood"]
+ALL = ["recorder_overhead", "store_read", "cut_size", "perf_parse", "profile_query", "profile_cost", "zombie_cost",
+       "fleet", "web_timeline", "scale", "kmsg_flood"]
 
 
 def rows(r: dict) -> list[tuple[str, str]]:
@@ -23,8 +23,13 @@ def rows(r: dict) -> list[tuple[str, str]]:
         return [(b, f"skipped: {r['skipped']}")]
     if b == "recorder_overhead":
         f, runs = r["runs"]["nodesleuth_fixture"], r["runs"]
+        c = runs.get("nodesleuth_fixture_1h", f)
+        size = r.get("mb_per_day", {})
         out = [("recorder, 96-CPU/1,000-proc/70k-memcg fixture, 1 Hz",
-                f"{f['steady_cpu_pct_of_core']}% of a core, {f['max_rss_mb']} MB RSS, {f['steady_mb_per_day']} MB/day"),
+                f"{c['steady_cpu_pct_of_core']}% of a core, {c['max_rss_mb']} MB RSS, {f['steady_mb_per_day']} MB/day"),
+               ("bytes/day at 1 s: nodesleuth fixture (before) / live host; sadc -S XALL, atop -w (live host)",
+                f"{size.get('nodesleuth_fixture')} ({size.get('baseline_fixture', '-')}) / {size.get('nodesleuth_live')} MB; "
+                f"{size.get('sadc_live')}, {size.get('atop_live')} MB"),
                ("recorder CPU s per hour (fixture / live host)",
                 f"{round(f['steady_cpu_pct_of_core'] * 36, 1)} / {round(runs['nodesleuth_live']['steady_cpu_pct_of_core'] * 36, 1)}")]
         for k in ("sadc_live", "atop_live", "mpstat_live"):
@@ -32,6 +37,23 @@ def rows(r: dict) -> list[tuple[str, str]]:
                 out.append((f"{k.replace('_live', '')} 1 (live host) CPU s per hour", str(runs[k]["cpu_s_per_hour"])))
         out += [(f"ratio {k}", str(v)) for k, v in r["ratios"].items() if "steady" in k]
         return out
+    if b == "store_read":
+        out = []
+        for d, doc in r["stores"].items():
+            for pos, x in doc["reads"].items():
+                if "error" in x:
+                    continue
+                out.append((f"one second of a {d} store ({pos}): in process cold / warm, median; cli dump --at",
+                            f"{x['dump_at_cold']['median_ms']} / {x['dump_at_warm']['median_ms']} ms; "
+                            f"{x['cli_dump_at_warm']['wall_ms_median']} ms"))
+        if r.get("sar"):
+            out.append(("  sar -f one second of its 1 s daily file (end of day), cold / warm",
+                        f"{r['sar']['end_of_day']['cold']['wall_ms_median']} / {r['sar']['end_of_day']['warm']['wall_ms_median']} ms"))
+        return out
+    if b == "cut_size":
+        return [(f"cut of {int(r['window_s'] / 60)} min of the 96-CPU fixture recording",
+                 f"{r['cut_mb']} MB ({r['cut_wall_s']} s; dump identical: {r['dump_identical']}); "
+                 f"+{r['profile_mb_derived_worst_case'].get('total', '?')} MB profile (derived worst case)")]
     if b == "perf_parse":
         return [("perf script parse, samples/s", str(r["nodesleuth_parse"]["samples_per_s"])),
                 ("  vs FlameScope heatmap pass", f"{r['ratios']['vs_flamescope_heatmap_pass']}x"),

@@ -33,7 +33,7 @@ def _same(old, new, path="") -> None:
         assert old == new, (path, old, new)
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 def test_golden_store_reads_with_equal_values(tmp_path, version):
     store = str(tmp_path / "st")
     shutil.copytree(os.path.join(GOLDEN, f"store-{version}"), store)  # read a copy: never touch the golden

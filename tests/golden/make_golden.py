@@ -4,7 +4,9 @@ profile and the cgroup churn trace; plus what that version's `dump` (json, csv) 
 folded` printed for it. Every later version must read the store back with equal values.
 
 usage: python make_golden.py SRC_DIR OUT_STORE   (store-v1 was written by nodesleuth 0.1.0, commit
-456e08b, with SRC_DIR a checkout of that commit; store-v2 by 0.2.0)"""
+456e08b, with SRC_DIR a checkout of that commit; store-v2 by 0.2.0; store-v3, the packed ticks,
+segment heads, frame index and 10 s tier of schema 3 (one segment: no trained dictionary;
+tests/test_store_pack.py covers those), by the `month` branch)"""
 import os, subprocess, sys, time, shutil
 SRC = os.path.abspath(sys.argv[1])
 sys.path.insert(0, os.path.join(SRC, "src"))

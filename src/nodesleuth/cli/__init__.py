@@ -12,7 +12,7 @@ def main() -> None:
     """Find the hidden causes of intermittent CPU starvation on Linux nodes, with evidence."""
 
 
-from . import check, explain, fleet, lab, profile, record  # noqa: E402,F401  (they register their commands)
+from . import check, cut, explain, fleet, lab, profile, record  # noqa: E402,F401  (they register their commands)
 
 if __name__ == "__main__":
     main()

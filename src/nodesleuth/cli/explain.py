@@ -39,8 +39,8 @@ def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
     lo, hi = (t, t) if t is not None else (t0, t1)
     rec, problems = load.recording(store, lo, hi)
     chosen, notes = load.choose(rec, t, t0, t1)
-    if t is not None and not chosen:  # none covers T: name the nearest in the whole recording
-        whole, problems = load.recording(store, None, None)
+    if t is not None and not chosen:  # none covers T: name the nearest (read as far as it takes)
+        whole, problems = load.nearest(store, t)
         _, notes = load.choose(whole, t, None, None)
     incs = [chain.build(rec, i) for i in chosen]
     if markdown:

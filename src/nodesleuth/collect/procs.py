@@ -24,6 +24,23 @@ Cost model (this runs every second on nodes with thousands of processes):
   many processes wake every second (the 96-CPU benchmark fixture) is never "quiet": same reads.
 - beyond RLIMIT_NOFILE (raised to the hard limit, and that to fs.nr_open where permitted) a process
   without an open stat file is read in every OVERFLOW_EVERY-th full scan (see _overflow_share).
+
+Short-lived processes: a process that starts and exits between two reads is never seen. Its CPU
+time is not lost: when its parent waits for it, the kernel adds it to the parent's cutime and
+cstime (fields 16 and 17, utime+stime of waited-for children, their own children's included), and
+an orphan's to whoever reaps it (a subreaper such as containerd-shim, or PID 1). So every process
+read also yields how much CPU its children that exited since cost; what of it was already
+attributed to a child seen alive is subtracted (the child's `credit`, owed to its parent when it is
+gone), the rest is attributed to the parent as "COMM (exited children)", an estimate: the CPU it
+ran on is not known, so it goes to the CPUs whose busy time (/proc/stat) no process read explains,
+in proportion, and to the parent's own CPU for what exceeds them. A parent whose children cost CPU
+is read every second while they do. Chosen over process accounting (acct(2): a node-wide setting
+with a file it writes per exit, which the node's owner may use for their own) and taskstats
+(netlink, CAP_NET_ADMIN, one message per exit on a node that churns thousands of processes): both
+give the exiting process's own name but cost a per-exit stream; cutime/cstime costs nothing more
+than the stat line already read. What it cannot say: the children's names and their CPU, and time
+of a child whose reaper is not read (exited before its children were reaped: then it is the
+reaper's). The profiler's samples carry both (a sample's pid and CPU, live or short-lived).
 """
 
 from __future__ import annotations
@@ -97,6 +114,13 @@ class TaskSampler:
         self.tcount: dict[int, int] = {}  # pid -> thread count when its task directory was last listed
         self.full_uptime: float | None = None  # uptime (clock ticks) at the last full scan
         self.fulls = 0  # full scans so far
+        # exited children (cutime + cstime, fields 16-17): pid -> its last sum, its parent; ticks
+        # attributed to a process while it lived (owed to its reaper's sum when it is gone)
+        self.reaped: dict[int, int] = {}
+        self.parent: dict[int, int] = {}
+        self.credit: dict[int, float] = {}
+        self.owed: dict[int, float] = {}
+        self.kids: dict[int, list] = {}  # this scan: parent pid -> [comm, ticks of exited children]
 
     def _pread(self, pid: int) -> bytes | None:
         """(Re)open a process's stat: new process, or a PID reused after the old one exited."""
@@ -293,8 +317,64 @@ class TaskSampler:
         if any(at <= old or pid not in prev for pid, at in self.tread_at.items()):
             self._drop_threads({pid for pid, at in self.tread_at.items() if at > old and pid in prev})
         if interval_ticks <= 0:
+            self.kids = {}
             return []
-        return [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
+        out = [ProcUse(pid, comm, cpu, 100.0 * d / interval_ticks) for (pid, cpu), (comm, d) in acc.items()]
+        if self.kids:
+            out += self._children_use(acc, cpu_busy, interval_ticks)
+        return out
+
+    def _children_use(self, acc: dict, cpu_busy: dict[int, int] | None, interval_ticks: float) -> list[ProcUse]:
+        """The CPU of children that exited this interval, per parent, on the CPUs whose busy time no
+        process read explains (in proportion), the rest on the parent's own CPU; estimates."""
+        kids, self.kids = self.kids, {}
+        attributed: dict[int, float] = {}
+        for (_, cpu), (_, d) in acc.items():
+            attributed[cpu] = attributed.get(cpu, 0.0) + d
+        room = {c: b - attributed.get(c, 0.0) for c, b in (cpu_busy or {}).items() if b - attributed.get(c, 0.0) > 0}
+        out = []
+        for pid, (comm, ticks, home) in sorted(kids.items(), key=lambda kv: -kv[1][1]):
+            total = sum(room.values())
+            placed: dict[int, float] = {}
+            if total > 0:
+                take = min(ticks, total)
+                for c, r in room.items():
+                    placed[c] = take * r / total
+                for c, v in placed.items():
+                    room[c] -= v
+                ticks -= take
+            if ticks > 0:
+                placed[home] = placed.get(home, 0.0) + ticks
+            label = f"{comm} (exited children)"
+            out += [ProcUse(pid, label, c, 100.0 * v / interval_ticks, True) for c, v in placed.items() if v > 0]
+        return out
+
+    def _reap(self, pid: int, comm: str, processor: int, data: bytes, gap: int, first: bool) -> bool:
+        """Note the CPU of `pid`'s children that exited since it was last read (cutime + cstime);
+        True when there was some (the parent is read again next tick)."""
+        try:
+            rest = data[data.rindex(b")") + 2:].split(None, 16)
+            ppid, summed = int(rest[1]), int(rest[13]) + int(rest[14])
+        except (ValueError, IndexError):
+            return False
+        self.parent[pid] = ppid
+        before = self.reaped.get(pid)
+        self.reaped[pid] = summed
+        if first or before is None or summed <= before:
+            return False  # a baseline (children reaped before it was first read are not this interval's)
+        dc = summed - before
+        owed = self.owed.pop(pid, 0.0)
+        if owed > dc:  # children seen alive, their ticks already attributed to them
+            self.owed[pid] = owed - dc
+            return True
+        net = (dc - owed) / gap
+        if net > 0:
+            slot = self.kids.get(pid)
+            if slot is None:
+                self.kids[pid] = [comm, net, processor]
+            else:
+                slot[1] += net
+        return True
 
     def _unexplained(self, acc: dict, cpu_busy: dict[int, int] | None, interval_ticks: float) -> bool:
         """True when some CPU's user+nice+system time exceeds what the processes read this tick
@@ -356,14 +436,17 @@ class TaskSampler:
         """Per-(pid, cpu) jiffies of the processes whose stat changed, into `acc`; those that used
         CPU (or appeared) go to `hot`, read again next tick. The jiffies of those not in `was_hot`
         (the last hot set; a full scan's wakers) add up in `self.woke`."""
-        prev, read_at = self.prev, self.read_at
+        prev, read_at, credit = self.prev, self.read_at, self.credit
         for pid, data, old_raw in changed:
             t = parse_task_stat(data, pid, f"{self.proc}/{pid}/stat")
             p = prev.get(pid)
             prev[pid] = t
             gap = max(1, n - read_at.get(pid, n - 1))
             read_at[pid] = n
-            if p is None or p.starttime != t.starttime:
+            fresh = p is None or p.starttime != t.starttime
+            if self._reap(pid, t.comm, t.processor, data, gap, fresh) and not fresh:
+                hot.append(pid)  # its children keep exiting: read it every tick while they do
+            if fresh:
                 # new process: all its CPU time is since it started; count it only when it started
                 # after the last full scan (else its lifetime ticks would be over-attributed)
                 hot.append(pid)
@@ -374,11 +457,14 @@ class TaskSampler:
                     continue
                 d = t.ticks / max(1, -(-(uptime - t.starttime) // interval_ticks))
                 _add(acc, pid, t.processor, t.comm, d)
+                credit[pid] = credit.get(pid, 0.0) + d
                 continue
             d = (t.ticks - p.ticks) / gap  # a process last read N scans ago: its per-scan share
             if d <= 0:  # bytes moved (state, faults, a kworker's comm) but no CPU: not hot
                 continue
-            hot.append(pid)
+            credit[pid] = credit.get(pid, 0.0) + d
+            if not hot or hot[-1] != pid:
+                hot.append(pid)
             if was_hot is not None and pid not in was_hot:
                 self.woke += d
             if self.threads and t.nthreads > 1:
@@ -410,7 +496,14 @@ class TaskSampler:
         return [p for p in pids if p in fds or p not in praw or p % k == turn or p in hot]
 
     def _forget(self, pid: int) -> None:
-        """A process that exited (or whose stat cannot be read): its state and open file go."""
+        """A process that exited (or whose stat cannot be read): its state and open file go; what was
+        attributed to it while it lived is owed to its parent's count of exited children."""
+        got = self.credit.pop(pid, 0.0)
+        pp = self.parent.pop(pid, None)
+        if got > 0 and pp is not None and pp in self.prev:
+            self.owed[pp] = self.owed.get(pp, 0.0) + got
+        self.reaped.pop(pid, None)
+        self.owed.pop(pid, None)
         self.prev.pop(pid, None)
         self.prev_raw.pop(pid, None)
         self.read_at.pop(pid, None)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ..detect.incidents import GAP, HOT_BUSY, Incident, find_incidents, select
 from ..model.records import CgEvent
-from ..store import churn as churn_store, query, rollup
+from ..store import churn as churn_store, rollup, tier
 from ..store.catalog import PROFILE
 from ..store.rollup import PERIOD
 from ..store.store import StoreReader
@@ -32,6 +32,7 @@ class Recording:
     churn: list[CgEvent]
     reader: StoreReader | None = None
     cost: str | None = None  # measured cost of the walk on this kernel, when known
+    tiers: tier.Plan | None = None  # which retention tier covered which part of what was read
     _cache: dict = field(default_factory=dict)
 
     @property
@@ -71,7 +72,7 @@ def one_shot() -> None:
 
 def windows(reader: StoreReader, t0: float | None, t1: float | None) -> list[tuple[float, float]] | None:
     """The parts of [t0, t1] worth decoding tick by tick, from the rollups; None: read it all."""
-    span = reader.span()
+    span = tier.span(reader)
     if span is None:
         return None
     a = span[0] if t0 is None else max(t0, span[0])
@@ -100,12 +101,13 @@ def windows(reader: StoreReader, t0: float | None, t1: float | None) -> list[tup
 
 
 def _ticks(reader: StoreReader, t0: float | None, t1: float | None) -> list:
+    """Ticks of [t0, t1] from the finest retention tier that covers each part (store/tier.py)."""
     wins = windows(reader, t0, t1)
     if wins is None:
-        return list(query.ticks(reader, t0, t1, lazy=True))
+        return list(tier.ticks(reader, t0, t1, lazy=True))
     out: list = []
     for w0, w1 in wins:
-        for tk in query.ticks(reader, w0, w1, lazy=True):
+        for tk in tier.ticks(reader, w0, w1, lazy=True):
             if not out or tk.time > out[-1].time:  # windows are apart, but never twice the same tick
                 out.append(tk)
     return out
@@ -125,9 +127,10 @@ def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording
         _, eps = find_incidents(ticks)
         cut_lo = lo is not None and any(e.start - ticks[0].time < GAP + ticks[0].interval for e in eps)
         cut_hi = hi is not None and any(ticks[-1].time - e.end < GAP for e in eps)
-        span = reader.span()
-        at_start = span is None or ticks[0].time - span[0] < GAP + 1
-        at_end = span is None or span[1] - ticks[-1].time < GAP
+        span = tier.span(reader)
+        # read from before the recording's start (or past its end): nothing further to widen to
+        at_start = span is None or lo is None or lo <= span[0] or ticks[0].time - span[0] < GAP + 1
+        at_end = span is None or hi is None or hi >= span[1] or span[1] - ticks[-1].time < GAP
         if not ((cut_lo and not at_start) or (cut_hi and not at_end)):
             break
         margin *= 4
@@ -135,7 +138,28 @@ def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording
     c0 = None if not ticks else ticks[0].time - 600
     c1 = None if not ticks else ticks[-1].time + 5
     churn: list[CgEvent] = churn_store.events(reader, c0, c1)
-    return Recording(ticks, churn, reader), reader.problems
+    return Recording(ticks, churn, reader, tiers=tier.plan(reader, lo, hi)), reader.problems
+
+
+def nearest(store: str, t: float) -> tuple[Recording, list]:
+    """A recording around `t` wide enough to hold the incident nearest to it: ranges widened 8x from
+    ±15 min until one holds an incident no further from t than the range reaches (then none outside
+    can be nearer), or the whole recording is read. A month-long store is read where it must be,
+    not whole, to name the nearest incident to a second no incident covers."""
+    reader = StoreReader(store)
+    span = tier.span(reader)
+    if span is None:
+        return recording(store, None, None)
+    r = 900.0
+    while True:
+        lo, hi = t - r, t + r
+        whole = lo <= span[0] and hi >= span[1]
+        rec, problems = recording(store, None if whole else lo, None if whole else hi)
+        found, _ = find_incidents(rec.ticks)
+        near = min((i.distance(t) for i in found), default=None)
+        if whole or (near is not None and near <= r):
+            return rec, problems
+        r *= 8
 
 
 def incidents(rec: Recording, t0: float | None = None, t1: float | None = None) -> list[Incident]:
@@ -150,14 +174,15 @@ def choose(rec: Recording, at: float | None, t0: float | None, t1: float | None)
     from ..model.timeparse import iso
 
     found, _ = find_incidents(rec.ticks)
+    said = [f"read from {rec.tiers.say()}"] if rec.tiers is not None and rec.tiers.coarse else []
     if at is None:
-        return select(found, t0, t1), []
+        return select(found, t0, t1), said
     inc, near = covering(found, at)
     if inc is not None:
-        return [inc], []
+        return [inc], said
     if near is None:
-        return [], [f"no incident covers {iso(at)}; the recording has no incidents"]
+        return [], said + [f"no incident covers {iso(at)}; the recording has no incidents"]
     d = near.distance(at)
     side = "before" if near.end < at else "after"
-    return [], [f"no incident covers {iso(at)}; the nearest is {near.kind} at {iso(near.time)}, "
-                f"{d:.0f} s {side} it (ask --at {iso(near.time)})"]
+    return [], said + [f"no incident covers {iso(at)}; the nearest is {near.kind} at {iso(near.time)}, "
+                       f"{d:.0f} s {side} it (ask --at {iso(near.time)})"]

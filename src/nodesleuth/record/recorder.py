@@ -16,9 +16,10 @@ from ..model.errors import InputError
 from ..collect.sampler import RECORD, Sampler
 from ..store.codec import Encoder
 from ..collect.cgroups import UNMOUNTED
-from ..store.catalog import ROLLUP, TICKS
+from ..store.catalog import ROLLUP, TICKS, TICKS10
 from ..store.rollup import Rollup
 from ..store.store import StoreWriter
+from ..store.tier import Aggregator
 
 
 @dataclass
@@ -27,7 +28,8 @@ class RecordOptions:
     root: str = "/"
     interval: float = 1.0
     duration: float | None = None  # None: until SIGTERM/SIGINT
-    retention: float | None = 7 * 86400.0
+    retention: float | None = None  # schema 2's one age bound for every stream; None: `tiers`
+    tiers: dict | None = None  # retention tier -> (seconds, bytes) (store/catalog.py KEEP); None: defaults
     max_bytes: int | None = 2 << 30
     segment_seconds: float = 3600.0
     live_every: float = 60.0
@@ -62,8 +64,16 @@ class Recorder:
                                      procs_full_max=opt.procs_full_max)
         self.sampler = Sampler.preset(self.root, preset, kmsg=kmsg, ns_pid=opt.ns_pid,
                                       units_timeout=opt.units_timeout)
-        self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every)
+        tiers = opt.tiers
+        if tiers is None and opt.retention is None:
+            from ..store.catalog import KEEP_DEFAULT
+
+            tiers = {k: (v, None) for k, v in KEEP_DEFAULT.items()}
+        self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every,
+                                 tiers=tiers)
         self.enc = Encoder()
+        self.enc10 = Encoder()
+        self.agg = Aggregator()
         self.rollup = Rollup()
         self.rollup_t = 0.0
         self._unread_said: set[str] = set()
@@ -142,6 +152,15 @@ class Recorder:
                       f"nodesleuth: warning: could not read {section}: {why}; recording without it",
                       file=sys.stderr, flush=True)
 
+    def _aggregate(self, done) -> None:
+        """A closed 10 s window: its aggregate into the 10 s tier (store/tier.py)."""
+        if done is None:
+            return
+        tk, extra = done
+        if self.store.rolls(TICKS10, tk.time):
+            self.enc10.refresh()
+        self.store.append(TICKS10, tk.time, self.enc10.encode(tk, extra), self.enc10.ctx)
+
     def run(self) -> None:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, self._signal)
@@ -166,8 +185,11 @@ class Recorder:
                     break
                 tick = self.sampler.tick()
                 cpu_s, rss = self_usage()
+                if self.store.rolls(TICKS, tick.time):  # a new segment: its head takes a fresh context
+                    self.enc.refresh()
                 self.bytes += self.store.append(TICKS, tick.time, self.enc.encode(
-                    tick, {"self": [round(cpu_s, 3), rss]}))
+                    tick, {"self": [round(cpu_s, 3), rss]}), self.enc.ctx)
+                self._aggregate(self.agg.add(tick))
                 done = self.rollup.add(tick)
                 if done is not None:
                     self.store.append(ROLLUP, self.rollup_t, done)
@@ -184,6 +206,7 @@ class Recorder:
                 while nxt <= time.time():  # overran: skip the missed slots, never bunch up
                     nxt += self.opt.interval
         finally:
+            self._aggregate(self.agg.flush())
             last = self.rollup.flush()
             if last is not None:
                 self.store.append(ROLLUP, self.rollup.start, last)

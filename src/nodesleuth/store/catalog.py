@@ -1,11 +1,17 @@
 """Every stream a store holds, declared once: its name, the record type its frames carry, how it is
-encoded, and its tier (the time resolution one record stands for). Writers and readers name streams
-only through this module (the store refuses a stream it does not list), so a new stream is one
-declaration here plus its encoder, and `nodesleuth-store.json` readers of any version can tell what a
-directory holds.
+encoded, its tier (the time resolution one record stands for) and the retention tier it is kept
+by. Writers and readers name streams only through this module (the store refuses a stream it does
+not list), so a new stream is one declaration here plus its encoder, and `nodesleuth-store.json`
+readers of any version can tell what a directory holds.
 
 Frames of every stream are zstd-compressed and checksummed by store/segment.py; `encoding` says what
-the payload inside is.
+the payload inside is, `dictionary` what they are compressed against.
+
+Retention tiers (`record --tier-1s 7d --tier-10s 30d --tier-1m 365d`, store/store.py): every stream
+is kept as long as its `keep` tier says: the 1 Hz ticks and the raw profile for days, the 10 s
+aggregates of both for a month, the per-minute rollups and profile aggregates for a year. Under
+the byte bound the finest tier's oldest segments go first, so the coarser ones still cover that
+time. Readers take the finest tier that covers the range they read and say which (store/tier.py).
 """
 
 from __future__ import annotations
@@ -20,6 +26,13 @@ class Stream:
     encoding: str  # what a payload is, and where its codec lives
     tier: str  # what one record stands for: "1s", "1min", a window ("10s".."1h"), "event", "batch"
     level: int = 6  # zstd level of its frames
+    keep: str = "1s"  # the retention tier that bounds it: one of KEEP
+    dictionary: str = "first"  # "first": its segment's first record; "trained": on its previous segment
+
+    @property
+    def segment_factor(self) -> int:
+        """Segment length in units of the store's segment length (coarser tiers: fewer, longer files)."""
+        return SEGMENT_FACTOR[self.keep]
 
     def __str__(self) -> str:
         return self.name
@@ -28,13 +41,23 @@ class Stream:
         return self.name
 
 
-# zstd level 3 for ticks: several times cheaper than 6 for a few % more bytes, and it runs every
-# second (benchmarks/results/summary.md)
-TICKS = Stream("ticks", "model.records.Tick", "JSON by field name, schema 2 (store/codec.py)", "1s", level=3)
-ROLLUP = Stream("rollup", "model.records.RollupMinute", "JSON object per minute (store/rollup.py)", "1min")
-CHURN = Stream("churn", "model.records.CgEvent", "field-name table per perf chunk (store/churn.py)", "event")
+KEEP = ("1s", "10s", "1m")  # retention tiers, finest first
+KEEP_DEFAULT = {"1s": 7 * 86400.0, "10s": 30 * 86400.0, "1m": 365 * 86400.0}
+SEGMENT_FACTOR = {"1s": 1, "10s": 6, "1m": 24}
+
+# zstd level 3 for ticks: a tick compresses in 0.02 ms at 3 against 0.05 ms at 6 for 0-1% fewer
+# bytes against a trained dictionary, and it runs every second (benchmarks/results/summary.md)
+TICKS = Stream("ticks", "model.records.Tick", "numbers packed by field name, schema 3 (store/codec.py, "
+               "store/pack.py); schema 1-2: JSON", "1s", level=3, dictionary="trained")
+TICKS10 = Stream("ticks10s", "model.records.Tick, 10 s aggregate (store/tier.py: summed jiffies, per-CPU max "
+                 "busy and hot seconds, processes' mean %, events kept)", "as ticks (store/codec.py)", "10s",
+                 level=3, keep="10s", dictionary="trained")
+ROLLUP = Stream("rollup", "model.records.RollupMinute", "JSON object per minute (store/rollup.py)", "1min", keep="1m")
+CHURN = Stream("churn", "model.records.CgEvent", "field-name table per perf chunk (store/churn.py)", "event",
+               keep="10s")
 PROFILE = Stream("profile", "profile batch", "columns + stack tables, <= 10 s a frame (profile/codec.py)", "batch")
-PROFILE_LOST = Stream("profile_lost", "lost-sample counts (time, cpu, n)", "columns (profile/codec.py)", "event")
+PROFILE_LOST = Stream("profile_lost", "lost-sample counts (time, cpu, n)", "columns (profile/codec.py)", "event",
+                      keep="10s")
 AGG_LEVELS = (10, 60, 600, 3600)  # s: the profile's write-time aggregate windows (profile/agg.py)
 
 
@@ -44,12 +67,14 @@ def _window(s: int) -> str:
 
 AGG = {(lv, a): Stream(f"profile_agg{lv}" + ("all" if a else ""), "profile aggregate: (cpu, pid, comm, stack) -> "
                        "count" + (", summed over CPUs" if a else ""), "columns + stack tables (profile/agg.py)",
-                       _window(lv)) for lv in AGG_LEVELS for a in (False, True)}
-HEAT = Stream("profile_heat60", "subsecond heatmap cells per CPU", "cells + per-second counts (profile/agg.py)", "1min")
-HEAT_ALL = Stream("profile_heat60all", "subsecond heatmap cells summed over CPUs", "dense grid (profile/agg.py)", "1min")
+                       _window(lv), keep="10s" if lv < 60 else "1m") for lv in AGG_LEVELS for a in (False, True)}
+HEAT = Stream("profile_heat60", "subsecond heatmap cells per CPU", "cells + per-second counts (profile/agg.py)", "1min",
+              keep="10s")
+HEAT_ALL = Stream("profile_heat60all", "subsecond heatmap cells summed over CPUs", "dense grid (profile/agg.py)", "1min",
+                  keep="10s")
 
-STREAMS: dict[str, Stream] = {s.name: s for s in (TICKS, ROLLUP, CHURN, PROFILE, PROFILE_LOST, HEAT, HEAT_ALL,
-                                                  *AGG.values())}
+STREAMS: dict[str, Stream] = {s.name: s for s in (TICKS, TICKS10, ROLLUP, CHURN, PROFILE, PROFILE_LOST, HEAT,
+                                                  HEAT_ALL, *AGG.values())}
 
 
 def agg(level: int, all_cpus: bool = False) -> Stream:

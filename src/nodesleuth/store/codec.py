@@ -1,11 +1,21 @@
-"""Ticks to compact JSON records and back, by field name.
+"""Ticks to compact records and back, by field name.
 
-Schema 2 (this version writes it): every list of records is a table `{"f": [field names], "r": rows}`
-named after the dataclass fields of the model (procs, units, kernel events, cgroup counts), every
-single record is an object keyed by field name, and per-CPU jiffies carry their column names. A
-reader maps names to fields: a field it does not know is ignored, a field the record lacks takes
-its default. So adding a field never mis-reads an old recording, and an old version reading a new
-one keeps what it knows. Schema 1 (positional lists, written up to nodesleuth 0.1) is still read.
+Schema 3 (this version writes it): the schema-2 record below, with its numbers packed into byte
+columns (store/pack.py) and three things not repeated:
+- the time: the frame header holds it (store/segment.py; read back rounded to the ms, as stored
+  before);
+- each CPU's idle jiffies: stored as its row's total minus the most common total of the second
+  (`cR`), 0 on most CPUs (every CPU's columns add up to the same USER_HZ share of the interval);
+- a process's name, when the segment's context (its head frame) already names that pid: the
+  Encoder's context lists the processes it saw over the previous segment.
+Each frame still decodes on its own, with its segment's head (dictionary and context).
+
+Schema 2: every list of records is a table `{"f": [field names], "r": rows}` named after the
+dataclass fields of the model (procs, units, kernel events, cgroup counts), every single record is
+an object keyed by field name, and per-CPU jiffies carry their column names. A reader maps names to
+fields: a field it does not know is ignored, a field the record lacks takes its default. So adding a
+field never mis-reads an old recording, and an old version reading a new one keeps what it knows.
+Schema 1 (positional lists, written up to nodesleuth 0.1) is still read.
 
 Per-CPU columns are stored as jiffy deltas (not percentages) so a read computes exactly what
 mpstat would have printed for that second. Slow-changing data (NIC counters, units) is stored
@@ -16,6 +26,7 @@ that look-back.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import orjson
 
@@ -23,9 +34,10 @@ from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
 from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, NicCounters, ProcUse, Tick,
                              Unit, V2Stat, keyed_by_name)
+from . import pack as packing
 
-VERSION = 2  # the tick record schema this version writes
-READS = (1, 2)  # and the ones it reads
+VERSION = 3  # the tick record schema this version writes
+READS = (1, 2, 3)  # and the ones it reads
 KEYFRAME = 60.0
 NIC_STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors", "rx_missed_errors")
 PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
@@ -63,17 +75,62 @@ def untable(d: dict | None, cls, where: str = "record") -> list:
 
 
 class Encoder:
-    def __init__(self):
+    """Ticks to records. `version` 3 (packed, store/pack.py) or 2 (JSON, for comparisons and tests).
+
+    A schema-3 record is read with its segment's context (`ctx`, kept in the segment's head frame):
+    the writer calls `refresh()` when a new segment is about to open (StoreWriter.rolls) and passes
+    `ctx` with every record (StoreWriter.append), so each segment holds the context its records
+    were written against."""
+
+    def __init__(self, version: int = VERSION):
+        if version not in (2, 3):
+            raise ValueError(f"cannot write tick schema {version}")
+        self.version = version
         self._nic = None
         self._units = None
         self._last_key = -1e18
+        self.seen: dict[int, str] = {}  # pid -> name, seen since the last refresh
+        self.comms: dict[int, str] = {}  # the context: names the current segment's head holds
+        self.ctx = b""
+
+    def refresh(self) -> None:
+        """A new context for the segment about to open: the processes seen since the last one."""
+        self.comms, self.seen = self.seen, {}
+        self.ctx = orjson.dumps({"comm": {str(p): c for p, c in sorted(self.comms.items())}}) if self.comms else b""
+        self._last_key = -1e18  # a new segment starts with NIC counters and units (a keyframe)
 
     def encode(self, t: Tick, extra: dict | None = None) -> bytes:
+        rec = self.record(t, extra)
+        if self.version == 2:
+            return orjson.dumps(rec)
+        return packing.pack(self._compact(rec))
+
+    def _compact(self, rec: dict) -> dict:
+        """Schema 2 -> 3: no time, idle as the row total's difference, known names left out."""
+        rec["v"] = 3
+        del rec["t"]
+        rows = rec.get("c")
+        if rows and all(len(r) >= 4 for r in rows):
+            tots = [sum(r[:8]) for r in rows]
+            R = Counter(tots).most_common(1)[0][0]
+            rec["c"] = [[r[0], r[1], r[2], tot - R, *r[4:]] for r, tot in zip(rows, tots)]
+            rec["cR"] = R
+        comms, seen = self.comms, self.seen
+        prows = rec["p"]["r"]
+        for row in prows:  # cpu, pid, pct, comm, estimate
+            pid, comm = row[1], row[3]
+            seen[pid] = comm
+            if comms.get(pid) == comm:
+                row[3] = None
+        return rec
+
+    def record(self, t: Tick, extra: dict | None = None) -> dict:
+        """The schema-2 record of a tick (JSON by field name)."""
         key = t.time - self._last_key >= KEYFRAME
         if key:
             self._last_key = t.time
         cpus = sorted(c for c in (t.cpu_raw or {}) if c >= 0)
-        rec: dict = {"v": VERSION, "t": round(t.time, 3), "iv": round(t.interval, 3)}
+        rec: dict = {"v": 2, "t": round(t.time, 3), "iv": round(t.interval, 3)}
         if t.cpu_raw:
             rec["cf"] = FIELDS
             rec["ci"] = cpus if cpus != list(range(len(cpus))) else len(cpus)
@@ -118,24 +175,84 @@ class Encoder:
                 rec.setdefault("x", {})[name] = v.stored()
         if extra:
             rec.update(extra)
-        return orjson.dumps(rec)
+        return rec
 
 
-def _load(payload: bytes, where: str) -> dict:
-    try:
-        r = orjson.loads(payload)
-    except orjson.JSONDecodeError as e:
-        raise InputError(where, f"undecodable record: {e}") from None
+_CTX: dict = {}  # context bytes -> pid -> name
+
+
+def _context(ctx: bytes) -> dict[int, str]:
+    got = _CTX.get(ctx)
+    if got is None:
+        try:
+            got = {int(p): c for p, c in orjson.loads(ctx).get("comm", {}).items()} if ctx else {}
+        except (orjson.JSONDecodeError, AttributeError, ValueError):
+            got = {}
+        if len(_CTX) > 16:
+            _CTX.clear()
+        _CTX[ctx] = got
+    return got
+
+
+def _load(payload: bytes, where: str, t: float | None = None, ctx: bytes = b"") -> dict:
+    """The schema-2 form of a record of any schema (1 stays as it is)."""
+    if payload[:1] == b"{":
+        try:
+            r = orjson.loads(payload)
+        except orjson.JSONDecodeError as e:
+            raise InputError(where, f"undecodable record: {e}") from None
+    else:
+        try:
+            r = packing.unpack(payload)
+        except ValueError as e:
+            raise InputError(where, str(e)) from None
+        if not isinstance(r, dict) or r.get("v") != 3:
+            raise InputError(where, "undecodable record: not a tick")
+        if t is None:
+            raise InputError(where, "a schema 3 record is read with its frame's time")
+        return _expand(r, t, ctx, where)
     v = r.get("v", 1)
     if v != 1 and v not in READS:
         raise InputError(where, f"record schema {v} is newer than this nodesleuth reads ({max(READS)}); upgrade")
     return r
 
 
-def decode(payload: bytes, where: str = "tick") -> Tick:
-    r = _load(payload, where)
+def _expand(r: dict, t: float, ctx: bytes, where: str) -> dict:
+    """Schema 3 -> 2 (Encoder._compact undone)."""
+    r["t"] = round(t, 3)
+    try:
+        R = r.pop("cR", None)
+        if R is not None:
+            r["c"] = [[x[0], x[1], x[2], R + x[3] - (sum(x[:8]) - x[3]), *x[4:]] for x in r["c"]]
+        p = r.get("p")
+        if p:
+            names = p["f"]
+            ip, im = names.index("pid"), names.index("comm")
+            rows = p["r"]
+            if any(row[im] is None for row in rows):
+                comms = _context(ctx)
+                for row in rows:
+                    if row[im] is None:
+                        row[im] = comms.get(row[ip], "?")
+    except (KeyError, ValueError, TypeError, IndexError) as e:
+        raise InputError(where, f"undecodable record: {e}") from None
+    return r
+
+
+def decode(payload: bytes, where: str = "tick", t: float | None = None, ctx: bytes = b"") -> Tick:
+    """A stored tick; `t` and `ctx`: its frame's time and its segment's context (schema 3 needs them)."""
+    return decode_record(payload, where, t, ctx)[0]
+
+
+def decode_record(payload: bytes, where: str = "tick", t: float | None = None, ctx: bytes = b"") -> tuple[Tick, dict]:
+    """`decode`, and the record it was made from (its fields by stored name)."""
+    r = _load(payload, where, t, ctx)
     if r.get("v", 1) == 1:
-        return decode_v1(r)
+        return decode_v1(r), r
+    return _tick(r, where), r
+
+
+def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
     return Tick(r["t"], r["iv"], cpu, _procs(r.get("p")), _census(r, where), r.get("mi", {}),
                 untable(r.get("ev"), KernelEvent, where), _nics(r), untable(r["u"], Unit, where) if "u" in r else None,
@@ -238,10 +355,10 @@ class LazyTick(Tick):
         return hit[1]
 
 
-def decode_lazy(payload: bytes, where: str = "tick") -> Tick:
+def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx: bytes = b"") -> Tick:
     """`decode`, with the bulky fields built on first read (LazyTick). The record is parsed and
     checked here, so an undecodable or too new record fails at once, as with `decode`."""
-    r = _load(payload, where)
+    r = _load(payload, where, t, ctx)
     if r.get("v", 1) == 1:
         return decode_v1(r)
     t = LazyTick.__new__(LazyTick)

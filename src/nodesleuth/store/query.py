@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..model.records import Tick
-from .codec import KEYFRAME, decode, decode_lazy
-from .catalog import TICKS
+from .codec import KEYFRAME, decode, decode_lazy, decode_record
+from .catalog import TICKS, Stream
 from .store import StoreReader
 
 
@@ -17,10 +17,10 @@ def ticks(reader: StoreReader, t0: float | None, t1: float | None, on_segment=No
     (codec.LazyTick), for readers of many seconds that look closely at few."""
     start = None if t0 is None else t0 - KEYFRAME if carry else t0
     nics = units = None
-    for t, payload in reader.read(TICKS, start, t1, on_segment):
+    for t, payload, ctx in reader.read(TICKS, start, t1, on_segment, with_context=True):
         if t0 is not None and t < t0 and b'"nic"' not in payload and b'"u"' not in payload:
             continue  # before the range and carrying nothing forward: not worth decoding
-        tk = decode_lazy(payload) if lazy else decode(payload)
+        tk = decode_lazy(payload, "tick", t, ctx) if lazy else decode(payload, "tick", t, ctx)
         if tk.nics is not None:
             nics = tk.nics
         elif carry:
@@ -34,3 +34,26 @@ def ticks(reader: StoreReader, t0: float | None, t1: float | None, on_segment=No
         yield tk
 
 
+
+
+def ticks_with(reader: StoreReader, stream: Stream, t0: float | None, t1: float | None, carry: bool = True,
+               on_segment=None) -> Iterator[tuple[Tick, dict]]:
+    """Decoded records of a tick-shaped stream (the 10 s aggregates) in [t0, t1], each with the
+    record's own fields beyond the tick's (store/tier.py's "ag"); carried forward as `ticks`."""
+    start = None if t0 is None else t0 - KEYFRAME if carry else t0
+    nics = units = None
+    for t, payload, ctx in reader.read(stream, start, t1, on_segment, with_context=True):
+        if t0 is not None and t < t0 and b'"nic"' not in payload and b'"u"' not in payload:
+            continue
+        tk, r = decode_record(payload, "tick", t, ctx)
+        if tk.nics is not None:
+            nics = tk.nics
+        elif carry:
+            tk.nics = nics
+        if tk.units is not None:
+            units = tk.units
+        elif carry:
+            tk.units = units
+        if t0 is not None and t < t0:
+            continue
+        yield tk, r

@@ -40,6 +40,31 @@ def minutes(reader, t0: float | None = None, t1: float | None = None) -> Iterato
             reader.problems.append(Problem(f"{reader.dir}/{ROLLUP}", 0, f"undecodable rollup record: {e}"))
 
 
+def busy_sys(t: Tick) -> list[tuple[int, float | None, float | None]]:
+    """(cpu, busy %, sys %) of each CPU this second, in CPU order, by plain arithmetic on its jiffies
+    (mpstat's rules when a counter went back); (cpu, None, None) for a CPU without jiffies. Made once
+    a tick and kept on it: the minute's rollup and the 10 s aggregate (store/tier.py) both read it."""
+    got = t.__dict__.get("_busy_sys")
+    if got is not None:
+        return got
+    raw = t.cpu_raw or {}
+    out = []
+    for c in sorted(c for c in raw if c >= 0):  # this runs every second
+        d = raw[c]
+        if len(d) < 10:
+            d = tuple(d) + (0,) * (10 - len(d))
+        total = d[0] + d[1] + d[2] + d[3] + d[4] + d[5] + d[6] + d[7]
+        if total <= 0:
+            out.append((c, None, None))
+        elif min(d) < 0 or d[8] > d[0] or d[9] > d[1]:  # a counter went back: mpstat's rules (model/mpstat.py)
+            u = from_deltas(c, d)
+            out.append((c, u.busy, u.sys))
+        else:
+            out.append((c, 100.0 * (total - d[3] - d[4]) / total, 100.0 * d[2] / total))
+    t.__dict__["_busy_sys"] = out
+    return out
+
+
 class Rollup:
     def __init__(self, period: float = PERIOD):
         self.period = period
@@ -63,23 +88,15 @@ class Rollup:
         if self.start != slot:
             self.start = slot
             self._reset()
-        raw = t.cpu_raw or {}
-        cpus = sorted(c for c in raw if c >= 0)
-        if len(self.busy_sum) != len(cpus):
-            self.busy_sum = [0.0] * len(cpus)
-            self.busy_max = [0.0] * len(cpus)
-            self.sys_sum = [0.0] * len(cpus)
+        rows = busy_sys(t)
+        if len(self.busy_sum) != len(rows):
+            self.busy_sum = [0.0] * len(rows)
+            self.busy_max = [0.0] * len(rows)
+            self.sys_sum = [0.0] * len(rows)
         bs, bm, ss = self.busy_sum, self.busy_max, self.sys_sum
-        for i, c in enumerate(cpus):  # plain arithmetic on the jiffies: this runs every second
-            d = raw[c]
-            total = d[0] + d[1] + d[2] + d[3] + d[4] + d[5] + d[6] + d[7]
-            if total <= 0:
+        for i, (c, busy, sys_) in enumerate(rows):
+            if busy is None:
                 continue
-            if min(d) < 0 or d[8] > d[0] or d[9] > d[1]:  # a counter went back: mpstat's rules (model/mpstat.py)
-                u = from_deltas(c, d)
-                busy, sys_ = u.busy, u.sys
-            else:
-                busy, sys_ = 100.0 * (total - d[3] - d[4]) / total, 100.0 * d[2] / total
             bs[i] += busy
             ss[i] += sys_
             if busy > bm[i]:

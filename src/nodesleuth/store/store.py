@@ -7,6 +7,7 @@ file existed (nodesleuth 0.1, schema 1) is recognised by its streams.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
@@ -16,12 +17,14 @@ from typing import Iterator
 
 from ..model.errors import InputError
 from . import catalog
-from .catalog import TICKS, Stream
-from .segment import Budget, DiskFull, Problem, SegmentReader, SegmentWriter, Syncer, lock_writer, segment_start
+from .catalog import KEEP, KEEP_DEFAULT, TICKS, Stream
+from .segment import (Budget, DiskFull, Problem, SegmentReader, SegmentWriter, Syncer, lock_writer,
+                      segment_start)
 
 V1_STREAMS = ("ticks", "profile", "churn", "rollup")  # what nodesleuth 0.1 wrote (no description file)
 META = "nodesleuth-store.json"
-SCHEMA = 2  # the store layout and record schema this version writes
+SCHEMA = 3  # the store layout and record schema this version writes (3: packed ticks, trained
+# dictionaries, frame index, retention tiers; 1 and 2 are still read)
 WORK = ".work"  # scratch space of the writer (perf chunks); emptied when a writer starts
 
 
@@ -65,27 +68,38 @@ def check_store(directory: str, for_writing: bool = False) -> int:
 
 
 class StoreWriter:
+    """The one writer of a store. `tiers`: retention per tier (catalog.KEEP: "1s", "10s", "1m") as
+    (seconds or None, bytes or None); a tier not given keeps catalog.KEEP_DEFAULT. `retention`, the
+    age bound of schema 2, bounds every tier at once when `tiers` is not given."""
+
     def __init__(self, directory: str, retention: float | None = None, max_bytes: int | None = None,
-                 segment_seconds: float = 3600.0, fsync_every: int = 1, background_sync: bool = True):
+                 segment_seconds: float = 3600.0, fsync_every: int = 1, background_sync: bool = True,
+                 tiers: dict[str, tuple[float | None, int | None]] | None = None, meta: dict | None = None):
         check_store(directory, for_writing=True)
         self.dir = directory
         self._lock = lock_writer(directory)
+        given = tiers
+        if tiers is None:
+            tiers = {k: (retention, None) for k in KEEP}
+        self.tiers = {k: tiers.get(k, (KEEP_DEFAULT[k], None)) for k in KEEP}
         try:
-            meta = read_meta(directory) or {}
-            if meta.get("schema") != SCHEMA:
-                from .. import __version__
+            old = read_meta(directory) or {}
+            from .. import __version__
 
+            doc = {**old, **(meta or {}), "schema": SCHEMA, "written_by": f"nodesleuth {__version__}",
+                   "created": old.get("created", time.time()),
+                   "tiers": {k: {"keep_s": a, "max_bytes": b} for k, (a, b) in self.tiers.items()}}
+            if doc != old:
                 tmp = os.path.join(directory, META + ".tmp")
                 with open(tmp, "w") as f:
-                    json.dump({"schema": SCHEMA, "written_by": f"nodesleuth {__version__}",
-                               "created": meta.get("created", time.time())}, f)
+                    json.dump(doc, f)
                 os.rename(tmp, os.path.join(directory, META))
             # a killed predecessor's scratch (perf chunks): we hold the lock, nobody else uses it
             shutil.rmtree(os.path.join(directory, WORK), ignore_errors=True)
         except OSError as e:
             os.close(self._lock)
             raise InputError(directory, f"cannot write the store: {e.strerror or e}") from None
-        self.budget = Budget(directory, retention, max_bytes)
+        self.budget = Budget(directory, retention, max_bytes, tiers=None if given is None else self.tiers)
         self.segment_seconds = segment_seconds
         self.fsync_every = fsync_every
         self.syncer = Syncer() if background_sync else None
@@ -107,23 +121,30 @@ class StoreWriter:
         w = self.writers.get(stream)
         if w is None:
             try:
-                w = SegmentWriter(self.dir, stream, self.segment_seconds, fsync_every=self.fsync_every,
-                                  level=st.level, syncer=self.syncer)
+                w = SegmentWriter(self.dir, stream, self.segment_seconds * st.segment_factor,
+                                  fsync_every=self.fsync_every, level=st.level, syncer=self.syncer,
+                                  train=st.dictionary == "trained")
             except OSError as e:
                 raise InputError(os.path.join(self.dir, stream), f"cannot write: {e.strerror or e}") from None
             w.budget = self.budget
             self.writers[stream] = w
         return w
 
-    def append(self, stream: Stream | str, t: float, payload: bytes) -> int:
-        """Write one record. On a full disk: drop the oldest closed segments one at a time until it
-        fits; if nothing is left to drop the record is skipped (counted in `skipped`), never
-        half-written."""
+    def rolls(self, stream: Stream | str, t: float) -> bool:
+        """Whether the next record of `stream` at `t` opens a new segment (store/codec.py's Encoder
+        then refreshes its context: it goes into the new segment's head)."""
+        with self._mu:
+            return self.writer(stream).rolls(t)
+
+    def append(self, stream: Stream | str, t: float, payload: bytes, ctx: bytes = b"") -> int:
+        """Write one record (`ctx`: the codec context it was encoded against, kept in its segment's
+        head). On a full disk: drop the oldest closed segments one at a time until it fits; if nothing
+        is left to drop the record is skipped (counted in `skipped`), never half-written."""
         with self._mu:
             w = self.writer(stream)
             while True:
                 try:
-                    n = w.append(t, payload)
+                    n = w.append(t, payload, ctx)
                     break
                 except DiskFull:
                     dropped = self.budget.enforce(need=1, keep=w.path)
@@ -180,50 +201,90 @@ class StoreReader:
                 os.close(fd)
         return self._writing
 
+    def _names(self, stream: Stream | str) -> tuple[str, list[str]]:
+        """The stream's directory and its segment names in time order (listed once per reader: a
+        month of hourly segments is 2,000 files, and a one-second read asks three times)."""
+        name = catalog.get(stream).name
+        d = os.path.join(self.dir, name)
+        cache = self.__dict__.setdefault("_listed", {})
+        got = cache.get(name)
+        if got is None:
+            try:
+                got = sorted(n for n in os.listdir(d) if n.endswith(".seg"))
+            except FileNotFoundError:
+                got = []
+            except OSError as e:
+                self.problems.append(Problem(d, 0, f"cannot list: {e.strerror or e}"))
+                got = []
+            cache[name] = got
+        return d, got
+
     def segments(self, stream: Stream | str) -> list[str]:
-        d = os.path.join(self.dir, catalog.get(stream).name)
-        try:
-            names = sorted(n for n in os.listdir(d) if n.endswith(".seg"))
-        except FileNotFoundError:
-            return []
-        except OSError as e:
-            self.problems.append(Problem(d, 0, f"cannot list: {e.strerror or e}"))
-            return []
+        d, names = self._names(stream)
         return [os.path.join(d, n) for n in names]
 
-    def span(self, stream: Stream | str = TICKS) -> tuple[float, float] | None:
-        """First and last record time (reads the last segment to find the end)."""
-        segs = self.segments(stream)
-        if not segs:
-            return None
-        first = None
-        for p in segs:
+    def has(self, stream: Stream | str) -> bool:
+        """Whether the stream has any segment."""
+        return bool(self._names(stream)[1])
+
+    def first(self, stream: Stream | str = TICKS, indexed: bool = False) -> float | None:
+        """The time of the stream's first record that decodes (`indexed`: that its index and frame
+        header give, without decoding it: where a tier begins)."""
+        d, names = self._names(stream)
+        for p in (os.path.join(d, n) for n in names):
+            if indexed:
+                t = SegmentReader(p).first_indexed()
+                if t is not None:
+                    return t
             r = SegmentReader(p)
+            first = None
             for t, _ in r.frames():
                 first = t
                 break
             self.problems += r.problems
             if first is not None:
-                break
+                return first
+        return None
+
+    def span(self, stream: Stream | str = TICKS) -> tuple[float, float] | None:
+        """First and last record time (the last segment's index finds the end)."""
+        segs = self.segments(stream)
+        if not segs:
+            return None
+        first = self.first(stream)
+        if first is None:
+            return None
         last = None
         for p in reversed(segs):
-            last = SegmentReader(p, growing=p == segs[-1] and self.writing()).last_time()
+            r = SegmentReader(p, growing=p == segs[-1] and self.writing())
+            last = r.last_time()
+            self.problems += r.problems
             if last is not None:
                 break
-        return (first, last) if first is not None else None
+        return (first, last) if last is not None else None
 
     def read(self, stream: Stream | str = TICKS, t0: float | None = None, t1: float | None = None,
-             on_segment=None) -> Iterator[tuple[float, bytes]]:
-        segs = self.segments(stream)
-        starts = [segment_start(os.path.basename(p)) for p in segs]
-        for i, p in enumerate(segs):
-            nxt = starts[i + 1] if i + 1 < len(starts) else None
-            if t1 is not None and starts[i] > t1:
+             on_segment=None, with_context: bool = False) -> Iterator[tuple]:
+        """(time, payload) of the stream's records in [t0, t1], in time order; with_context:
+        (time, payload, the codec context of its segment). The segments are found by their names and,
+        in each, the range's start through its index: the cost is that of the range, not the store."""
+        d, names = self._names(stream)
+        first = 0
+        if t0 is not None and names:  # the segment holding t0 is the last starting at or before it
+            # names are the start in ms, 13 digits: they sort as their times do
+            first = max(0, bisect.bisect_right(names, f"{max(0, int(t0 * 1000)):013d}.seg") - 1)
+        for i in range(first, len(names)):
+            p = os.path.join(d, names[i])
+            start = segment_start(names[i])
+            nxt = segment_start(names[i + 1]) if i + 1 < len(names) else None
+            if t1 is not None and start > t1:
                 break
-            if t0 is not None and nxt is not None and nxt < t0:
-                continue
             r = SegmentReader(p, growing=nxt is None and self.writing())
-            yield from r.frames(t0, t1)
+            if with_context:
+                for t, payload in r.frames(t0, t1):
+                    yield t, payload, r.context
+            else:
+                yield from r.frames(t0, t1)
             self.problems += r.problems
             if on_segment:
                 on_segment(p, os.path.getsize(p) if os.path.exists(p) else 0)
@@ -231,5 +292,5 @@ class StoreReader:
     def size(self) -> int:
         total = 0
         for dp, _, files in os.walk(self.dir):
-            total += sum(os.path.getsize(os.path.join(dp, f)) for f in files if f.endswith((".seg", ".dict")))
+            total += sum(os.path.getsize(os.path.join(dp, f)) for f in files if f.endswith((".seg", ".dict", ".idx")))
         return total

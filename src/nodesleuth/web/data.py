@@ -13,8 +13,8 @@ import threading
 import numpy as np
 
 from ..profile import query as pq
-from ..store import query as sq, rollup
-from ..store.catalog import PROFILE, ROLLUP, TICKS
+from ..store import rollup, tier as tiers
+from ..store.catalog import PROFILE, ROLLUP
 from ..store.store import StoreReader
 from .panels import panels
 from ..model.records import SECTIONS
@@ -24,12 +24,12 @@ TICKS_MAX_SPAN = 2 * 3600.0
 
 
 def summary(reader: StoreReader) -> dict:
-    span = reader.span(TICKS) or reader.span(ROLLUP)
+    span = tiers.span(reader) or reader.span(ROLLUP)  # over every retention tier
     ncpu = 0
     for m in rollup.minutes(reader, span[1] - 60 if span else None):
         ncpu = len(m.busy)
     if not ncpu and span:
-        for t in sq.ticks(reader, span[1] - 5, None, carry=False):
+        for t in tiers.ticks(reader, span[1] - 5, None, carry=False):
             ncpu = len([c for c in t.cpu if c >= 0])
     pspan = reader.span(PROFILE)
     return {"start": span[0] if span else None, "end": span[1] if span else None, "cpus": ncpu,
@@ -82,14 +82,17 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
                     points[p.name].append(pt)
         resolution = 60
     else:
-        for tk in sq.ticks(reader, t0, t1, carry=False):
+        plan = tiers.plan(reader, t0, t1)
+        for tk in tiers.ticks(reader, t0, t1, carry=False, using=plan):
             cpus = sorted(c for c in tk.cpu if c >= 0)
             if not cpus:
                 continue
             if grid is None:
                 grid = np.full((max(cpus) + 1, cols), -1, dtype=np.int16)
-            c = int((tk.time - 0.5 - t0) / step)
-            vals = np.array([round(tk.cpu[x].sys if metric == "sys" else tk.cpu[x].busy) for x in cpus])
+            c = int((tk.time - max(0.5, tk.interval - 0.5) - t0) / step)  # a 10 s window fills its columns
+            bmax = tk.bmax if metric == "busy" and isinstance(tk, tiers.CoarseTick) else None
+            vals = np.array([round(tk.cpu[x].sys if metric == "sys" else bmax.get(x, tk.cpu[x].busy) if bmax
+                                   else tk.cpu[x].busy) for x in cpus])
             for cc in range(max(0, c), min(cols, int((tk.time + 0.5 - t0) / step) + 1)):
                 grid[cpus, cc] = np.maximum(grid[cpus, cc], vals)
             events += [{"t": e.time, "reason": e.reason, "kind": e.kind, "ifname": e.ifname, "message": e.message}
@@ -98,8 +101,13 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
                 pt = p.from_tick(tk)
                 if pt:
                     points[p.name].append(pt)
-        resolution = 1
-    return {"from": t0, "to": t1, "cols": cols, "step": step, "resolution": resolution, "metric": metric,
+        resolution = 60 if "1min" in plan.tiers else 10 if "10s" in plan.tiers else 1
+    # which retention tier the page shows (store/tier.py), in words for its range label
+    tier_doc = ({"tier": "1 min rollups", "tiers": [{"tier": "1min", "from": t0, "to": t1}], "tier_note": ""}
+                if use_rollup else {"tier": {"1s": "1 s ticks", "10s": "10 s aggregates", "1min": "1 min rollups"}
+                                    .get(plan.tiers[0] if len(plan.tiers) == 1 else "", "+".join(plan.tiers) + " tiers"),
+                                    **plan.to_dict(), "tier_note": plan.say() if plan.coarse else ""})
+    return {"from": t0, "to": t1, "cols": cols, "step": step, "resolution": resolution, "metric": metric, **tier_doc,
             "values": grid.tolist() if grid is not None else [], "events": events,
             "panels": {p.name: p.doc((_thin_max if p.thin == "max" else _thin)(points[p.name], 800)) for p in pans},
             "problems": [str(p) for p in reader.problems]}
@@ -127,23 +135,23 @@ def _thin_max(points: list, n: int) -> list:
 def cell(reader: StoreReader, cpu: int, t: float, resolution: int) -> dict:
     """What one heatmap cell stands for: that CPU's mpstat columns in that second and who ran there
     (1 s ticks), or the minute's mean and max busy (rollups)."""
-    if resolution > 1:
+    if resolution > 10:
         for r in rollup.minutes(reader, t, t + 1):
             if r.t <= t < r.t + 60 and cpu < len(r.busy):
                 return {"cpu": cpu, "t": r.t, "span": 60, "busy_mean": r.busy[cpu], "busy_max": r.bmax[cpu],
                         "sys": r.sys[cpu]}
         return {"cpu": cpu, "t": t, "span": 60, "missing": True}
-    best = None
-    for tk in sq.ticks(reader, t - 1, t + 2, carry=False):
-        if best is None or abs(tk.time - 0.5 - t) < abs(best.time - 0.5 - t):
-            best = tk
+    best, _ = tiers.at(reader, t)  # the second covering t, or the 10 s window past the 1 s tier
     if best is None or cpu not in best.cpu:
         return {"cpu": cpu, "t": t, "span": 1, "missing": True}
     u = best.cpu[cpu]
     who = sorted((p for p in best.procs if p.cpu == cpu), key=lambda p: -p.pct)[:3]
-    return {"cpu": cpu, "t": best.time - best.interval, "span": best.interval, "busy": round(u.busy, 1),
-            "usr": u.usr, "sys": u.sys, "soft": u.soft, "irq": u.irq, "iowait": u.iowait,
-            "procs": [{"comm": p.comm, "pid": p.pid, "pct": round(p.pct, 1), "estimate": p.estimate} for p in who]}
+    doc = {"cpu": cpu, "t": best.time - best.interval, "span": best.interval, "busy": round(u.busy, 1),
+           "usr": u.usr, "sys": u.sys, "soft": u.soft, "irq": u.irq, "iowait": u.iowait,
+           "procs": [{"comm": p.comm, "pid": p.pid, "pct": round(p.pct, 1), "estimate": p.estimate} for p in who]}
+    if isinstance(best, tiers.CoarseTick):
+        doc.update({"tier": best.tier, "busy_max": best.bmax.get(cpu), "hot_seconds": (best.hot or {}).get(cpu)})
+    return doc
 
 
 def _thin(points: list, n: int) -> list:

@@ -111,7 +111,8 @@ async function loadTimeline() {
   state.tl = tl;
   drawTimeline(tl);
   drawCharts(tl);
-  $("range").textContent = `${iso(tl.from)} .. ${iso(tl.to)} (${tl.resolution === 1 ? "1 s ticks" : "1 min rollups"})`;
+  $("range").textContent = `${iso(tl.from)} .. ${iso(tl.to)} (${tl.tier || (tl.resolution === 1 ? "1 s ticks" : "1 min rollups")})`;
+  $("range").title = tl.tier_note || "";
   syncURL();
   window.nodesleuth.lastRenderMs = performance.now() - t;
 }
@@ -167,7 +168,7 @@ function drawLegend(tl) {
   const w = 240, grad = root.append("defs").append("linearGradient").attr("id", "busy-grad");
   d3.range(0, 101, 10).forEach(v => grad.append("stop").attr("offset", `${v}%`).attr("stop-color", color(v)));
   svg.append("text").attr("x", 0).attr("y", 12).attr("font-size", 11)
-    .text(`${tl.metric === "sys" ? "sys" : "busy"} % of the CPU (${tl.resolution === 1 ? "per second" : "max of each minute"})`);
+    .text(`${tl.metric === "sys" ? "sys" : "busy"} % of the CPU (${tl.resolution === 1 ? "per second" : tl.resolution === 10 ? "busiest second of each 10 s" : "max of each minute"})`);
   svg.append("rect").attr("x", 0).attr("y", 15).attr("width", w).attr("height", 8).attr("fill", "url(#busy-grad)");
   const s = d3.scaleLinear().domain([0, 100]).range([0, w]);
   svg.append("g").attr("class", "legend-axis").attr("transform", "translate(0,23)").call(d3.axisBottom(s).ticks(5).tickSize(3).tickFormat(v => `${v}%`));
