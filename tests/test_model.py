@@ -47,6 +47,7 @@ def test_every_section_declares_its_collector_metrics_and_panel():
         assert cls.METRICS or len(cls.NO_METRICS) > 15, name
         assert all(metrics.METRICS[m.name] is m for m in cls.METRICS), name
         assert cls.WEB.startswith(("panel:", "not shown: ")), (name, cls.WEB)
+        assert "merge" in cls.__dict__, f"{name}: how a window of seconds folds into one (the 10 s tier)"
         if cls.WEB.startswith("panel:"):
             p = drawn[cls.WEB.split(":", 1)[1]]
             assert name in p.fields, (name, p.name)
@@ -95,3 +96,31 @@ def test_a_real_recording_shows_every_field_where_it_is_declared(tmp_path):
     assert tl["values"] and len(tl["values"]) == len([c for c in t.cpu if c >= 0])
     assert tl["panels"]["census"]["points"] and tl["panels"]["memory"]["points"][-1]["percpu"] == t.meminfo["Percpu"]
     assert len(tl["panels"]["softnet"]["points"]) == len(ticks)  # every second (the prime read is the baseline)
+
+
+def test_sections_fold_a_window_of_real_seconds(tmp_path):
+    """What the 10 s tier stores of a registered section (store/tier.py calls each class's merge): a real
+    recording's seconds folded, counters summed as the kernel counted them, the result storable."""
+    store = str(tmp_path / "store")
+    p = nodesleuth("record", "--store", store, "--duration", "7s", "--quiet", "--live-every", "1")
+    assert p.returncode == 0, p.stderr
+    ticks = list(sq.ticks(StoreReader(store), None, None))
+    seen = set()
+    for name, cls in SECTIONS.items():
+        vals = [getattr(t, name) for t in ticks if getattr(t, name) is not None]
+        if len(vals) < 2:
+            continue
+        seen.add(name)
+        m = cls.merge(vals)
+        assert type(m).from_stored(orjson.loads(orjson.dumps(m.stored()))).to_dict() == m.to_dict(), name
+        if name == "vmstat":
+            assert m.deltas == {k: sum(v.deltas.get(k, 0) for v in vals) for k in m.deltas}
+        elif name == "softnet":
+            for c in m.cpus:
+                assert m.of(c)["processed"] == sum(v.of(c).get("processed", 0) for v in vals)
+        elif name == "tcp":
+            for k in m.init:
+                assert m.sum(k) == sum(v.sum(k) for v in vals), k
+        elif name == "kernel_log":
+            assert (m.read, m.dropped) == (sum(v.read for v in vals), sum(v.dropped for v in vals))
+    assert {"softnet", "vmstat", "tcp", "kernel_log"} <= seen, seen

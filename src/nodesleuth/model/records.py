@@ -300,6 +300,23 @@ class Softnet(Section):
         return {k: getattr(self, k)[i] for k in ("processed", "dropped", "time_squeeze", "received_rps",
                                                    "flow_limit_count", "backlog_len") if getattr(self, k) is not None}
 
+    @classmethod
+    def merge(cls, vals: list["Softnet"]) -> "Softnet":
+        """A window of seconds (the 10 s tier): each CPU's counters summed, its backlog the last second's."""
+        cpus = sorted({c for v in vals for c in v.cpus})
+        at = {c: i for i, c in enumerate(cpus)}
+        cols: dict = {}
+        for k in ("processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count", "backlog_len"):
+            if all(getattr(v, k) is None for v in vals):
+                cols[k] = None
+                continue
+            col = [0] * len(cpus)
+            for v in vals:
+                for c, x in zip(v.cpus, getattr(v, k) or ()):
+                    col[at[c]] = x if k == "backlog_len" else col[at[c]] + x
+            cols[k] = col
+        return cls(cpus, **cols)
+
 
 def _in(ticks, t0: float, t1: float) -> list:
     """Ticks whose interval ends in (t0, t1] (the half second of slack of detect/incidents._window)."""
@@ -439,6 +456,27 @@ class Tcp(Section):
         """One counter's delta over every netns read this tick."""
         return (self.init or {}).get(key, 0) + sum(n["d"].get(key, 0) for n in self.netns)
 
+    @classmethod
+    def merge(cls, vals: list["Tcp"]) -> "Tcp":
+        """A window of seconds: the host's deltas summed (None when no second read it), each other netns's
+        deltas and seconds summed under its last second's pid/comm/cgroup."""
+        inits = [v.init for v in vals if v.init is not None]
+        init = None
+        if inits:
+            init = {}
+            for d in inits:
+                for k, x in d.items():
+                    init[k] = init.get(k, 0) + x
+        by: dict = {}
+        for v in vals:
+            for n in v.netns:
+                m = by.setdefault(n["ns"], {**n, "s": 0, "d": {}})
+                m.update({k: n[k] for k in n if k not in ("s", "d")})
+                m["s"] += n.get("s", 0)
+                for k, x in n["d"].items():
+                    m["d"][k] = m["d"].get(k, 0) + x
+        return cls(init, list(by.values()), max(v.known for v in vals), sum(v.read for v in vals), vals[-1].missing)
+
     def samples(self):
         for label, vals in (self.totals or {}).items():
             for k in TCP_COUNTERS:
@@ -486,6 +524,11 @@ class Sockets(Section):
 
     def to_dict(self) -> dict:
         return {"scans": self.scans}
+
+    @classmethod
+    def merge(cls, vals: list["Sockets"]) -> "Sockets":
+        """A window of seconds: every scan of it (at most one a second)."""
+        return cls([x for v in vals for x in v.scans])
 
     def samples(self):
         if self.totals:
@@ -684,6 +727,15 @@ class Vmstat(Section):
     def from_dict(cls, d: dict) -> "Vmstat":
         return cls(dict(d.get("deltas", {})))
 
+    @classmethod
+    def merge(cls, vals: list["Vmstat"]) -> "Vmstat":
+        """A window of seconds: the deltas summed."""
+        out: dict = {}
+        for v in vals:
+            for k, x in v.deltas.items():
+                out[k] = out.get(k, 0) + x
+        return cls(out)
+
     def samples(self):
         for k, v in (self.totals or {}).items():
             yield f"nodesleuth_vmstat_{k}", (), v
@@ -703,6 +755,21 @@ class IrqTop(Section):
     span: float  # seconds the counts cover
     cpus: dict  # str(cpu) -> [[line, name, per_s], ...]
 
+    @classmethod
+    def merge(cls, vals: list["IrqTop"]) -> "IrqTop":
+        """A window of reads: each line's rate over their spans together, the top 3 a CPU again."""
+        span = sum(v.span for v in vals)
+        counts: dict = {}
+        for v in vals:
+            for cpu, rows in v.cpus.items():
+                for line, name, per_s in rows:
+                    key = (cpu, line)
+                    counts[key] = (name, counts.get(key, (name, 0.0))[1] + per_s * v.span)
+        cpus: dict = {}
+        for (cpu, line), (name, n) in counts.items():
+            cpus.setdefault(cpu, []).append([line, name, round(n / span, 1) if span else 0.0])
+        return cls(span, {c: sorted(r, key=lambda x: -x[2])[:3] for c, r in cpus.items()})
+
 
 @dataclass
 class Hogs(Section):
@@ -715,6 +782,17 @@ class Hogs(Section):
     WEB = "not shown: explain's evidence for the processes on a hot core (class, throttling)"
 
     rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms"}]
+
+    @classmethod
+    def merge(cls, vals: list["Hogs"]) -> "Hogs":
+        """A window of seconds: each (process, CPU) at its largest share of the window, the 8 largest."""
+        best: dict = {}
+        for v in vals:
+            for r in v.rows:
+                k = (r["pid"], r["cpu"])
+                if k not in best or r["pct"] > best[k]["pct"]:
+                    best[k] = r
+        return cls(sorted(best.values(), key=lambda r: -r["pct"])[:8])
 
 
 @dataclass
@@ -744,6 +822,13 @@ class KernelLog(Section):
     totals: dict | None = None  # the reader's counts since it started, for /metrics (not stored)
 
     GAPS: ClassVar[int] = 64
+
+    @classmethod
+    def merge(cls, vals: list["KernelLog"]) -> "KernelLog":
+        """A window of seconds: the counts summed, the skipped ranges kept (at most GAPS), the last lag."""
+        gaps = [g for v in vals for g in (v.gaps or ())][:cls.GAPS]
+        return cls(sum(v.read for v in vals), sum(v.dropped for v in vals), sum(v.bounded for v in vals),
+                   gaps or None, vals[-1].behind_bytes)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "totals"}

@@ -3,7 +3,7 @@
 A new kind of data reaches every view by declaring it once, here in the model: subclass Section with
 a dataclass of its fields, set FIELD (the Tick field that holds it; add that field to Tick), METRICS
 (its series) and WEB (the web panel that draws it, web/panels/NAME.py, or why none does), and
-implement samples() for /metrics. Then the store keeps it by field name (store/codec.py), `dump`
+implement samples() for /metrics and merge() for the 10 s tier (how a window of seconds folds into one). Then the store keeps it by field name (store/codec.py), `dump`
 prints to_dict(), the exporter and `dump --format openmetrics` serve samples(), with no other file
 touched. tests/test_model.py checks every declaration.
 """
@@ -47,6 +47,12 @@ class Section:
     @classmethod
     def from_stored(cls, d: dict) -> "Section":
         return cls.from_dict(d)
+
+    @classmethod
+    def merge(cls, vals: list["Section"]) -> "Section":
+        """A window of seconds as one (store/tier.py's 10 s tier): every section says how (counters summed,
+        a state its last second's); tests/test_model.py checks each class defines it."""
+        raise NotImplementedError(cls.__name__)
 
     def samples(self) -> Iterable[tuple[str, tuple, float]]:
         """(metric name, label values, value) for /metrics; counters carry the kernel's own totals."""

@@ -10,7 +10,7 @@ its `interval` the window's seconds, and:
 - `procs`: each process's mean % of a CPU over the window (top 5 per CPU over 0.5 %, as a tick);
 - every kernel event of the window; softirqs, NIC IRQs and ksoftirqd wait/run summed; the NIC
   counters, units, cgroup census and meminfo of its last second; a registered collector's section
-  merged by its class's `merge(list)` when it has one, else its last second's.
+  folded by its class's `merge(list)` (counters summed, states their last second's).
 
 What is lost at 10 s: which second inside the window (an episode's start and end are known to the
 window), per-second shapes (a CPU 100 % for 5 s reads 50 % busy, 100 % max, 5 hot seconds), and the
@@ -224,8 +224,7 @@ class Aggregator:
         sections = {}
         for name, cls in SECTIONS.items():
             vals = self.sections.get(name)
-            merge = getattr(cls, "merge", None)
-            sections[name] = (merge(vals) if merge is not None else vals[-1]) if vals else None
+            sections[name] = cls.merge(vals) if vals else None
         agg = Tick(last.time, interval, {}, procs, last.census, last.meminfo, list(self.events), self.nics,
                    self.units, {c: tuple(v) for c, v in self.raw.items()} if self.raw else None, self.si, self.ni,
                    self.starve, **sections)
