@@ -1,0 +1,867 @@
+"""The direct profiler: the kernel's perf ring buffers read in this process, without `perf record`
+or `perf script`.
+
+One cpu-clock event per online CPU (perf_event_open(2), pid -1, frequency mode, the sample type
+`perf record -g` uses: IP|TID|TIME|CALLCHAIN|CPU|PERIOD, CLOCK_MONOTONIC timestamps, side-band
+MMAP2/COMM/FORK/EXIT records for naming user frames), each with its mmap'ed ring. The rings are
+copied out when the kernel says one is half full (a watermark wakeup, as perf record reads them) and
+at each store; records are decoded in bulk with numpy (fixed offsets for the one sample type asked
+for; a callchain hash per sample), so Python's per-sample work is a record-length walk and the
+kernel's work is all that grows with the rate. A stack is named once, when its (process, map
+generation, callchain) is first seen: kernel addresses from kallsyms, user ones from the process's
+maps and its files' ELF symbol tables (profile/symbols.py), each address once. The names are those
+`perf script` prints, so the stored profile folds as stackcollapse-perf.pl folds perf's text
+(tests/test_profile_direct.py compares both on the same live samples).
+
+Needs: Linux on x86_64 (the ring's head is read without a barrier, which x86's ordering allows),
+perf_event_open allowed for system-wide events (root, CAP_PERFMON or CAP_SYS_ADMIN, or
+kernel.perf_event_paranoid <= 0), and the rings' memory lockable (CAP_IPC_LOCK or under
+kernel.perf_event_mlock_kb). runner.ProfileRunner tries this first and otherwise falls back to
+`perf record` (profile/perfdata.py), saying why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import platform
+import select
+import struct
+import threading
+import time
+from bisect import bisect_right
+
+import numpy as np
+
+from ..model.errors import InputError
+from ..store.catalog import PROFILE, PROFILE_LOST
+from .agg import Aggregator
+from .arrays import distinct
+from .codec import encode_lost, encode_pieces
+from .parse import UNNAMED, Batch
+from .symbols import KernelSymbols, UserSymbols, frame, perf_map_symbols
+
+# include/uapi/linux/perf_event.h
+PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
+S_IP, S_TID, S_TIME, S_CALLCHAIN, S_CPU, S_PERIOD = 0x1, 0x2, 0x4, 0x20, 0x80, 0x100
+SAMPLE_TYPE = S_IP | S_TID | S_TIME | S_CALLCHAIN | S_CPU | S_PERIOD
+(F_DISABLED, F_MMAP, F_COMM, F_FREQ, F_TASK, F_WATERMARK, F_SAMPLE_ID_ALL, F_MMAP2, F_COMM_EXEC,
+ F_USE_CLOCKID) = (1 << 0, 1 << 8, 1 << 9, 1 << 10, 1 << 13, 1 << 14, 1 << 18, 1 << 23, 1 << 24, 1 << 25)
+ATTR = struct.Struct("<IIQQQQQIIQQQQIiQIHH")  # perf_event_attr up to sample_max_stack: 112 bytes (VER5)
+PERF_FLAG_FD_CLOEXEC = 8
+IOC_ENABLE, IOC_DISABLE = 0x2400, 0x2401
+NR_PERF_EVENT_OPEN = {"x86_64": 298}
+CLOCK_MONOTONIC = 1
+# records
+MMAP, LOST, COMM, EXIT, FORK, SAMPLE, MMAP2 = 1, 2, 3, 4, 7, 9, 10
+COMM_EXEC = 1 << 13
+CONTEXT_HV, CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_MAX = 2**64 - 32, 2**64 - 128, 2**64 - 512, 2**64 - 4095
+EVENT = "cpu-clock"
+META_HEAD, META_TAIL = 1024, 1032  # data_head / data_tail in struct perf_event_mmap_page
+U64 = struct.Struct("<Q")
+MASK32 = np.uint64(0xFFFFFFFF)
+_rng = np.random.default_rng(0x6E73)  # fixed: the same stack hashes alike in every run (tests, reruns)
+MULT = (_rng.integers(1, 2**63, size=1024, dtype=np.uint64) << np.uint64(1)) | np.uint64(1)  # odd multipliers
+MIX_PID, MIX_GEN = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+class Unavailable(Exception):
+    """The direct path cannot run here; the message says why (the runner falls back to perf record)."""
+
+
+def online_cpus(path: str = "/sys/devices/system/cpu/online") -> list[int]:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return list(range(os.cpu_count() or 1))
+    out = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
+
+
+def online_cpus_from(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        if part.strip():
+            a, _, b = part.strip().partition("-")
+            out += list(range(int(a), int(b or a) + 1))
+    return out
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+class Rings:
+    """One cpu-clock sampling event per CPU with its mmap'ed ring buffer."""
+
+    def __init__(self, cpus: list[int], freq: int, pages: int, max_stack: int = 127):
+        if platform.machine() not in NR_PERF_EVENT_OPEN:
+            raise Unavailable(f"the direct reader supports x86_64 only (this is {platform.machine()})")
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.syscall.restype = ctypes.c_long
+        self.nr = NR_PERF_EVENT_OPEN[platform.machine()]
+        self.page = mmap.PAGESIZE
+        self.pages = pages
+        self.size = pages * self.page
+        self.fds: list[int] = []
+        self.maps: list[mmap.mmap] = []
+        self.cpus: list[int] = []
+        self.tails: list[int] = []
+        flags = (F_DISABLED | F_MMAP | F_COMM | F_FREQ | F_TASK | F_WATERMARK | F_SAMPLE_ID_ALL | F_MMAP2
+                 | F_COMM_EXEC | F_USE_CLOCKID)
+        attr = ATTR.pack(PERF_TYPE_SOFTWARE, ATTR.size, PERF_COUNT_SW_CPU_CLOCK, freq, SAMPLE_TYPE, 0, flags,
+                         self.size // 2, 0, 0, 0, 0, 0, 0, CLOCK_MONOTONIC, 0, 0, max_stack, 0)
+        self.attr = ctypes.create_string_buffer(attr, ATTR.size)
+        try:
+            for cpu in cpus:
+                fd = self.libc.syscall(self.nr, self.attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)
+                if fd < 0:
+                    e = ctypes.get_errno()
+                    if e == errno.ENODEV and len(cpus) > 1:
+                        continue  # went offline meanwhile
+                    raise Unavailable(self._why(e))
+                self.fds.append(fd)
+                try:
+                    m = mmap.mmap(fd, self.page + self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+                except OSError as ex:
+                    raise Unavailable(f"cannot map a {self.size // 1024} KB perf ring per CPU ({ex.strerror}; "
+                                      f"kernel.perf_event_mlock_kb={_read('/proc/sys/kernel/perf_event_mlock_kb')}"
+                                      ", no CAP_IPC_LOCK?)") from None
+                self.maps.append(m)
+                self.cpus.append(cpu)
+                self.tails.append(0)
+            if not self.fds:
+                raise Unavailable("no online CPU could be sampled")
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _why(e: int) -> str:
+        para = _read("/proc/sys/kernel/perf_event_paranoid")
+        if e in (errno.EACCES, errno.EPERM):
+            return (f"perf_event_open refused a system-wide event ({os.strerror(e)}; kernel.perf_event_paranoid="
+                    f"{para}: needs root, CAP_PERFMON or a paranoid level <= 0)")
+        if e == errno.ENOENT or e == errno.ENOSYS:
+            return f"no perf events in this kernel ({os.strerror(e)})"
+        if e == errno.EINVAL:
+            return "the kernel refused the event's attributes (EINVAL: too old for use_clockid/mmap2?)"
+        if e == errno.EMFILE:
+            return "too many open files for one event per CPU (EMFILE)"
+        return f"perf_event_open failed: {os.strerror(e)}"
+
+    def ioctl_all(self, req: int) -> None:
+        import fcntl
+
+        for fd in self.fds:
+            fcntl.ioctl(fd, req, 0)
+
+    def read(self, i: int) -> bytes:
+        """Everything the kernel wrote into ring i since the last read; the space is handed back."""
+        m = self.maps[i]
+        head = U64.unpack_from(m, META_HEAD)[0]
+        tail = self.tails[i]
+        if head == tail:
+            return b""
+        size, base = self.size, self.page
+        s, e = tail % size, head % size
+        if head - tail >= size:  # cannot happen in the non-overwrite mode asked for; be safe
+            s, e = e, e
+        data = m[base + s:base + e] if s < e else m[base + s:base + size] + m[base:base + e]
+        U64.pack_into(m, META_TAIL, head)
+        self.tails[i] = head
+        return data
+
+    def close(self) -> None:
+        for m in self.maps:
+            try:
+                m.close()
+            except (BufferError, ValueError):
+                pass
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.maps, self.fds = [], []
+
+
+# --- process state: maps and comms, as perf tracks them
+
+ANON, FILE, VDSO, OTHER = 0, 1, 2, 3
+
+
+def _kind(name: str) -> int:
+    if name in ("//anon", "") or name.startswith(("/dev/zero", "/anon_hugepage", "[anon:")):
+        return ANON
+    if name == "[vdso]":
+        return VDSO
+    if name.startswith("/") and not name.endswith(" (deleted)"):
+        return FILE
+    return OTHER
+
+
+class Maps:
+    """A process's executable maps: sorted starts and (start, end, pgoff, kind, name, ident) rows."""
+
+    __slots__ = ("starts", "rows")
+
+    def __init__(self, starts=None, rows=None):
+        self.starts: list[int] = starts if starts is not None else []
+        self.rows: list[tuple] = rows if rows is not None else []
+
+    def copy(self) -> "Maps":
+        return Maps(list(self.starts), list(self.rows))
+
+    def add(self, start: int, end: int, pgoff: int, name: str, ident: tuple) -> None:
+        """A new map replaces the parts of older ones it overlaps (perf's maps__fixup_overlappings)."""
+        lo = max(0, bisect_right(self.starts, start) - 1)
+        hi = lo
+        keep = []
+        rows = self.rows
+        while hi < len(rows) and rows[hi][0] < end:
+            s0, e0, p0, k0, n0, i0 = rows[hi]
+            if e0 > start:
+                if s0 < start:
+                    keep.append((s0, start, p0, k0, n0, i0))
+                if e0 > end:
+                    keep.append((end, e0, p0 + (end - s0), k0, n0, i0))
+            else:
+                keep.append(rows[hi])
+            hi += 1
+        keep.append((start, end, pgoff, _kind(name), name, ident))
+        keep.sort()
+        rows[lo:hi] = keep
+        self.starts[lo:hi] = [r[0] for r in keep]
+
+    def find(self, ip: int):
+        i = bisect_right(self.starts, ip) - 1
+        if i >= 0 and ip < self.rows[i][1]:
+            return self.rows[i]
+        return None
+
+
+def proc_maps(pid: int) -> Maps | None:
+    """A running process's executable maps from /proc (perf record synthesizes the same at start)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    m = Maps()
+    for ln in lines:
+        p = ln.split(None, 5)
+        if len(p) < 5 or "x" not in p[1]:
+            continue
+        a, _, b = p[0].partition("-")
+        maj, _, mn = p[3].partition(":")
+        name = p[5] if len(p) > 5 else "//anon"
+        try:
+            m.add(int(a, 16), int(b, 16), int(p[2], 16), name, (int(maj, 16), int(mn, 16), int(p[4])))
+        except ValueError:
+            continue
+    return m
+
+
+def _cstr(rec: bytes, at: int) -> str:
+    end = rec.find(b"\0", at)
+    return rec[at:end if end >= 0 else len(rec)].decode(errors="replace")
+
+
+class Decoder:
+    """Raw ring records -> Batch (numpy columns, stacks named as perf script names them)."""
+
+    STACK_LIMIT = 200_000  # distinct (process, callchain) keys kept; past it the caches start over
+
+    def __init__(self, max_stack: int = 127):
+        self.max_stack = max_stack
+        self.kernel = KernelSymbols()
+        self.user = UserSymbols()
+        self.comm: dict[int, str] = {0: "swapper"}
+        self.maps: dict[int, Maps] = {}
+        self.gen: dict[int, int] = {}
+        self.versions: dict[tuple[int, int], Maps] = {}
+        self.root: dict[int, str] = {}  # pid -> /proc/PID/root prefix ("" if it is ours)
+        self.nspid: dict[int, int] = {}
+        self.known: dict[int, tuple] = {}  # stack key -> (stack, pid, callchain bytes)
+        self.kcache: dict[int, tuple[str, ...]] = {}
+        self.fcache: dict[tuple, tuple[str, ...]] = {}
+        self.jit: dict[tuple, object] = {}
+        self.lost: list[tuple[int, int, int]] = []
+        self.samples = 0
+        self.named = 0  # distinct stacks named
+        self.exited: set[int] = set()
+        try:
+            self.my_mnt = os.stat("/proc/self/ns/mnt").st_ino
+        except OSError:
+            self.my_mnt = None
+
+    def snapshot(self) -> None:
+        """Every process's executable maps and every thread's name now, as perf record synthesizes
+        them at start (once the events are enabled: what changes later comes as records): a process
+        that exits before its samples are decoded keeps its names."""
+        try:
+            pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+        except OSError:
+            return
+        for pid in pids:
+            if pid not in self.maps:
+                m = proc_maps(pid)
+                if m is not None:
+                    self.maps[pid] = m
+                    self.gen.setdefault(pid, 0)
+                    self.versions[(pid, self.gen[pid])] = m
+            try:
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for t in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{t}/comm") as f:
+                        self.comm.setdefault(int(t), f.read().rstrip("\n"))
+                except (OSError, ValueError):
+                    pass
+
+    # --- side-band
+
+    def _maps_of(self, pid: int) -> Maps:
+        m = self.maps.get(pid)
+        if m is None:
+            m = self.maps[pid] = proc_maps(pid) or Maps()
+            self.gen.setdefault(pid, 0)
+            self.versions[(pid, self.gen[pid])] = m
+        return m
+
+    def _bump(self, pid: int, m: Maps) -> int:
+        g = self.gen.get(pid, 0) + 1
+        self.gen[pid] = g
+        self.maps[pid] = m
+        self.versions[(pid, g)] = m
+        return g
+
+    def side_band(self, typ: int, misc: int, rec: bytes, t: int, changes: dict, comm_changes: dict) -> None:
+        if typ == MMAP2 or typ == MMAP:
+            pid = struct.unpack_from("<i", rec, 8)[0]
+            if pid == -1:
+                return  # kernel maps: this process reads kallsyms itself
+            start, length, pgoff = struct.unpack_from("<QQQ", rec, 16)
+            if typ == MMAP2:
+                maj, mn, ino = struct.unpack_from("<IIQ", rec, 40)
+                ident = (maj, mn, ino)
+                name = _cstr(rec, 72)
+            else:
+                ident, name = (0, 0, 0), _cstr(rec, 40)
+            m = self._maps_of(pid).copy()
+            m.add(start, start + length, pgoff, name, ident)
+            changes.setdefault(pid, []).append((t, self._bump(pid, m)))
+        elif typ == COMM:
+            pid, tid = struct.unpack_from("<ii", rec, 8)
+            comm_changes.setdefault(tid, []).append((t, _cstr(rec, 16)))
+            if misc & COMM_EXEC:
+                changes.setdefault(pid, []).append((t, self._bump(pid, self._maps_of(pid))))
+        elif typ == FORK:
+            pid, ppid, tid, ptid = struct.unpack_from("<iiii", rec, 8)
+            c = self._comm_at(ptid, t, comm_changes)
+            comm_changes.setdefault(tid, []).append((t, c))
+            if pid != ppid:
+                parent = self._maps_of(ppid) if ppid > 0 else Maps()
+                self.root.pop(pid, None)
+                self.nspid.pop(pid, None)
+                self.exited.discard(pid)
+                changes.setdefault(pid, []).append((t, self._bump(pid, parent.copy())))
+        elif typ == EXIT:
+            pid, _ppid, tid, _ptid = struct.unpack_from("<iiii", rec, 8)
+            if pid == tid:
+                self.exited.add(pid)
+        elif typ == LOST:
+            n = U64.unpack_from(rec, 16)[0]
+            cpu = struct.unpack_from("<I", rec, len(rec) - 8)[0]
+            self.lost.append((t, cpu, n))
+
+    def _comm_at(self, tid: int, t: int, comm_changes: dict) -> str | None:
+        ch = comm_changes.get(tid)
+        if ch:
+            return ch[-1][1]
+        return self.comm.get(tid)
+
+    # --- naming
+
+    def _root(self, pid: int) -> str:
+        r = self.root.get(pid)
+        if r is None:
+            r = ""
+            try:
+                if self.my_mnt is not None and os.stat(f"/proc/{pid}/ns/mnt").st_ino != self.my_mnt:
+                    r = f"/proc/{pid}/root"
+            except OSError:
+                pass
+            self.root[pid] = r
+        return r
+
+    def _nspid(self, pid: int) -> int:
+        n = self.nspid.get(pid)
+        if n is None:
+            n = pid
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for ln in f:
+                        if ln.startswith("NStgid:"):
+                            n = int(ln.split()[-1])
+                            break
+            except (OSError, ValueError):
+                pass
+            self.nspid[pid] = n
+        return n
+
+    def _kframe(self, ip: int) -> tuple[str, ...]:
+        f = self.kcache.get(ip)
+        if f is None:
+            sym, dso = self.kernel.name(ip)
+            f = self.kcache[ip] = frame(ip, sym, dso)
+        return f
+
+    def _uframe(self, pid: int, m: Maps | None, ip: int) -> tuple[str, ...]:
+        row = m.find(ip) if m is not None else None
+        if row is None:
+            return ("[unknown]",)
+        start, end, pgoff, kind, name, ident = row
+        off = ip - start + pgoff
+        if kind == FILE:
+            key = (name, ident, off)
+            f = self.fcache.get(key)
+            if f is None:
+                fs = self.user.file(name, self._root(pid), ident)
+                sym = fs.lookup(off)
+                f = self.fcache[key] = frame(ip, sym if sym is not None else "[unknown]", name)
+            return f
+        if kind == VDSO:
+            sym = self.user.vdso_symbols().lookup(off)
+            return frame(ip, sym if sym is not None else "[unknown]", "[vdso]")
+        if kind == ANON:
+            nsp = self._nspid(pid)
+            dso = f"/tmp/perf-{pid}.map"
+            jk = (pid, nsp)
+            tab = self.jit.get(jk, False)
+            if tab is False:
+                tab = None
+                for p in (f"{self._root(pid)}/tmp/perf-{nsp}.map", f"/tmp/perf-{pid}.map"):
+                    tab = perf_map_symbols(p)
+                    if tab is not None:
+                        break
+                self.jit[jk] = tab
+            sym = tab.lookup(ip) if tab is not None else None
+            return frame(ip, sym if sym is not None else "[unknown]", dso)
+        return frame(ip, "[unknown]", name)
+
+    def name_stack(self, pid: int, gen: int, ips: list[int]) -> tuple[str, ...]:
+        """perf script's callchain for one sample, root first (as folded)."""
+        m = self.versions.get((pid, gen))
+        if m is None and pid > 0:
+            m = self._maps_of(pid) if pid not in self.maps else self.maps[pid]
+        per: list[tuple[str, ...]] = []
+        ctx = CONTEXT_USER
+        n = 0
+        for ip in ips:
+            if ip >= CONTEXT_MAX:
+                if ip in (CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_HV):
+                    ctx = ip
+                    continue
+                per = []  # a guest context: perf resets the chain
+                break
+            if n >= self.max_stack:
+                break
+            n += 1
+            if ctx == CONTEXT_KERNEL:
+                per.append(self._kframe(ip))
+            elif ctx == CONTEXT_USER:
+                per.append(self._uframe(pid, m, ip))
+            else:
+                per.append(("[unknown]",))
+        self.named += 1
+        return tuple(x for f in reversed(per) for x in f)
+
+    # --- bulk decoding
+
+    def decode(self, buf: bytes) -> Batch:
+        """All records of `buf` (whole records from the rings, any CPU order): side-band applied in
+        time order, samples as a Batch in time order."""
+        b = Batch(events=[EVENT])
+        n = len(buf)
+        if n < 8:
+            return b
+        offs = []
+        app = offs.append
+        off = 0
+        while off + 8 <= n:  # the one per-record Python step: record lengths
+            app(off)
+            sz = buf[off + 6] | (buf[off + 7] << 8)
+            if sz < 8:
+                break
+            off += sz
+        if off > n:  # a cut record (cannot happen with whole ring reads)
+            offs.pop()
+        u = np.frombuffer(buf, dtype="<u8", count=n // 8)
+        o = np.array(offs, dtype=np.int64) >> 3
+        hdr = u[o]
+        typ = (hdr & MASK32).astype(np.int64)
+        size8 = (hdr >> np.uint64(51)).astype(np.int64)
+        is_s = typ == SAMPLE
+        # side-band, in time order (their times from the sample_id trailer: pid/tid, time, cpu/res)
+        sb = np.flatnonzero(~is_s)
+        changes: dict[int, list] = {}
+        comm_changes: dict[int, list] = {}
+        if len(sb):
+            so = o[sb]
+            sz8 = size8[sb]
+            ok = sz8 >= 4
+            ts = np.where(ok, u[np.where(ok, so + sz8 - 2, 0)], 0)
+            for i in np.argsort(ts, kind="stable").tolist():
+                t = int(ts[i])
+                a = int(so[i]) * 8
+                h = int(hdr[sb[i]])
+                self.side_band(h & 0xFFFFFFFF, (h >> 32) & 0xFFFF, buf[a:a + int(sz8[i]) * 8], t, changes,
+                               comm_changes)
+        s = o[is_s]
+        if not len(s):
+            self._settle(comm_changes)
+            return b
+        nr = u[s + 6].astype(np.int64)
+        room = size8[is_s] - 7
+        nr = np.minimum(nr, np.maximum(room, 0))
+        pt = u[s + 2]
+        pid = (pt & MASK32).astype(np.uint32).view(np.int32).astype(np.int64)
+        tid = (pt >> np.uint64(32)).astype(np.uint32).view(np.int32).astype(np.int64)
+        t = u[s + 3]
+        cpu = (u[s + 4] & MASK32).astype(np.int64)
+        period = u[s + 5]
+        order = np.argsort(t, kind="stable")
+        s, nr, pid, tid, t, cpu, period = (x[order] for x in (s, nr, pid, tid, t, cpu, period))
+        m = len(s)
+        # one 64-bit hash per callchain: sum of its entries times per-position odd multipliers
+        total = int(nr.sum())
+        h = np.zeros(m, dtype=np.uint64)
+        if total:
+            first = np.cumsum(nr) - nr
+            rep = np.repeat(np.arange(m), nr)
+            pos = np.arange(total, dtype=np.int64) - first[rep]
+            vals = u[(s + 7)[rep] + pos]
+            prod = vals * MULT[pos & 1023]
+            nz = nr > 0
+            h[nz] = np.add.reduceat(prod, first[nz])
+        h += nr.astype(np.uint64) * MIX_GEN
+        gen = self._gens(pid, t, changes)
+        key = h ^ (pid.astype(np.uint64) * MIX_PID) ^ (gen.astype(np.uint64) * MIX_GEN)
+        key ^= key >> np.uint64(31)
+        ukeys = distinct(key)
+        inv = np.searchsorted(ukeys, key)
+        firsts = np.empty(len(ukeys), dtype=np.int64)
+        firsts[inv] = np.arange(m)  # a sample of each key (the last one: any will do)
+        stack_ix: dict[tuple, int] = {}
+        local = np.empty(len(ukeys), dtype=np.int64)
+        known = self.known
+        for j, (k, i) in enumerate(zip(ukeys.tolist(), firsts.tolist())):
+            a = int(s[i]) + 7
+            chain = u[a:a + int(nr[i])]
+            got = known.get(k)
+            raw = chain.tobytes()
+            p = int(pid[i])
+            if got is None or got[1] != p or got[2] != raw:
+                st = self.name_stack(p, int(gen[i]), chain.tolist())
+                if got is None:
+                    known[k] = (st, p, raw)
+            else:
+                st = got[0]
+            x = stack_ix.get(st)
+            if x is None:
+                x = stack_ix[st] = len(b.stacks)
+                b.stacks.append(st)
+            local[j] = x
+        b.stack_ids = local[inv]
+        b.comm_ids = self._comms(b, pid, tid, t, comm_changes)
+        b.times = (t // np.uint64(1000)).astype(np.float64) / 1e6
+        b.cpus, b.pids, b.tids, b.periods = cpu, pid, tid, period.astype(np.uint64)
+        b.event_ids = [0] * m
+        self.samples += m
+        self._settle(comm_changes)
+        return b
+
+    def _gens(self, pid: np.ndarray, t: np.ndarray, changes: dict) -> np.ndarray:
+        """The map generation of each sample's process at its time."""
+        up = distinct(pid)
+        base = {}
+        for p, ch in changes.items():
+            base[p] = ch[0][1] - 1  # the generation before this batch's first change
+        cur = np.array([base.get(p, self.gen.get(p, 0)) for p in up.tolist()], dtype=np.int64)
+        gen = cur[np.searchsorted(up, pid)]
+        if changes:
+            byp = np.argsort(pid, kind="stable")
+            sp = pid[byp]
+            for p, ch in changes.items():
+                lo, hi = np.searchsorted(sp, p), np.searchsorted(sp, p, side="right")
+                if lo == hi:
+                    continue
+                idx = byp[lo:hi]
+                times = np.array([c[0] for c in ch], dtype=np.uint64)
+                gens = np.array([base[p]] + [c[1] for c in ch], dtype=np.int64)
+                gen[idx] = gens[np.searchsorted(times, t[idx], side="right")]
+        return gen
+
+    def _comms(self, b: Batch, pid, tid, t, comm_changes: dict) -> np.ndarray:
+        """The comm of each sample's thread at its time, interned into b.comms."""
+        ut = distinct(tid)
+        comm_ix: dict[str, int] = {}
+
+        def intern(c: str) -> int:
+            i = comm_ix.get(c)
+            if i is None:
+                i = comm_ix[c] = len(b.comms)
+                b.comms.append(c)
+            return i
+
+        def base(x: int, p: int) -> str:
+            ch = comm_changes.get(x)
+            c = self.comm.get(x)
+            if c is None and not ch:
+                try:
+                    with open(f"/proc/{p}/task/{x}/comm") as f:
+                        c = self.comm[x] = f.read().rstrip("\n")
+                except OSError:
+                    c = None
+            return c if c is not None else f":{x}"
+
+        firsts = np.searchsorted(np.sort(tid), ut)  # any sample of each tid, for its pid
+        sorted_pid = pid[np.argsort(tid, kind="stable")]
+        cids = np.array([intern(base(x, int(sorted_pid[f]))) for x, f in zip(ut.tolist(), firsts.tolist())],
+                        dtype=np.int64)
+        out = cids[np.searchsorted(ut, tid)]
+        if comm_changes:
+            byt = np.argsort(tid, kind="stable")
+            st = tid[byt]
+            for x, ch in comm_changes.items():
+                lo, hi = np.searchsorted(st, x), np.searchsorted(st, x, side="right")
+                if lo == hi:
+                    continue
+                idx = byt[lo:hi]
+                times = np.array([c[0] for c in ch], dtype=np.uint64)
+                prev = self.comm.get(x)
+                names = [prev if prev is not None else f":{x}"] + [c[1] if c[1] is not None else f":{x}" for c in ch]
+                ids = np.array([intern(c) for c in names], dtype=np.int64)
+                out[idx] = ids[np.searchsorted(times, t[idx], side="right")]
+        return out
+
+    def _settle(self, comm_changes: dict) -> None:
+        """After a batch: comms take their last value, only the current map versions are kept, and
+        what exited is forgotten; caches are bounded."""
+        for x, ch in comm_changes.items():
+            if ch[-1][1] is not None:
+                self.comm[x] = ch[-1][1]
+        self.versions = {(p, g): self.maps[p] for p, g in self.gen.items() if p in self.maps}
+        for p in self.exited:
+            self.maps.pop(p, None)
+            self.gen.pop(p, None)
+            self.root.pop(p, None)
+            self.nspid.pop(p, None)
+            for k in [k for k in self.jit if k[0] == p]:
+                del self.jit[k]
+        self.exited.clear()
+        if len(self.known) > self.STACK_LIMIT:
+            self.known.clear()
+        if len(self.fcache) + len(self.kcache) > self.STACK_LIMIT:
+            self.fcache.clear()
+            self.kcache.clear()
+        if len(self.comm) > 1_000_000:
+            self.comm = {0: "swapper"}
+
+    def close(self) -> None:
+        self.user.demangle.close()
+
+
+def ring_pages(freq: int, buffer_kb: int = 0) -> int:
+    """Pages of ring per CPU: 32 (128 KB) at 49 Hz, more at higher rates, a power of two."""
+    if buffer_kb:
+        return 1 << max(0, (max(4, buffer_kb) // 4 - 1).bit_length())
+    pages = 32
+    while pages < 1024 and pages * 49 < 32 * freq:
+        pages *= 2
+    return pages
+
+
+class DirectProfileRunner:
+    """The continuous profiler on the direct path: same interface as the perf record runner
+    (start/stop, counters, error), same streams and batches."""
+
+    name = "profile"
+    method = "direct"
+
+    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0):
+        self.append = append
+        self.freq, self.rotate, self.cpus, self.buffer_kb = freq, rotate, cpus, buffer_kb
+        self.stop_ev = threading.Event()
+        self.started = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.rings: Rings | None = None
+        self.agg = Aggregator(append)
+        self.restarts = self.dropped_chunks = self.unnamed_samples = self.lost_samples = self.samples = self.chunks = 0
+        self.ingest_cpu = 0.0
+        self.error: str | None = None
+        self.pending: list[bytes] = []
+        self.decoder: Decoder | None = None
+        self._wake: tuple[int, int] | None = None
+        self.on_batch = None  # callable(Batch, offset): tests and the exporter's live view
+
+    def record_args(self) -> list[str]:  # what the fallback would run: for messages and tests
+        return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
+
+    def open(self) -> None:
+        """Open the events (raises Unavailable with the reason); start() runs them."""
+        cpus = online_cpus_from(self.cpus) if self.cpus else online_cpus()
+        try:
+            max_stack = int(_read("/proc/sys/kernel/perf_event_max_stack"))
+        except ValueError:
+            max_stack = 127
+        self.rings = Rings(cpus, self.freq, ring_pages(self.freq, self.buffer_kb), max_stack)
+        self.decoder = Decoder(max_stack)
+        if not self.decoder.kernel.ok:
+            self.error = "kernel addresses hidden (kernel.kptr_restrict): kernel frames are [unknown]"
+
+    def start(self) -> bool:
+        if self.rings is None:
+            try:
+                self.open()
+            except Unavailable as e:
+                self.error = str(e)
+                return False
+        self._wake = os.pipe()
+        self.thread = threading.Thread(target=self._loop, name="nodesleuth-profile", daemon=True)
+        self.thread.start()
+        self.started.wait(30)
+        return True
+
+    def _drain(self, which=None) -> None:
+        r = self.rings
+        for i in (range(len(r.fds)) if which is None else which):
+            data = r.read(i)
+            if data:
+                self.pending.append(data)
+
+    def _store(self) -> None:
+        c0 = time.process_time()
+        self._drain()
+        buf, self.pending = b"".join(self.pending), []
+        try:
+            b = self.decoder.decode(buf)
+        except Exception as e:  # noqa: BLE001 - one undecodable batch must not stop the profiler
+            self.error = f"batch not decoded: {type(e).__name__}: {e}"
+            self.dropped_chunks += 1
+            self.ingest_cpu += time.process_time() - c0
+            return
+        offset = time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
+        dec = self.decoder
+        if dec.lost:
+            rows = [(round(t / 1e9 + offset, 6), cpu, n) for t, cpu, n in dec.lost]
+            dec.lost = []
+            self.lost_samples += sum(r[2] for r in rows)
+            self.error = f"the kernel dropped {self.lost_samples} samples (a ring buffer was full: the reader fell behind)"
+            try:
+                self.append(PROFILE_LOST, *encode_lost(rows))
+            except Exception as e:  # noqa: BLE001
+                self.error = f"lost-sample counts not stored: {e}"
+        if len(b):
+            try:
+                for t0, payload in encode_pieces(b, offset):
+                    self.append(PROFILE, t0, payload)
+                self.agg.add(b, offset)
+                self.samples += len(b)
+                self.chunks += 1
+                if self.on_batch is not None:
+                    self.on_batch(b, offset)
+            except Exception as e:  # noqa: BLE001
+                self.error = f"batch not stored: {e}"
+                self.dropped_chunks += 1
+        self.ingest_cpu += time.process_time() - c0
+
+    def _loop(self) -> None:
+        r = self.rings
+        poller = select.poll()
+        fd_ix = {fd: i for i, fd in enumerate(r.fds)}
+        for fd in r.fds:
+            poller.register(fd, select.POLLIN)
+        poller.register(self._wake[0], select.POLLIN)
+        try:
+            r.ioctl_all(IOC_ENABLE)
+            self.decoder.snapshot()
+        except OSError as e:
+            self.error = f"cannot enable the perf events: {e}"
+            self.started.set()
+            return self._finish()
+        self.started.set()
+        next_store = time.monotonic() + self.rotate
+        dead: set[int] = set()
+        try:
+            while not self.stop_ev.is_set():
+                wait = max(0.0, next_store - time.monotonic())
+                ev = poller.poll(int(wait * 1000) + 1)
+                ready = []
+                for fd, what in ev:
+                    if fd == self._wake[0]:
+                        continue
+                    i = fd_ix.get(fd)
+                    if i is None:
+                        continue
+                    if what & (select.POLLHUP | select.POLLERR) and i not in dead:
+                        dead.add(i)  # its CPU went offline: the event is gone
+                        poller.unregister(fd)
+                        self.error = f"CPU {r.cpus[i]} went offline: no more samples from it"
+                    if what & select.POLLIN:
+                        ready.append(i)
+                if ready:
+                    c0 = time.process_time()
+                    self._drain(ready)
+                    self.ingest_cpu += time.process_time() - c0
+                if time.monotonic() >= next_store:
+                    self._store()
+                    next_store = time.monotonic() + self.rotate
+        finally:
+            self._finish()
+
+    def _finish(self) -> None:
+        try:
+            if self.rings is not None and self.rings.fds:
+                try:
+                    self.rings.ioctl_all(IOC_DISABLE)
+                except OSError:
+                    pass
+                self._store()
+        finally:
+            try:
+                self.agg.flush()
+            except Exception as e:  # noqa: BLE001
+                self.error = f"aggregates not stored: {e}"
+            if self.rings is not None:
+                self.rings.close()
+            if self.decoder is not None:
+                self.decoder.close()
+
+    def stop(self, timeout: float = 300) -> bool:
+        self.stop_ev.set()
+        if self.thread:
+            os.write(self._wake[1], b".")
+            self.thread.join(timeout=timeout)
+            if self.thread.is_alive():
+                return False
+            for fd in self._wake:
+                os.close(fd)
+            self.thread = None
+        elif self.rings is not None:  # opened, never started
+            self.rings.close()
+        return True
