@@ -32,6 +32,7 @@ import struct
 import threading
 import time
 from bisect import bisect_right
+from itertools import chain
 
 import numpy as np
 
@@ -64,7 +65,9 @@ U64 = struct.Struct("<Q")
 MASK32 = np.uint64(0xFFFFFFFF)
 _rng = np.random.default_rng(0x6E73)  # fixed: the same stack hashes alike in every run (tests, reruns)
 MULT = (_rng.integers(1, 2**63, size=1024, dtype=np.uint64) << np.uint64(1)) | np.uint64(1)  # odd multipliers
-MIX_PID, MIX_GEN = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
+MULT2 = (_rng.integers(1, 2**63, size=1024, dtype=np.uint64) << np.uint64(1)) | np.uint64(1)
+MIX_PID, MIX_GEN, MIX_GEN2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
+                              np.uint64(0x165667B19E3779F9))
 
 
 class Unavailable(Exception):
@@ -212,16 +215,26 @@ def _kind(name: str) -> int:
 
 
 class Maps:
-    """A process's executable maps: sorted starts and (start, end, pgoff, kind, name, ident) rows."""
+    """A process's executable maps: sorted starts and (start, end, pgoff, kind, name, ident) rows.
+    `epoch`: versions of one epoch name every mapped address alike (a new epoch at exec, at a new
+    process and when a map replaces part of another; a map added where none was keeps it), so
+    names of mapped addresses are cached per (pid, epoch)."""
 
-    __slots__ = ("starts", "rows")
+    __slots__ = ("starts", "rows", "epoch")
 
-    def __init__(self, starts=None, rows=None):
+    def __init__(self, starts=None, rows=None, epoch: int = 0):
         self.starts: list[int] = starts if starts is not None else []
         self.rows: list[tuple] = rows if rows is not None else []
+        self.epoch = epoch
 
     def copy(self) -> "Maps":
-        return Maps(list(self.starts), list(self.rows))
+        return Maps(list(self.starts), list(self.rows), self.epoch)
+
+    def overlaps(self, start: int, end: int) -> bool:
+        i = bisect_right(self.starts, start) - 1
+        if i >= 0 and self.rows[i][1] > start:
+            return True
+        return i + 1 < len(self.rows) and self.rows[i + 1][0] < end
 
     def add(self, start: int, end: int, pgoff: int, name: str, ident: tuple) -> None:
         """A new map replaces the parts of older ones it overlaps (perf's maps__fixup_overlappings)."""
@@ -293,7 +306,10 @@ class Decoder:
         self.versions: dict[tuple[int, int], Maps] = {}
         self.root: dict[int, str] = {}  # pid -> /proc/PID/root prefix ("" if it is ours)
         self.nspid: dict[int, int] = {}
-        self.known: dict[int, tuple] = {}  # stack key -> (stack, pid, callchain bytes)
+        # stack parts: (hash, hash2, pid[, gen]) -> id; id -> names (root first); (kernel id << 32 | user id) -> stack
+        self.parts: dict[tuple, int] = {(0, 0, 0): 0}
+        self.part_names: list[tuple[str, ...]] = [()]
+        self.combos: dict[int, tuple[str, ...]] = {}
         self.kcache: dict[int, tuple[str, ...]] = {}
         self.fcache: dict[tuple, tuple[str, ...]] = {}
         self.jit: dict[tuple, object] = {}
@@ -301,6 +317,8 @@ class Decoder:
         self.samples = 0
         self.named = 0  # distinct stacks named
         self.exited: set[int] = set()
+        self.epochs = 0
+        self.acache: dict[tuple[int, int], dict[int, tuple[str, ...]]] = {}  # (pid, epoch) -> ip -> frame
         try:
             self.my_mnt = os.stat("/proc/self/ns/mnt").st_ino
         except OSError:
@@ -362,13 +380,17 @@ class Decoder:
             else:
                 ident, name = (0, 0, 0), _cstr(rec, 40)
             m = self._maps_of(pid).copy()
+            if m.overlaps(start, start + length):
+                m.epoch = self._new_epoch()
             m.add(start, start + length, pgoff, name, ident)
             changes.setdefault(pid, []).append((t, self._bump(pid, m)))
         elif typ == COMM:
             pid, tid = struct.unpack_from("<ii", rec, 8)
             comm_changes.setdefault(tid, []).append((t, _cstr(rec, 16)))
             if misc & COMM_EXEC:
-                changes.setdefault(pid, []).append((t, self._bump(pid, self._maps_of(pid))))
+                m = self._maps_of(pid).copy()
+                m.epoch = self._new_epoch()
+                changes.setdefault(pid, []).append((t, self._bump(pid, m)))
         elif typ == FORK:
             pid, ppid, tid, ptid = struct.unpack_from("<iiii", rec, 8)
             c = self._comm_at(ptid, t, comm_changes)
@@ -378,7 +400,9 @@ class Decoder:
                 self.root.pop(pid, None)
                 self.nspid.pop(pid, None)
                 self.exited.discard(pid)
-                changes.setdefault(pid, []).append((t, self._bump(pid, parent.copy())))
+                m = parent.copy()
+                m.epoch = self._new_epoch()
+                changes.setdefault(pid, []).append((t, self._bump(pid, m)))
         elif typ == EXIT:
             pid, _ppid, tid, _ptid = struct.unpack_from("<iiii", rec, 8)
             if pid == tid:
@@ -387,6 +411,10 @@ class Decoder:
             n = U64.unpack_from(rec, 16)[0]
             cpu = struct.unpack_from("<I", rec, len(rec) - 8)[0]
             self.lost.append((t, cpu, n))
+
+    def _new_epoch(self) -> int:
+        self.epochs += 1
+        return self.epochs
 
     def _comm_at(self, tid: int, t: int, comm_changes: dict) -> str | None:
         ch = comm_changes.get(tid)
@@ -430,10 +458,10 @@ class Decoder:
             f = self.kcache[ip] = frame(ip, sym, dso)
         return f
 
-    def _uframe(self, pid: int, m: Maps | None, ip: int) -> tuple[str, ...]:
+    def _uframe(self, pid: int, m: Maps | None, ip: int) -> tuple[tuple[str, ...], bool]:
         row = m.find(ip) if m is not None else None
         if row is None:
-            return ("[unknown]",)
+            return ("[unknown]",), False
         start, end, pgoff, kind, name, ident = row
         off = ip - start + pgoff
         if kind == FILE:
@@ -443,10 +471,10 @@ class Decoder:
                 fs = self.user.file(name, self._root(pid), ident)
                 sym = fs.lookup(off)
                 f = self.fcache[key] = frame(ip, sym if sym is not None else "[unknown]", name)
-            return f
+            return f, True
         if kind == VDSO:
             sym = self.user.vdso_symbols().lookup(off)
-            return frame(ip, sym if sym is not None else "[unknown]", "[vdso]")
+            return frame(ip, sym if sym is not None else "[unknown]", "[vdso]"), True
         if kind == ANON:
             nsp = self._nspid(pid)
             dso = f"/tmp/perf-{pid}.map"
@@ -460,8 +488,8 @@ class Decoder:
                         break
                 self.jit[jk] = tab
             sym = tab.lookup(ip) if tab is not None else None
-            return frame(ip, sym if sym is not None else "[unknown]", dso)
-        return frame(ip, "[unknown]", name)
+            return frame(ip, sym if sym is not None else "[unknown]", dso), True
+        return frame(ip, "[unknown]", name), True
 
     def name_stack(self, pid: int, gen: int, ips: list[int]) -> tuple[str, ...]:
         """perf script's callchain for one sample, root first (as folded)."""
@@ -471,6 +499,8 @@ class Decoder:
         per: list[tuple[str, ...]] = []
         ctx = CONTEXT_USER
         n = 0
+        kget = self.kcache.get
+        acache = None
         for ip in ips:
             if ip >= CONTEXT_MAX:
                 if ip in (CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_HV):
@@ -482,13 +512,27 @@ class Decoder:
                 break
             n += 1
             if ctx == CONTEXT_KERNEL:
-                per.append(self._kframe(ip))
+                f = kget(ip)
+                per.append(f if f is not None else self._kframe(ip))
             elif ctx == CONTEXT_USER:
-                per.append(self._uframe(pid, m, ip))
+                if acache is None:
+                    key = (pid, m.epoch if m is not None else -1)
+                    acache = self.acache.get(key)
+                    if acache is None:
+                        acache = self.acache[key] = {}
+                f = acache.get(ip)
+                if f is None:
+                    f, mapped = self._uframe(pid, m, ip)
+                    if mapped:  # an address in no map may be mapped by a later version of the same epoch
+                        acache[ip] = f
+                per.append(f)
             else:
                 per.append(("[unknown]",))
         self.named += 1
-        return tuple(x for f in reversed(per) for x in f)
+        if len(per) == 1:
+            return per[0]
+        per.reverse()
+        return tuple(chain.from_iterable(per))
 
     # --- bulk decoding
 
@@ -547,40 +591,19 @@ class Decoder:
         order = np.argsort(t, kind="stable")
         s, nr, pid, tid, t, cpu, period = (x[order] for x in (s, nr, pid, tid, t, cpu, period))
         m = len(s)
-        # one 64-bit hash per callchain: sum of its entries times per-position odd multipliers
-        total = int(nr.sum())
-        h = np.zeros(m, dtype=np.uint64)
-        if total:
-            first = np.cumsum(nr) - nr
-            rep = np.repeat(np.arange(m), nr)
-            pos = np.arange(total, dtype=np.int64) - first[rep]
-            vals = u[(s + 7)[rep] + pos]
-            prod = vals * MULT[pos & 1023]
-            nz = nr > 0
-            h[nz] = np.add.reduceat(prod, first[nz])
-        h += nr.astype(np.uint64) * MIX_GEN
         gen = self._gens(pid, t, changes)
-        key = h ^ (pid.astype(np.uint64) * MIX_PID) ^ (gen.astype(np.uint64) * MIX_GEN)
-        key ^= key >> np.uint64(31)
-        ukeys = distinct(key)
-        inv = np.searchsorted(ukeys, key)
-        firsts = np.empty(len(ukeys), dtype=np.int64)
-        firsts[inv] = np.arange(m)  # a sample of each key (the last one: any will do)
+        kid, uid = self._parts(u, s, nr, pid, gen)
+        # a sample's stack: its user part then its kernel part (root first); one per distinct pair
+        combo = (kid << np.int64(32)) | uid
+        ucombo = distinct(combo)
+        inv = np.searchsorted(ucombo, combo)
         stack_ix: dict[tuple, int] = {}
-        local = np.empty(len(ukeys), dtype=np.int64)
-        known = self.known
-        for j, (k, i) in enumerate(zip(ukeys.tolist(), firsts.tolist())):
-            a = int(s[i]) + 7
-            chain = u[a:a + int(nr[i])]
-            got = known.get(k)
-            raw = chain.tobytes()
-            p = int(pid[i])
-            if got is None or got[1] != p or got[2] != raw:
-                st = self.name_stack(p, int(gen[i]), chain.tolist())
-                if got is None:
-                    known[k] = (st, p, raw)
-            else:
-                st = got[0]
+        local = np.empty(len(ucombo), dtype=np.int64)
+        names, combos = self.part_names, self.combos
+        for j, c in enumerate(ucombo.tolist()):
+            st = combos.get(c)
+            if st is None:
+                st = combos[c] = names[c & 0xFFFFFFFF] + names[c >> 32]
             x = stack_ix.get(st)
             if x is None:
                 x = stack_ix[st] = len(b.stacks)
@@ -594,6 +617,60 @@ class Decoder:
         self.samples += m
         self._settle(comm_changes)
         return b
+
+    def _parts(self, u: np.ndarray, s: np.ndarray, nr: np.ndarray, pid: np.ndarray, gen: np.ndarray):
+        """(kernel part id, user part id) of each sample. A callchain is its kernel part (from the
+        PERF_CONTEXT_KERNEL marker) then its user part (from PERF_CONTEXT_USER): the kernel part names
+        the same in every process, the user part per process and map generation. Each part is hashed
+        twice (64-bit sums of its entries times per-position odd multipliers, positions counted from
+        the part's start) and named once, when first seen."""
+        m = len(s)
+        total = int(nr.sum())
+        hk1 = np.zeros(m, dtype=np.uint64)
+        hk2, hu1, hu2 = hk1.copy(), hk1.copy(), hk1.copy()
+        umark = nr.copy()  # where the user part starts (nr: none)
+        if total:
+            first = np.cumsum(nr) - nr
+            rep = np.repeat(np.arange(m), nr)
+            pos = np.arange(total, dtype=np.int64) - first[rep]
+            vals = u[(s + 7)[rep] + pos]
+            at = np.flatnonzero(vals == np.uint64(CONTEXT_USER))[::-1]
+            umark[rep[at]] = pos[at]  # reversed: the first marker of a chain wins
+            in_user = pos >= umark[rep]
+            rel = np.where(in_user, pos - umark[rep], pos) & 1023
+            p1, p2 = vals * MULT[rel], (vals ^ MIX_PID) * MULT2[rel]
+            zero = np.uint64(0)
+            nz = np.flatnonzero(nr > 0)
+            starts = first[nz]
+            for h, prod, mask in ((hk1, p1, ~in_user), (hk2, p2, ~in_user), (hu1, p1, in_user), (hu2, p2, in_user)):
+                h[nz] = np.add.reduceat(np.where(mask, prod, zero), starts)
+        klen = umark.astype(np.uint64)
+        ulen = (nr - umark).astype(np.uint64)
+        hk1 += klen * MIX_GEN
+        hu1 += ulen * MIX_GEN ^ pid.astype(np.uint64) * MIX_PID ^ gen.astype(np.uint64) * MIX_GEN2
+        kid = self._ids(hk1, hk2, u, s, umark, nr, pid, gen, kernel=True)
+        uid = self._ids(hu1, hu2, u, s, umark, nr, pid, gen, kernel=False)
+        return kid, uid
+
+    def _ids(self, h1, h2, u, s, umark, nr, pid, gen, kernel: bool) -> np.ndarray:
+        """Part ids for part hashes: a dict lookup per distinct part, a naming per new one."""
+        uh = distinct(h1)
+        inv = np.searchsorted(uh, h1)
+        rep = np.empty(len(uh), dtype=np.int64)
+        rep[inv] = np.arange(len(h1))
+        ids = np.empty(len(uh), dtype=np.int64)
+        parts, names = self.parts, self.part_names
+        for j, (k1, i) in enumerate(zip(uh.tolist(), rep.tolist())):
+            p = 0 if kernel else int(pid[i])
+            key = (k1, int(h2[i]), p) if kernel else (k1, int(h2[i]), p, int(gen[i]))
+            x = parts.get(key)
+            if x is None:
+                a = int(s[i]) + 7
+                lo, hi = (a, a + int(umark[i])) if kernel else (a + int(umark[i]), a + int(nr[i]))
+                x = parts[key] = len(names)
+                names.append(self.name_stack(p, int(gen[i]), u[lo:hi].tolist()))
+            ids[j] = x
+        return ids[inv]
 
     def _gens(self, pid: np.ndarray, t: np.ndarray, changes: dict) -> np.ndarray:
         """The map generation of each sample's process at its time."""
@@ -673,12 +750,16 @@ class Decoder:
             self.nspid.pop(p, None)
             for k in [k for k in self.jit if k[0] == p]:
                 del self.jit[k]
+            for k in [k for k in self.acache if k[0] == p]:
+                del self.acache[k]
         self.exited.clear()
-        if len(self.known) > self.STACK_LIMIT:
-            self.known.clear()
+        if len(self.part_names) > self.STACK_LIMIT or len(self.combos) > self.STACK_LIMIT:
+            self.parts, self.part_names, self.combos = {(0, 0, 0): 0}, [()], {}
         if len(self.fcache) + len(self.kcache) > self.STACK_LIMIT:
             self.fcache.clear()
             self.kcache.clear()
+        if len(self.acache) > 20_000 or sum(len(v) for v in self.acache.values()) > self.STACK_LIMIT:
+            self.acache.clear()
         if len(self.comm) > 1_000_000:
             self.comm = {0: "swapper"}
 
@@ -703,8 +784,10 @@ class DirectProfileRunner:
     name = "profile"
     method = "direct"
 
-    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0):
+    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
+                 store: bool = True, on_batch=None):
         self.append = append
+        self.store = store  # False: samples only go to on_batch (the exporter's live shares)
         self.freq, self.rotate, self.cpus, self.buffer_kb = freq, rotate, cpus, buffer_kb
         self.stop_ev = threading.Event()
         self.started = threading.Event()
@@ -717,7 +800,7 @@ class DirectProfileRunner:
         self.pending: list[bytes] = []
         self.decoder: Decoder | None = None
         self._wake: tuple[int, int] | None = None
-        self.on_batch = None  # callable(Batch, offset): tests and the exporter's live view
+        self.on_batch = on_batch  # callable(Batch, offset): the exporter's live shares, tests
 
     def record_args(self) -> list[str]:  # what the fallback would run: for messages and tests
         return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
@@ -778,9 +861,10 @@ class DirectProfileRunner:
                 self.error = f"lost-sample counts not stored: {e}"
         if len(b):
             try:
-                for t0, payload in encode_pieces(b, offset):
-                    self.append(PROFILE, t0, payload)
-                self.agg.add(b, offset)
+                if self.store:
+                    for t0, payload in encode_pieces(b, offset):
+                        self.append(PROFILE, t0, payload)
+                    self.agg.add(b, offset)
                 self.samples += len(b)
                 self.chunks += 1
                 if self.on_batch is not None:
