@@ -146,7 +146,10 @@ def same_comm(a: str, b: str) -> bool:
     two readers at different moments see different suffixes."""
     if a == b:
         return True
-    return a.startswith("kworker/") and b.startswith("kworker/") and a.split("-")[0] == b.split("-")[0]
+    def base(c: str) -> str:
+        return c.replace("+", "-").split("-")[0]
+
+    return a.startswith("kworker/") and b.startswith("kworker/") and base(a) == base(b)
 
 
 def compare(side: bytes, chunks: list[bytes], batches):

@@ -42,7 +42,7 @@ from .agg import Aggregator
 from .arrays import distinct
 from .codec import encode_lost, encode_pieces
 from .parse import UNNAMED, Batch
-from .symbols import KernelSymbols, UserSymbols, frame, perf_map_symbols
+from .symbols import KernelSymbols, Lazy, UserSymbols, frame, perf_map_symbols
 
 # include/uapi/linux/perf_event.h
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
@@ -215,47 +215,50 @@ def _kind(name: str) -> int:
 
 
 class Maps:
-    """A process's executable maps: sorted starts and (start, end, pgoff, kind, name, ident) rows.
-    `epoch`: versions of one epoch name every mapped address alike (a new epoch at exec, at a new
-    process and when a map replaces part of another; a map added where none was keeps it), so
-    names of mapped addresses are cached per (pid, epoch)."""
+    """A process's executable maps: sorted starts and (start, end, pgoff, kind, name, ident, file key)
+    rows; a version is never changed once a later one exists (copy, then add)."""
 
-    __slots__ = ("starts", "rows", "epoch")
+    __slots__ = ("starts", "rows", "_arrays")
 
-    def __init__(self, starts=None, rows=None, epoch: int = 0):
+    def __init__(self, starts=None, rows=None):
         self.starts: list[int] = starts if starts is not None else []
         self.rows: list[tuple] = rows if rows is not None else []
-        self.epoch = epoch
+        self._arrays = None
 
     def copy(self) -> "Maps":
-        return Maps(list(self.starts), list(self.rows), self.epoch)
+        return Maps(list(self.starts), list(self.rows))
 
-    def overlaps(self, start: int, end: int) -> bool:
-        i = bisect_right(self.starts, start) - 1
-        if i >= 0 and self.rows[i][1] > start:
-            return True
-        return i + 1 < len(self.rows) and self.rows[i + 1][0] < end
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(starts, ends, pgoffs) as uint64 arrays, for resolving many addresses at once."""
+        if self._arrays is None or len(self._arrays[0]) != len(self.rows):
+            self._arrays = (np.array([r[0] for r in self.rows], dtype=np.uint64),
+                            np.array([r[1] for r in self.rows], dtype=np.uint64),
+                            np.array([r[2] for r in self.rows], dtype=np.uint64))
+        return self._arrays
 
     def add(self, start: int, end: int, pgoff: int, name: str, ident: tuple) -> None:
-        """A new map replaces the parts of older ones it overlaps (perf's maps__fixup_overlappings)."""
+        """A new map replaces the parts of older ones it overlaps (perf's maps__fixup_overlappings).
+        Rows: (start, end, pgoff, kind, name, ident, file key)."""
         lo = max(0, bisect_right(self.starts, start) - 1)
         hi = lo
         keep = []
         rows = self.rows
         while hi < len(rows) and rows[hi][0] < end:
-            s0, e0, p0, k0, n0, i0 = rows[hi]
+            r = rows[hi]
+            s0, e0, p0 = r[0], r[1], r[2]
             if e0 > start:
                 if s0 < start:
-                    keep.append((s0, start, p0, k0, n0, i0))
+                    keep.append((s0, start, p0) + r[3:])
                 if e0 > end:
-                    keep.append((end, e0, p0 + (end - s0), k0, n0, i0))
+                    keep.append((end, e0, p0 + (end - s0)) + r[3:])
             else:
-                keep.append(rows[hi])
+                keep.append(r)
             hi += 1
-        keep.append((start, end, pgoff, _kind(name), name, ident))
+        keep.append((start, end, pgoff, _kind(name), name, ident, hash((name, ident))))
         keep.sort()
         rows[lo:hi] = keep
         self.starts[lo:hi] = [r[0] for r in keep]
+        self._arrays = None
 
     def find(self, ip: int):
         i = bisect_right(self.starts, ip) - 1
@@ -311,14 +314,18 @@ class Decoder:
         self.part_names: list[tuple[str, ...]] = [()]
         self.combos: dict[int, tuple[str, ...]] = {}
         self.kcache: dict[int, tuple[str, ...]] = {}
+        self.fnames: dict[tuple[str, str], tuple[str, ...]] = {}  # (symbol, dso) -> frame names
         self.fcache: dict[tuple, tuple[str, ...]] = {}
-        self.jit: dict[tuple, object] = {}
+        self.jit: dict[int, object] = {}  # pid -> its /tmp/perf-PID.map symbols (None: it has none)
         self.lost: list[tuple[int, int, int]] = []
         self.samples = 0
         self.named = 0  # distinct stacks named
         self.exited: set[int] = set()
-        self.epochs = 0
-        self.acache: dict[tuple[int, int], dict[int, tuple[str, ...]]] = {}  # (pid, epoch) -> ip -> frame
+        # frames (the names one address stands for) by id; 0: an address in no map
+        self.frames: list[tuple[str, ...]] = [("[unknown]",)]
+        self.frame_id: dict[tuple[str, ...], int] = {("[unknown]",): 0}
+        self.frames_gen = 0  # bumped when the frame table starts over: per-table frame ids are then stale
+        self.named_parts: dict[tuple, int] = {}  # (frame-id hashes, length) -> part id: user parts by their names
         try:
             self.my_mnt = os.stat("/proc/self/ns/mnt").st_ino
         except OSError:
@@ -380,17 +387,13 @@ class Decoder:
             else:
                 ident, name = (0, 0, 0), _cstr(rec, 40)
             m = self._maps_of(pid).copy()
-            if m.overlaps(start, start + length):
-                m.epoch = self._new_epoch()
             m.add(start, start + length, pgoff, name, ident)
             changes.setdefault(pid, []).append((t, self._bump(pid, m)))
         elif typ == COMM:
             pid, tid = struct.unpack_from("<ii", rec, 8)
             comm_changes.setdefault(tid, []).append((t, _cstr(rec, 16)))
             if misc & COMM_EXEC:
-                m = self._maps_of(pid).copy()
-                m.epoch = self._new_epoch()
-                changes.setdefault(pid, []).append((t, self._bump(pid, m)))
+                changes.setdefault(pid, []).append((t, self._bump(pid, self._maps_of(pid).copy())))
         elif typ == FORK:
             pid, ppid, tid, ptid = struct.unpack_from("<iiii", rec, 8)
             c = self._comm_at(ptid, t, comm_changes)
@@ -400,9 +403,7 @@ class Decoder:
                 self.root.pop(pid, None)
                 self.nspid.pop(pid, None)
                 self.exited.discard(pid)
-                m = parent.copy()
-                m.epoch = self._new_epoch()
-                changes.setdefault(pid, []).append((t, self._bump(pid, m)))
+                changes.setdefault(pid, []).append((t, self._bump(pid, parent.copy())))
         elif typ == EXIT:
             pid, _ppid, tid, _ptid = struct.unpack_from("<iiii", rec, 8)
             if pid == tid:
@@ -411,10 +412,6 @@ class Decoder:
             n = U64.unpack_from(rec, 16)[0]
             cpu = struct.unpack_from("<I", rec, len(rec) - 8)[0]
             self.lost.append((t, cpu, n))
-
-    def _new_epoch(self) -> int:
-        self.epochs += 1
-        return self.epochs
 
     def _comm_at(self, tid: int, t: int, comm_changes: dict) -> str | None:
         ch = comm_changes.get(tid)
@@ -458,49 +455,65 @@ class Decoder:
             f = self.kcache[ip] = frame(ip, sym, dso)
         return f
 
+    def _frame(self, ip: int, sym: str, dso: str) -> tuple[str, ...]:
+        """frame() by (symbol, dso): a user frame's names do not depend on its address."""
+        key = (sym, dso)
+        f = self.fnames.get(key)
+        if f is None:
+            f = self.fnames[key] = frame(ip, sym, dso)
+        return f
+
     def _uframe(self, pid: int, m: Maps | None, ip: int) -> tuple[tuple[str, ...], bool]:
         row = m.find(ip) if m is not None else None
         if row is None:
             return ("[unknown]",), False
-        start, end, pgoff, kind, name, ident = row
+        start, end, pgoff, kind, name, ident, fid = row
         off = ip - start + pgoff
         if kind == FILE:
-            key = (name, ident, off)
+            key = (fid, off)
             f = self.fcache.get(key)
             if f is None:
                 fs = self.user.file(name, self._root(pid), ident)
                 sym = fs.lookup(off)
-                f = self.fcache[key] = frame(ip, sym if sym is not None else "[unknown]", name)
+                f = self.fcache[key] = self._frame(ip, sym if sym is not None else "[unknown]", name)
             return f, True
         if kind == VDSO:
             sym = self.user.vdso_symbols().lookup(off)
-            return frame(ip, sym if sym is not None else "[unknown]", "[vdso]"), True
+            return self._frame(ip, sym if sym is not None else "[unknown]", "[vdso]"), True
         if kind == ANON:
-            nsp = self._nspid(pid)
-            dso = f"/tmp/perf-{pid}.map"
-            jk = (pid, nsp)
-            tab = self.jit.get(jk, False)
+            tab = self.jit.get(pid, False)
             if tab is False:
+                nsp = self._nspid(pid)
                 tab = None
                 for p in (f"{self._root(pid)}/tmp/perf-{nsp}.map", f"/tmp/perf-{pid}.map"):
                     tab = perf_map_symbols(p)
                     if tab is not None:
                         break
-                self.jit[jk] = tab
-            sym = tab.lookup(ip) if tab is not None else None
-            return frame(ip, sym if sym is not None else "[unknown]", dso), True
-        return frame(ip, "[unknown]", name), True
+                self.jit[pid] = tab
+            if tab is None:  # no JIT symbol file: every address of its anonymous maps names alike
+                return self._frame(0, "[unknown]", f"/tmp/perf-{pid}.map"), False
+            sym = tab.lookup(ip)
+            return self._frame(ip, sym if sym is not None else "[unknown]", f"/tmp/perf-{pid}.map"), True
+        return self._frame(ip, "[unknown]", name), True
+
+    def name_kernel(self, ips: list[int]) -> tuple[str, ...]:
+        """A kernel part ([PERF_CONTEXT_KERNEL, ip...]), root first."""
+        if len(ips) > self.max_stack + 1 or max(ips[1:], default=0) >= CONTEXT_MAX:
+            return self.name_stack(0, 0, ips)
+        kget, miss = self.kcache.get, self._kframe
+        per = [kget(ip) or miss(ip) for ip in ips[1:]]
+        per.reverse()
+        self.named += 1
+        return tuple(chain.from_iterable(per))
 
     def name_stack(self, pid: int, gen: int, ips: list[int]) -> tuple[str, ...]:
-        """perf script's callchain for one sample, root first (as folded)."""
+        """perf script's callchain for one sample (any contexts), root first (as folded)."""
         m = self.versions.get((pid, gen))
         if m is None and pid > 0:
             m = self._maps_of(pid) if pid not in self.maps else self.maps[pid]
         per: list[tuple[str, ...]] = []
         ctx = CONTEXT_USER
         n = 0
-        kget = self.kcache.get
-        acache = None
         for ip in ips:
             if ip >= CONTEXT_MAX:
                 if ip in (CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_HV):
@@ -512,25 +525,12 @@ class Decoder:
                 break
             n += 1
             if ctx == CONTEXT_KERNEL:
-                f = kget(ip)
-                per.append(f if f is not None else self._kframe(ip))
+                per.append(self._kframe(ip))
             elif ctx == CONTEXT_USER:
-                if acache is None:
-                    key = (pid, m.epoch if m is not None else -1)
-                    acache = self.acache.get(key)
-                    if acache is None:
-                        acache = self.acache[key] = {}
-                f = acache.get(ip)
-                if f is None:
-                    f, mapped = self._uframe(pid, m, ip)
-                    if mapped:  # an address in no map may be mapped by a later version of the same epoch
-                        acache[ip] = f
-                per.append(f)
+                per.append(self._uframe(pid, m, ip)[0])
             else:
                 per.append(("[unknown]",))
         self.named += 1
-        if len(per) == 1:
-            return per[0]
         per.reverse()
         return tuple(chain.from_iterable(per))
 
@@ -629,6 +629,7 @@ class Decoder:
         hk1 = np.zeros(m, dtype=np.uint64)
         hk2, hu1, hu2 = hk1.copy(), hk1.copy(), hk1.copy()
         umark = nr.copy()  # where the user part starts (nr: none)
+        corrupt = None
         if total:
             first = np.cumsum(nr) - nr
             rep = np.repeat(np.arange(m), nr)
@@ -644,33 +645,221 @@ class Decoder:
             starts = first[nz]
             for h, prod, mask in ((hk1, p1, ~in_user), (hk2, p2, ~in_user), (hu1, p1, in_user), (hu2, p2, in_user)):
                 h[nz] = np.add.reduceat(np.where(mask, prod, zero), starts)
+            # an entry in the context range that is no context (a corrupt frame-pointer walk, a guest
+            # context): perf discards the whole chain ("invalid callchain context"), so the stack is empty
+            odd = (vals >= np.uint64(CONTEXT_MAX)) & (vals != np.uint64(CONTEXT_KERNEL)) & (
+                vals != np.uint64(CONTEXT_USER)) & (vals != np.uint64(CONTEXT_HV))
+            if odd.any():
+                corrupt = distinct(rep[odd])
         klen = umark.astype(np.uint64)
         ulen = (nr - umark).astype(np.uint64)
         hk1 += klen * MIX_GEN
         hu1 += ulen * MIX_GEN ^ pid.astype(np.uint64) * MIX_PID ^ gen.astype(np.uint64) * MIX_GEN2
+        if corrupt is not None:  # empty parts: (0, 0, 0) is the empty kernel part; users' keyed apart
+            hk1[corrupt], hk2[corrupt], umark[corrupt], nr = 0, 0, 0, nr.copy()
+            nr[corrupt] = 0
+            hu1[corrupt], hu2[corrupt] = 0, 0
         kid = self._ids(hk1, hk2, u, s, umark, nr, pid, gen, kernel=True)
         uid = self._ids(hu1, hu2, u, s, umark, nr, pid, gen, kernel=False)
         return kid, uid
 
     def _ids(self, h1, h2, u, s, umark, nr, pid, gen, kernel: bool) -> np.ndarray:
-        """Part ids for part hashes: a dict lookup per distinct part, a naming per new one."""
+        """Part ids for part hashes: a dict lookup per distinct part; new kernel parts are named address
+        by address (kallsyms, cached per address), new user parts all at once (_name_user_parts)."""
         uh = distinct(h1)
         inv = np.searchsorted(uh, h1)
         rep = np.empty(len(uh), dtype=np.int64)
         rep[inv] = np.arange(len(h1))
-        ids = np.empty(len(uh), dtype=np.int64)
         parts, names = self.parts, self.part_names
-        for j, (k1, i) in enumerate(zip(uh.tolist(), rep.tolist())):
-            p = 0 if kernel else int(pid[i])
-            key = (k1, int(h2[i]), p) if kernel else (k1, int(h2[i]), p, int(gen[i]))
-            x = parts.get(key)
+        k2 = h2[rep].tolist()
+        if kernel:
+            keys = list(zip(uh.tolist(), k2, [0] * len(uh)))
+        else:
+            keys = list(zip(uh.tolist(), k2, pid[rep].tolist(), gen[rep].tolist()))
+        get = parts.get
+        ids = [get(k) for k in keys]
+        if None in ids:
+            miss = [j for j, x in enumerate(ids) if x is None]
+            r = rep[miss]
+            if kernel:
+                a_l, n_l = (s[r] + 7).tolist(), umark[r].tolist()
+            else:
+                a_l, n_l = (s[r] + 7 + umark[r]).tolist(), (nr[r] - umark[r]).tolist()
+            if kernel:
+                for j, a, n in zip(miss, a_l, n_l):
+                    ips = u[a:a + n].tolist()
+                    x = ids[j] = parts[keys[j]] = len(names)
+                    names.append(() if not ips else self.name_kernel(ips) if ips[0] == CONTEXT_KERNEL
+                                 else self.name_stack(0, 0, ips))
+            else:
+                got = self._name_user_parts(u, np.array(a_l, dtype=np.int64), np.array(n_l, dtype=np.int64),
+                                            pid[r], gen[r])
+                for j, x in zip(miss, got):
+                    ids[j] = parts[keys[j]] = x
+        return np.array(ids, dtype=np.int64)[inv]
+
+    def _name_user_parts(self, u: np.ndarray, a: np.ndarray, n: np.ndarray, pids: np.ndarray,
+                         gens: np.ndarray) -> list[int]:
+        """Part ids of new user parts ([PERF_CONTEXT_USER, ip...] at u[a:a+n] of processes `pids` at map
+        generations `gens`). Their addresses are resolved to frame ids in bulk, per process map
+        version and per file (numpy searches in the maps and the symbol tables); parts with the same
+        frames are one part, so a new address chain whose names are known (another return address in
+        the same functions, a JIT address, the same program in a new process) costs no naming. Odd
+        chains (other contexts, longer than the kernel's limit) are named one by one."""
+        out = np.full(len(a), -1, dtype=np.int64)
+        if not len(a):
+            return []
+        empty = n == 0
+        if empty.any():
+            out[empty] = self._named_part(())
+        odd = ~empty & ((n - 1 > self.max_stack) | (u[np.where(empty, 0, a)] != np.uint64(CONTEXT_USER)))
+
+        def layout(ok):
+            aa, nn = a[ok] + 1, n[ok] - 1
+            first = np.cumsum(nn) - nn
+            owner = np.repeat(np.arange(len(ok)), nn)
+            pos = np.arange(int(nn.sum()), dtype=np.int64) - first[owner]
+            return nn, first, owner, pos, u[aa[owner] + pos]
+
+        ok = np.flatnonzero(~empty & ~odd)
+        nn, first, owner, pos, addrs = layout(ok)
+        inner = addrs >= np.uint64(CONTEXT_MAX)
+        if inner.any():  # a context marker inside the user part: named one by one
+            odd[ok[distinct(owner[inner])]] = True
+            ok = np.flatnonzero(~empty & ~odd)
+            nn, first, owner, pos, addrs = layout(ok)
+        for j in np.flatnonzero(odd).tolist():
+            out[j] = self._named_part(self.name_stack(int(pids[j]), int(gens[j]), u[a[j]:a[j] + n[j]].tolist()))
+        if not len(ok):
+            return out.tolist()
+        total = len(addrs)
+        fids = np.zeros(total, dtype=np.int64)
+        # resolve per (pid, gen): the addresses of all new chains of one map version at once
+        pg = pids[ok].astype(np.int64) * (1 << 24) + gens[ok].astype(np.int64)
+        upg = distinct(pg)
+        gid = np.searchsorted(upg, pg)
+        rep = np.empty(len(upg), dtype=np.int64)
+        rep[gid] = ok
+        if len(upg) == 1:
+            fids[:] = self._resolve_user(int(pids[ok[0]]), int(gens[ok[0]]), addrs)
+        elif total:
+            eg = gid[owner]
+            order = np.argsort(eg, kind="stable")
+            se = eg[order]
+            cuts = np.flatnonzero(np.concatenate(([True], se[1:] != se[:-1]))).tolist() + [len(order)]
+            for c0, c1 in zip(cuts[:-1], cuts[1:]):
+                idx = order[c0:c1]
+                j = int(rep[se[c0]])
+                fids[idx] = self._resolve_user(int(pids[j]), int(gens[j]), addrs[idx])
+        # one part per distinct frame-id sequence (hashed as the address chains are)
+        h1 = np.zeros(len(ok), dtype=np.uint64)
+        h2 = h1.copy()
+        if total:
+            f = fids.astype(np.uint64)
+            nz = np.flatnonzero(nn > 0)
+            h1[nz] = np.add.reduceat(f * MULT[pos & 1023], first[nz])
+            h2[nz] = np.add.reduceat((f ^ MIX_PID) * MULT2[pos & 1023], first[nz])
+        frames, names, named = self.frames, self.part_names, self.named_parts
+        fl = fids.tolist()
+        res = []
+        for x1, x2, ln, st in zip(h1.tolist(), h2.tolist(), nn.tolist(), first.tolist()):
+            key = (x1, x2, ln)
+            x = named.get(key)
             if x is None:
-                a = int(s[i]) + 7
-                lo, hi = (a, a + int(umark[i])) if kernel else (a + int(umark[i]), a + int(nr[i]))
-                x = parts[key] = len(names)
-                names.append(self.name_stack(p, int(gen[i]), u[lo:hi].tolist()))
-            ids[j] = x
-        return ids[inv]
+                seq = [frames[i] for i in fl[st:st + ln]]
+                seq.reverse()
+                x = named[key] = len(names)
+                names.append(tuple(chain.from_iterable(seq)))
+                self.named += 1
+            res.append(x)
+        out[ok] = res
+        return out.tolist()
+
+    def _named_part(self, names_: tuple[str, ...]) -> int:
+        key = ("names", names_)
+        x = self.named_parts.get(key)
+        if x is None:
+            x = self.named_parts[key] = len(self.part_names)
+            self.part_names.append(names_)
+        return x
+
+    def _fid(self, f: tuple[str, ...]) -> int:
+        x = self.frame_id.get(f)
+        if x is None:
+            x = self.frame_id[f] = len(self.frames)
+            self.frames.append(f)
+        return x
+
+    def _resolve_user(self, pid: int, gen: int, addrs: np.ndarray) -> np.ndarray:
+        """Frame ids of user addresses of process `pid` at map generation `gen` (0: in no map)."""
+        out = np.zeros(len(addrs), dtype=np.int64)
+        m = self.versions.get((pid, gen))
+        if m is None and pid > 0:
+            m = self._maps_of(pid) if pid not in self.maps else self.maps[pid]
+        if m is None or not m.rows or not len(addrs):
+            return out
+        st, en, pg = m.arrays()
+        i = st.searchsorted(addrs, "right").astype(np.int64) - 1
+        ic = np.maximum(i, 0)
+        inside = (i >= 0) & (addrs < en[ic])
+        if not inside.any():
+            return out
+        sel = np.flatnonzero(inside)
+        rows = ic[sel]
+        order = np.argsort(rows, kind="stable")
+        rs = rows[order]
+        cuts = np.flatnonzero(np.concatenate(([True], rs[1:] != rs[:-1])))
+        for c0, c1 in zip(cuts.tolist(), cuts[1:].tolist() + [len(rs)]):
+            r = int(rs[c0])
+            where = sel[order[c0:c1]]
+            row = m.rows[r]
+            kind, name = row[3], row[4]
+            if kind == FILE:
+                fs = self.user.file(name, self._root(pid), row[5])
+                out[where] = self._table_fids(fs.table, addrs[where] - st[r] + pg[r], name)
+            elif kind == VDSO:
+                out[where] = self._table_fids(self.user.vdso_symbols().table, addrs[where] - st[r] + pg[r], "[vdso]")
+            elif kind == ANON:
+                tab = self._jit_table(pid)
+                dso = f"/tmp/perf-{pid}.map"
+                out[where] = self._table_fids(tab, addrs[where], dso)
+            else:
+                out[where] = self._fid(self._frame(0, "[unknown]", name))
+        return out
+
+    def _jit_table(self, pid: int):
+        tab = self.jit.get(pid, False)
+        if tab is False:
+            nsp = self._nspid(pid)
+            tab = None
+            for p in (f"{self._root(pid)}/tmp/perf-{nsp}.map", f"/tmp/perf-{pid}.map"):
+                tab = perf_map_symbols(p)
+                if tab is not None:
+                    break
+            self.jit[pid] = tab
+        return tab
+
+    def _table_fids(self, tab, offs: np.ndarray, dso: str) -> np.ndarray:
+        """Frame ids of offsets (or addresses) in a symbol table: perf's symbol, else [unknown] of dso."""
+        unknown = self._fid(self._frame(0, "[unknown]", dso))
+        if tab is None or not len(tab):
+            return np.full(len(offs), unknown, dtype=np.int64)
+        if getattr(tab, "fids_gen", None) != self.frames_gen:
+            tab.fids = np.full(len(tab), -1, dtype=np.int64)
+            tab.fids_gen = self.frames_gen
+        j = tab.starts.searchsorted(offs, "right").astype(np.int64) - 1
+        jc = np.maximum(j, 0)
+        hit = (j >= 0) & ((offs < tab.ends[jc]) | (offs == tab.starts[jc]))
+        res = np.where(hit, tab.fids[jc], unknown)
+        todo = hit & (res < 0)
+        if todo.any():
+            for x in distinct(jc[todo]).tolist():
+                nm = tab.name_of(int(tab.idx[x]))
+                if isinstance(nm, Lazy):
+                    nm = nm.resolve()
+                tab.fids[x] = self._fid(self._frame(0, nm, dso))
+            res = np.where(hit, tab.fids[jc], unknown)
+        return res
 
     def _gens(self, pid: np.ndarray, t: np.ndarray, changes: dict) -> np.ndarray:
         """The map generation of each sample's process at its time."""
@@ -748,18 +937,18 @@ class Decoder:
             self.gen.pop(p, None)
             self.root.pop(p, None)
             self.nspid.pop(p, None)
-            for k in [k for k in self.jit if k[0] == p]:
-                del self.jit[k]
-            for k in [k for k in self.acache if k[0] == p]:
-                del self.acache[k]
+            self.jit.pop(p, None)
         self.exited.clear()
         if len(self.part_names) > self.STACK_LIMIT or len(self.combos) > self.STACK_LIMIT:
-            self.parts, self.part_names, self.combos = {(0, 0, 0): 0}, [()], {}
-        if len(self.fcache) + len(self.kcache) > self.STACK_LIMIT:
+            self.parts, self.part_names, self.combos, self.named_parts = {(0, 0, 0): 0}, [()], {}, {}
+        if len(self.fcache) + len(self.kcache) + len(self.fnames) > self.STACK_LIMIT:
             self.fcache.clear()
             self.kcache.clear()
-        if len(self.acache) > 20_000 or sum(len(v) for v in self.acache.values()) > self.STACK_LIMIT:
-            self.acache.clear()
+            self.fnames.clear()
+        if len(self.frames) > self.STACK_LIMIT:
+            self.frames, self.frame_id = [("[unknown]",)], {("[unknown]",): 0}
+            self.frames_gen += 1
+            self.parts, self.part_names, self.combos, self.named_parts = {(0, 0, 0): 0}, [()], {}, {}
         if len(self.comm) > 1_000_000:
             self.comm = {0: "swapper"}
 

@@ -18,8 +18,8 @@ What perf does, and so what is done here:
   the profiler), file offset = ip - start + pgoff; the symbol table of the first file with a .symtab
   among the debug files perf looks at (.gnu_debuglink targets, /usr/lib/debug/PATH[.debug],
   /usr/lib/debug/.build-id/xx/yyyy.debug, all with the same build-id) and the file itself, else its
-  .dynsym; FUNC/GNU_IFUNC/OBJECT symbols and NOTYPE labels in text sections; ET_EXEC symbols moved to
-  file offsets by their program header; `name@plt` symbols synthesized from .rela.plt as perf 6.1
+  .dynsym; FUNC/GNU_IFUNC/OBJECT symbols and NOTYPE labels in text sections; symbols moved to file
+  offsets by their program header; `name@plt` symbols synthesized from .rela.plt as perf 6.1
   does; C++ names demangled without parameters (`c++filt -p`, as perf's demangler is called), Rust
   legacy hashes cut. Anonymous executable maps are `/tmp/perf-PID.map` (its symbols if the JIT wrote
   one), [vdso] is read from this process's own vdso (perf script does the same), a deleted file or
@@ -101,7 +101,7 @@ class SymTable:
     or None (the nearest start at or below addr, if addr is inside it; a zero-size symbol matches
     only its own start). Built with numpy: a 100,000-symbol library costs milliseconds."""
 
-    __slots__ = ("starts", "ends", "idx", "name_of")
+    __slots__ = ("starts", "ends", "idx", "name_of", "fids", "fids_gen")  # fids: the direct reader's frame ids
 
     def __init__(self, rows: list[tuple], kallsyms: bool = False, dedup: bool = True):
         """From (start, end, binding, name) rows; kallsyms: names may end in a tab and [module]."""
@@ -118,7 +118,8 @@ class SymTable:
         return t
 
     def _build(self, starts, ends, binding, name_of, mod, dedup, raw_name=None) -> None:
-        raw_name = raw_name or name_of
+        """raw_name: indices -> the names perf compares between aliases (default: name_of each)."""
+        raw_name = raw_name or (lambda ix: [str(name_of(i)) for i in ix])
         order = np.argsort(starts, kind="stable")  # equal starts keep their order (perf's rb-tree inserts right)
         s, e = starts[order], ends[order].copy()
         n = len(s)
@@ -143,24 +144,28 @@ class SymTable:
             if len(dup):
                 b = binding[order]
                 runs = np.split(dup, np.flatnonzero(np.diff(dup) != 1) + 1)
-                for run in runs:
-                    group = [int(run[0]) - 1] + run.tolist()
+                groups = [[int(run[0]) - 1] + run.tolist() for run in runs]
+                flat = [j for g in groups for j in g]
+                # perf compares the names it keeps, demangled: all of them at once
+                nm = dict(zip(flat, raw_name([int(order[j]) for j in flat])))
+                for group in groups:
                     win = group[0]
                     for j in group[1:]:
-                        a_ = (int(s[win]), int(e[win]), int(b[win]), str(raw_name(int(order[win]))))
-                        b_ = (int(s[j]), int(e[j]), int(b[j]), str(raw_name(int(order[j]))))
+                        a_ = (int(s[win]), int(e[win]), int(b[win]), nm[win])
+                        b_ = (int(s[j]), int(e[j]), int(b[j]), nm[j])
                         if not _better(a_, b_):
                             win = j
                     keep[group] = False
                     keep[win] = True
         self.starts, self.ends, self.idx = s[keep], e[keep], order[keep]
         self.name_of = name_of
+        self.fids, self.fids_gen = None, None
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def lookup(self, addr: int) -> str | None:
-        i = int(np.searchsorted(self.starts, np.uint64(addr), side="right")) - 1
+        i = int(self.starts.searchsorted(addr, "right")) - 1
         if i < 0:
             return None
         s, e = int(self.starts[i]), int(self.ends[i])
@@ -184,6 +189,7 @@ class SymTable:
         ix = np.concatenate([self.idx, np.arange(len(rows), dtype=np.int64) + off])
         order = np.argsort(s, kind="stable")
         self.starts, self.ends, self.idx, self.name_of = s[order], e[order], ix[order], name_of
+        self.fids, self.fids_gen = None, None
 
 
 # --- kernel
@@ -346,16 +352,16 @@ class Elf:
         else:
             (self.type, self.machine, _v, _entry, phoff, shoff, _fl, _eh, phentsize, phnum, shentsize, shnum,
              shstrndx) = struct.unpack_from("<HHIIIIIHHHHHH", h, 16)
-        self.loads: list[tuple[int, int, int]] = []  # (p_offset, p_vaddr, p_filesz)
+        self.loads: list[tuple[int, int, int]] = []  # (p_offset, p_vaddr, max(p_filesz, p_memsz))
         self.notes: list[tuple[int, int]] = []
         ph = self.read(phoff, phentsize * phnum) if phnum else b""
         for i in range(phnum):
             if self.is64:
-                p_type, _f, off, vaddr, _pa, fsz, _msz, _al = struct.unpack_from("<IIQQQQQQ", ph, i * phentsize)
+                p_type, _f, off, vaddr, _pa, fsz, msz, _al = struct.unpack_from("<IIQQQQQQ", ph, i * phentsize)
             else:
-                p_type, off, vaddr, _pa, fsz, _msz, _f, _al = struct.unpack_from("<IIIIIIII", ph, i * phentsize)
-            if p_type == PT_LOAD:
-                self.loads.append((off, vaddr, fsz))
+                p_type, off, vaddr, _pa, fsz, msz, _f, _al = struct.unpack_from("<IIIIIIII", ph, i * phentsize)
+            if p_type == PT_LOAD and max(fsz, msz):
+                self.loads.append((off, vaddr, max(fsz, msz)))  # perf's elf_read_program_header
             elif p_type == PT_NOTE:
                 self.notes.append((off, fsz))
         self.sections: list[dict] = []
@@ -429,8 +435,10 @@ def _cstr(strs: bytes, at: int) -> str:
 
 def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
     """perf 6.1's dso__load_sym over the chosen table, in bulk: FUNC/GNU_IFUNC/OBJECT symbols and
-    NOTYPE labels in text sections, of allocated sections; ET_EXEC/ET_REL (and prelinked) symbols
-    moved to file offsets by their program header. Names are read (and demangled) when looked up."""
+    NOTYPE labels in text sections, of allocated sections; symbols moved to file offsets by their
+    program header (perf does so for every user-space file since 5.19: a binary whose text is not
+    at its file offset, as lld links Chromium, names right). Names are read (and demangled) when
+    looked up."""
     sec = syms_elf.section(".symtab") if syms_elf.has_symtab() else None
     if sec is None:
         sec = run_elf.section(".dynsym")
@@ -474,16 +482,16 @@ def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
     value = syms["value"][k].astype(np.uint64)
     if syms_elf.machine == EM_ARM:
         value = np.where(typ[k] == STT_FUNC, value & ~np.uint64(1), value)
-    if run_elf.type in (ET_EXEC, ET_REL) or syms_elf.section(".gnu.prelink_undo") is not None:
+    if True:  # perf 6.1 moves every user-space DSO's symbols to file offsets (its adjust_symbols)
         done = np.zeros(len(k), dtype=bool)
         for off, va, fsz in run_elf.loads:
             m = ~done & (value >= np.uint64(va)) & (value < np.uint64(va + fsz))
-            value[m] -= np.uint64(va - off)
+            value[m] = value[m] - np.uint64(va) + np.uint64(off)
             done |= m
         if not done.all():  # no program header: the section's address minus its offset
             sec_delta = np.where(use_r[k], col(secs_r, lambda sh: sh["addr"] - sh["offset"])[ix_r[k]]
                                  if secs_r else 0, col(secs_s, lambda sh: sh["addr"] - sh["offset"])[ix[k]])
-            value[~done] -= sec_delta[~done].astype(np.uint64)
+            value[~done] = (value[~done].astype(np.int64) - sec_delta[~done].astype(np.int64)).astype(np.uint64)
     size = syms["size"][k].astype(np.uint64)
     end = np.where(size > 0, value + size, value)
     b = bind[k]
@@ -498,8 +506,14 @@ def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
             n = cache[i] = demangle(n) if n.startswith("_Z") else n
         return n
 
-    def raw_name(i: int) -> str:  # for perf's tie-breaks between aliases (mangled alike when C++)
-        return _cstr(strs, int(name_off[i]))
+    def raw_name(ix: list[int]) -> list[str]:  # perf's tie-breaks between aliases: names demangled, in bulk
+        raw = [_cstr(strs, int(name_off[i])) for i in ix]
+        dm = demangle.many([r for r in raw if r.startswith("_Z")])
+        it = iter(dm)
+        out = [next(it) if r.startswith("_Z") else r for r in raw]
+        for i, n in zip(ix, out):
+            cache[i] = n
+        return out
 
     return SymTable.from_arrays(value, end, b, name_of, raw_name)
 
@@ -556,6 +570,36 @@ class Demangler:
     def lazy_plt(self, name: str) -> str:
         return Lazy(name, self, "@plt") if name.startswith("_Z") else name + "@plt"
 
+    def many(self, names: list[str], chunk: int = 400) -> list[str]:
+        """Names demangled in bulk (a table's aliases): lines written and read in chunks that fit
+        the pipes."""
+        out = []
+        todo = [n for n in names if n not in self.cache]
+        for i in range(0, len(todo), chunk):
+            part = todo[i:i + chunk]
+            got = list(part)
+            if not self.missing:
+                try:
+                    with self.lock:
+                        self._ensure()
+                        self.proc.stdin.write("".join(n.replace("\n", " ") + "\n" for n in part))
+                        self.proc.stdin.flush()
+                        got = [self.proc.stdout.readline().rstrip("\n") or n for n in part]
+                except (OSError, ValueError):
+                    self.missing = True
+            for n, d in zip(part, got):
+                if d != n and self.RUST_HASH.search(d):
+                    d = _rust_legacy(self.RUST_HASH.sub("", d))
+                self.cache[n] = d
+        return [self.cache.get(n, n) for n in names] if names else out
+
+    def _ensure(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            from ..node.children import spawn
+
+            self.proc = spawn(["c++filt", "-p"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, bufsize=1)
+
     def __call__(self, name: str) -> str:
         got = self.cache.get(name)
         if got is not None:
@@ -564,11 +608,7 @@ class Demangler:
         if not self.missing:
             try:
                 with self.lock:
-                    if self.proc is None or self.proc.poll() is not None:
-                        from ..node.children import spawn
-
-                        self.proc = spawn(["c++filt", "-p"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                    self._ensure()
                     self.proc.stdin.write(name.replace("\n", " ") + "\n")
                     self.proc.stdin.flush()
                     out = self.proc.stdout.readline().rstrip("\n") or name
@@ -709,7 +749,7 @@ class UserSymbols:
             if bid is not None:
                 self.by_bid[bid] = table
             return FileSymbols(table, bid)
-        except (OSError, ValueError, struct.error, IndexError):
+        except Exception:  # noqa: BLE001 - a file this reader cannot make sense of names nothing, as perf
             return FileSymbols(None, None)
         finally:
             run.close()
