@@ -549,7 +549,9 @@ class Decoder:
         while off + 8 <= n:  # the one per-record Python step: record lengths
             app(off)
             sz = buf[off + 6] | (buf[off + 7] << 8)
-            if sz < 8:
+            if sz < 8:  # not a record: stop here (cannot happen with whole ring reads)
+                offs.pop()
+                off = n
                 break
             off += sz
         if off > n:  # a cut record (cannot happen with whole ring reads)
