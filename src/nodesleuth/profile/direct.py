@@ -228,6 +228,12 @@ class Maps:
     def copy(self) -> "Maps":
         return Maps(list(self.starts), list(self.rows))
 
+    def overlaps(self, start: int, end: int) -> bool:
+        i = bisect_right(self.starts, start) - 1
+        if i >= 0 and self.rows[i][1] > start:
+            return True
+        return i + 1 < len(self.rows) and self.rows[i + 1][0] < end
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(starts, ends, pgoffs) as uint64 arrays, for resolving many addresses at once."""
         if self._arrays is None or len(self._arrays[0]) != len(self.rows):
@@ -321,6 +327,7 @@ class Decoder:
         self.samples = 0
         self.named = 0  # distinct stacks named
         self.exited: set[int] = set()
+        self._skip: set[int] = set()  # pids whose MMAP2 records this batch skips (decode)
         # frames (the names one address stands for) by id; 0: an address in no map
         self.frames: list[tuple[str, ...]] = [("[unknown]",)]
         self.frame_id: dict[tuple[str, ...], int] = {("[unknown]",): 0}
@@ -377,8 +384,8 @@ class Decoder:
     def side_band(self, typ: int, misc: int, rec: bytes, t: int, changes: dict, comm_changes: dict) -> None:
         if typ == MMAP2 or typ == MMAP:
             pid = struct.unpack_from("<i", rec, 8)[0]
-            if pid == -1:
-                return  # kernel maps: this process reads kallsyms itself
+            if pid == -1 or pid in self._skip:
+                return  # kernel maps (this process reads kallsyms itself), or a process never sampled
             start, length, pgoff = struct.unpack_from("<QQQ", rec, 16)
             if typ == MMAP2:
                 maj, mn, ino = struct.unpack_from("<IIQ", rec, 40)
@@ -386,7 +393,13 @@ class Decoder:
                 name = _cstr(rec, 72)
             else:
                 ident, name = (0, 0, 0), _cstr(rec, 40)
-            m = self._maps_of(pid).copy()
+            m = self._maps_of(pid)
+            if not m.overlaps(start, start + length):
+                # a map where none was (a process starting, dlopen, a JIT region): no earlier address
+                # changes its name, so the current version takes it (no copy, no new generation)
+                m.add(start, start + length, pgoff, name, ident)
+                return
+            m = m.copy()
             m.add(start, start + length, pgoff, name, ident)
             changes.setdefault(pid, []).append((t, self._bump(pid, m)))
         elif typ == COMM:
@@ -571,6 +584,19 @@ class Decoder:
             sz8 = size8[sb]
             ok = sz8 >= 4
             ts = np.where(ok, u[np.where(ok, so + sz8 - 2, 0)], 0)
+            # processes that start and exit within this batch without a sample (a busy host's churn) need
+            # no maps: their MMAP2 records are skipped, unless they forked (a child starts with their maps)
+            u32 = np.frombuffer(buf, dtype="<u4", count=n // 4)
+            st = typ[sb]
+            ex = so[st == EXIT]
+            fk = so[st == FORK]
+            self._skip = set()
+            if len(ex):
+                gone = set(u32[ex * 2 + 2].tolist())
+                if gone:
+                    sampled = set(distinct(u32[o[is_s] * 2 + 4]).tolist())  # the pid of each sample
+                    parents = set(u32[fk * 2 + 3].tolist()) if len(fk) else set()
+                    self._skip = gone - sampled - parents
             for i in np.argsort(ts, kind="stable").tolist():
                 t = int(ts[i])
                 a = int(so[i]) * 8
@@ -800,6 +826,9 @@ class Decoder:
             m = self._maps_of(pid) if pid not in self.maps else self.maps[pid]
         if m is None or not m.rows or not len(addrs):
             return out
+        if len(addrs) <= 16:  # a few addresses: one by one (numpy's per-call cost is more than their work)
+            fid = self._fid
+            return np.array([fid(self._uframe(pid, m, a)[0]) for a in addrs.tolist()], dtype=np.int64)
         st, en, pg = m.arrays()
         i = st.searchsorted(addrs, "right").astype(np.int64) - 1
         ic = np.maximum(i, 0)
