@@ -328,6 +328,9 @@ class Decoder:
         self.named = 0  # distinct stacks named
         self.exited: set[int] = set()
         self._skip: set[int] = set()  # pids whose MMAP2 records this batch skips (decode)
+        self._snap: dict[int, Maps] | None = None  # maps read by the snapshot thread, not yet taken
+        self._snap_pid: int | None = None  # the pid that thread is reading
+        self._snap_done: threading.Event | None = None
         # frames (the names one address stands for) by id; 0: an address in no map
         self.frames: list[tuple[str, ...]] = [("[unknown]",)]
         self.frame_id: dict[tuple[str, ...], int] = {("[unknown]",): 0}
@@ -338,21 +341,18 @@ class Decoder:
         except OSError:
             self.my_mnt = None
 
-    def snapshot(self) -> None:
-        """Every process's executable maps and every thread's name now, as perf record synthesizes
+    def snapshot(self, wait: float = 5.0) -> None:
+        """Every thread's name and every process's executable maps now, as perf record synthesizes
         them at start (once the events are enabled: what changes later comes as records): a process
-        that exits before its samples are decoded keeps its names."""
+        that exits before its samples are decoded keeps its names. The maps are read on a thread of
+        their own, waited for `wait` s: reading /proc/PID/maps takes the process's mmap lock and can
+        block for as long as another holds it (perf bounds it with --proc-map-timeout); decoding takes
+        what has been read, and never reads the maps of the process that thread is stuck on."""
         try:
             pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
         except OSError:
             return
         for pid in pids:
-            if pid not in self.maps:
-                m = proc_maps(pid)
-                if m is not None:
-                    self.maps[pid] = m
-                    self.gen.setdefault(pid, 0)
-                    self.versions[(pid, self.gen[pid])] = m
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
             except OSError:
@@ -363,13 +363,50 @@ class Decoder:
                         self.comm.setdefault(int(t), f.read().rstrip("\n"))
                 except (OSError, ValueError):
                     pass
+        done = threading.Event()
+        snap = self._snap = {}
+
+        def read_all():
+            for pid in pids:
+                self._snap_pid = pid
+                m = proc_maps(pid)
+                if m is not None:
+                    snap[pid] = m
+            self._snap_pid = None
+            done.set()
+
+        self._snap_done = done
+        threading.Thread(target=read_all, name="nodesleuth-maps", daemon=True).start()
+        done.wait(wait)
+        self._merge_snapshot()
+
+    def _merge_snapshot(self) -> None:
+        """Take the maps the snapshot thread has read so far (pids the records have not made known)."""
+        snap = self._snap
+        if snap is None:
+            return
+        for pid in list(snap):
+            m = snap.pop(pid)
+            if pid not in self.maps:
+                self.maps[pid] = m
+                self.gen.setdefault(pid, 0)
+                self.versions[(pid, self.gen[pid])] = m
+        if self._snap_done is not None and self._snap_done.is_set() and not snap:
+            self._snap = None
 
     # --- side-band
 
     def _maps_of(self, pid: int) -> Maps:
         m = self.maps.get(pid)
         if m is None:
-            m = self.maps[pid] = proc_maps(pid) or Maps()
+            if self._snap is not None and pid in self._snap:
+                self._merge_snapshot()
+                m = self.maps.get(pid)
+                if m is not None:
+                    return m
+            # the snapshot thread is stuck reading this one: do not block the decoder on it too
+            stuck = self._snap is not None and pid == self._snap_pid
+            m = self.maps[pid] = (None if stuck else proc_maps(pid)) or Maps()
             self.gen.setdefault(pid, 0)
             self.versions[(pid, self.gen[pid])] = m
         return m
@@ -575,6 +612,8 @@ class Decoder:
         typ = (hdr & MASK32).astype(np.int64)
         size8 = (hdr >> np.uint64(51)).astype(np.int64)
         is_s = typ == SAMPLE
+        if self._snap is not None:
+            self._merge_snapshot()
         # side-band, in time order (their times from the sample_id trailer: pid/tid, time, cpu/res)
         sb = np.flatnonzero(~is_s)
         changes: dict[int, list] = {}
