@@ -82,6 +82,17 @@ groups:
         annotations:
           summary: "{{{{ $labels.instance }}}}: NIC {{{{ $labels.device }}}} reset or timed out (often CPU starvation)"
           runbook: "nodesleuth explain --store /var/lib/nodesleuth --incidents --from '30m ago'"
+      - alert: NodesleuthCpuInMemcgCode
+        # the exporter's profile (exporter --profile): a CPU spent >= {_num(th.PROVE * 100)}% of its time in memory-cgroup
+        # walk/reclaim code over the profile window (explain proves the memcg link from the same share)
+        expr: |
+          max by (instance, cpu) (nodesleuth_profile_cpu_share_ratio{{family="memcg"}}) >= {_num(th.PROVE)}
+        for: 2m
+        labels:
+          severity: warning
+        annotations:
+          summary: "{{{{ $labels.instance }}}}: CPU {{{{ $labels.cpu }}}} spends {{{{ $value | humanizePercentage }}}} of its time in memory-cgroup code"
+          runbook: "nodesleuth check (zombie memory cgroups?); nodesleuth top-functions --store /var/lib/nodesleuth --cpu {{{{ $labels.cpu }}}} --from '10m ago'"
       - alert: NodesleuthCrashLoopingUnit
         # crash-looping as check says (model/records.Unit.crash_looping: auto-restart, or >= {th.CRASH_LOOP_RESTARTS}
         # restarts without success), and restarting in these 15 minutes

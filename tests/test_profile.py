@@ -70,8 +70,11 @@ def test_real_perf_of_a_pinned_loop(tmp_path, spin):
     d = str(tmp_path / "st")
     start = time.time()
     c0 = _cpu_ticks(spin.pid)
+    # the perf record path (the fallback of the direct reader, which test_profile_direct.py covers): its perf is
+    # killed below and must be restarted
     rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", d, "--quiet", "--profile",
-                            "--profile-rotate", "2", "--duration", "9s"])
+                            "--profile-rotate", "2", "--duration", "9s"],
+                           env={**os.environ, "NODESLEUTH_PROFILER": "perf"})
     deadline = time.time() + 20
     perf = []
     while time.time() < deadline and not perf:  # started and past its first chunk
@@ -734,13 +737,15 @@ def test_samples_perf_lost_are_counted_as_perf_counts_them(tmp_path):
 @pytest.mark.slow
 @needs_root
 def test_profile_run_stops_on_its_duration_and_on_signals(tmp_path, spin):
-    """`profile run` sleeps until its duration ends or SIGTERM/SIGINT arrive (no polling loop: it cost
-    a fifth of the profiler's steady CPU at 49 Hz), then stores what perf wrote and leaves no perf."""
+    """`profile run --method perf` sleeps until its duration ends or SIGTERM/SIGINT arrive (no polling loop:
+    it cost a fifth of the profiler's steady CPU at 49 Hz), then stores what perf wrote and leaves no
+    perf (the direct reader: test_profile_direct.py)."""
     def run(name, sig=None):
         st = str(tmp_path / name)
         t0 = time.monotonic()
-        p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "profile", "run", "--store", st, "--rotate", "2"]
-                             + ([] if sig else ["--duration", "5s"]), stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "profile", "run", "--store", st, "--rotate", "2",
+                              "--method", "perf"] + ([] if sig else ["--duration", "5s"]), stderr=subprocess.PIPE,
+                             text=True)
         perf = []
         while time.monotonic() - t0 < 30 and len(perf) < 2:  # perf record and perf script
             time.sleep(0.2)

@@ -18,12 +18,19 @@ from .common import _listen, one_line_errors
 @click.option("--zone", help="Zone label for nodesleuth_node_info (default: from cloud-init instance data).")
 @click.option("--systemd-pid", type=int)
 @click.option("--kmsg", type=click.Path(), help="Recorded kernel log file instead of ROOT/dev/kmsg.")
+@click.option("--profile", help="Publish each CPU's time share per code family (nodesleuth_profile_cpu_share_ratio): "
+              "`run` profiles this host here (direct ring-buffer reader, else perf record), or a recorder's "
+              "store directory (record --profile) is read.")
+@click.option("--profile-window", default="60s", show_default=True, help="Window of the profile shares.")
+@click.option("--profile-freq", default=49, show_default=True, help="Sampling rate per CPU with --profile run.")
 @one_line_errors
-def exporter(root, listen, interval, zone, systemd_pid, kmsg):
+def exporter(root, listen, interval, zone, systemd_pid, kmsg, profile, profile_window, profile_freq):
     """Prometheus/OpenMetrics endpoint (/metrics) and a host snapshot (/snapshot) for fleet analysis."""
     from ..fleet.exporter import serve
+    from .common import _duration
 
-    serve(root, listen, interval, zone, systemd_pid, kmsg, log=lambda m: click.echo(m, err=True))
+    serve(root, listen, interval, zone, systemd_pid, kmsg, log=lambda m: click.echo(m, err=True), profile=profile,
+          profile_window=_duration(profile_window), profile_freq=profile_freq)
 
 @main.command()
 @click.option("--root", default="/", show_default=True)

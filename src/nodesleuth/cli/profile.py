@@ -25,11 +25,16 @@ def profile() -> None:
 @click.option("--duration", help="Stop after this long; default until SIGTERM.")
 @click.option("--retention", default="1d", show_default=True)
 @click.option("--max-size", default="4G", show_default=True)
+@click.option("--method", type=click.Choice(["auto", "direct", "perf"]), default=None,
+              help="direct: read the kernel's perf ring buffers here (perf_event_open; needs root or CAP_PERFMON, "
+                   "x86_64); perf: perf record, its stacks named by perf script; auto (default, or "
+                   "$NODESLEUTH_PROFILER): direct where possible, else perf record, and says why.")
 @click.option("--chunked", is_flag=True, hidden=True,
               help="The former pipeline: one full perf script per chunk (benchmarks and tests compare with it).")
 @one_line_errors
-def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, chunked):
-    """Run perf record -a -g continuously into STORE (without the 1 Hz recorder)."""
+def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, method, chunked):
+    """Profile every CPU continuously into STORE (without the 1 Hz recorder): cpu-clock at FREQ Hz with
+    kernel and user stacks, the kernel's ring buffers read directly where possible, else perf record."""
     import os
     import select
     import signal
@@ -42,9 +47,9 @@ def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, c
     if chunked:
         r = ChunkedProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
     else:
-        r = ProfileRunner(w.append, freq=freq, rotate=rotate, buffer_kb=buffer_kb)
+        r = ProfileRunner(w.append, freq=freq, rotate=rotate, buffer_kb=buffer_kb, method=method)
     if not r.start():
-        raise InputError("perf", r.error or "cannot start")
+        raise InputError("perf" if getattr(r, "method", "perf") == "perf" else "profiler", r.error or "cannot start")
     # wait for a signal or the duration without waking: a polling loop was a fifth of the whole
     # profiler's steady cost at 49 Hz (benchmarks/results/summary.md). The signal wakes the select through
     # Python's wakeup fd (a handler taking a lock could deadlock the thread it interrupted)
@@ -62,9 +67,11 @@ def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, c
         r.stop()
         w.enforce()
         w.close()
-    click.echo(f"{r.samples} samples in {r.chunks} chunks, {r.restarts} perf restarts"
+    how = {"direct": "direct ring-buffer reader", "perf": "perf record"}.get(getattr(r, "method", "perf"), "perf record")
+    click.echo(f"{r.samples} samples in {r.chunks} chunks ({how}), {r.restarts} perf restarts"
                + (f", {r.lost_samples} lost by perf (ring buffer full)" if getattr(r, "lost_samples", 0) else "")
-               + (f", {r.unnamed_samples} with unnamed frames" if getattr(r, "unnamed_samples", 0) else ""), err=True)
+               + (f", {r.unnamed_samples} with unnamed frames" if getattr(r, "unnamed_samples", 0) else "")
+               + (f"; {r.error}" if r.error else ""), err=True)
 
 @profile.command("ingest")
 @click.argument("script", type=click.Path())

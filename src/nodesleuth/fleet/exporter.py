@@ -49,8 +49,29 @@ class State:
 
 
 class NodesleuthCollector(Collector):
-    def __init__(self, state: State):
+    def __init__(self, state: State, profile=None):
         self.state = state
+        self.profile = profile  # ProfileSource or None
+
+    def profile_families(self):
+        """nodesleuth_profile_cpu_share_ratio{cpu, family}: every family of every CPU the window saw
+        (so a family at 0 is a series at 0, not a missing one), plus the window's length and age."""
+        if self.profile is None:
+            return
+        shares, covered, latest = self.profile.get()
+        from ..profile.families import FAMILIES
+
+        g = GaugeMetricFamily("nodesleuth_profile_cpu_share_ratio", METRICS["nodesleuth_profile_cpu_share_ratio"].help,
+                              labels=["cpu", "family"])
+        for cpu in sorted(shares):
+            for fam, v in zip(FAMILIES, shares[cpu]):
+                g.add_metric([str(cpu), fam], round(v, 6))
+        yield g
+        yield GaugeMetricFamily("nodesleuth_profile_window_seconds", METRICS["nodesleuth_profile_window_seconds"].help,
+                                value=covered)
+        if latest is not None:
+            yield GaugeMetricFamily("nodesleuth_profile_age_seconds", METRICS["nodesleuth_profile_age_seconds"].help,
+                                    value=round(max(0.0, time.time() - latest), 3))
 
     def collect(self):
         st = self.state
@@ -75,6 +96,7 @@ class NodesleuthCollector(Collector):
                     info[name] = InfoMetricFamily(name, METRICS[name].help, labels=[])
                 info[name].add_metric([], labels_of(name, vals))
             yield from info.values()
+        yield from self.profile_families()
         yield CounterMetricFamily("nodesleuth_samples", METRICS["nodesleuth_samples"].help, value=samples)
         yield CounterMetricFamily("nodesleuth_sample_errors", METRICS["nodesleuth_sample_errors"].help, value=errors)
         if tk is None:
@@ -112,6 +134,45 @@ class NodesleuthCollector(Collector):
         for k in ("hot_core", "nic_reset"):
             inc.add_metric([k], incidents.get(k, 0))
         yield inc
+
+
+class ProfileSource:
+    """The exporter's profile shares: its own profiler (`run`: the direct ring-buffer reader, or perf
+    record where that cannot run; nothing stored) or a recorder's store (`--profile DIR`: its raw
+    profile batches, re-read at most every few seconds)."""
+
+    def __init__(self, spec: str, window: float = 60.0, freq: int = 49, log=print):
+        from ..profile.families import CpuShares, StoreShares
+
+        self.runner = None
+        self.store = None
+        if spec == "run":
+            from ..profile.runner import ProfileRunner
+
+            self.shares = CpuShares(window)
+            # batches every 5 s: the shares lag the CPUs by at most that
+            self.runner = ProfileRunner(lambda *a: None, freq=freq, rotate=5.0, store=False,
+                                        on_batch=self.shares.add_batch, say=lambda m: log(f"nodesleuth: {m}"))
+        else:
+            import os
+
+            if not os.path.isdir(spec):
+                raise InputError(spec, "--profile wants `run` or a recorder's store directory")
+            self.store = StoreShares(spec, window)
+
+    def start(self) -> None:
+        if self.runner is not None and not self.runner.start():
+            raise InputError("profiler", self.runner.error or "cannot start")
+
+    def get(self):
+        if self.store is not None:
+            return self.store.get()
+        sh, covered = self.shares.shares()
+        return sh, covered, self.shares.latest
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.runner.stop()
 
 
 FACTS_EVERY = 60.0
@@ -245,8 +306,10 @@ class SnapshotCache:
 
 
 def serve(root: str, listen: str, interval: float, zone: str | None, systemd_pid: int | None,
-          kmsg: str | None, log=print) -> None:
-    """The exporter's HTTP server: /metrics (prometheus-client's WSGI app) and /snapshot (cached)."""
+          kmsg: str | None, log=print, profile: str | None = None, profile_window: float = 60.0,
+          profile_freq: int = 49) -> None:
+    """The exporter's HTTP server: /metrics (prometheus-client's WSGI app) and /snapshot (cached).
+    profile: `run` (profile this host here) or a recorder's store: per-CPU code-family shares."""
     import json
     import os
     from socketserver import ThreadingMixIn
@@ -262,8 +325,14 @@ def serve(root: str, listen: str, interval: float, zone: str | None, systemd_pid
     th = SamplerThread(r, state, interval, systemd_pid, kmsg_src, zone)
     th.refresh_facts()  # the info metrics are there from the first scrape
     th.start()
+    source = None
+    if profile:
+        source = ProfileSource(profile, profile_window, profile_freq, log)
+        source.start()
+        log(f"nodesleuth exporter: profile shares over {profile_window:g} s from "
+            + ("this host's profiler (" + getattr(source.runner, "method", "?") + ")" if source.runner else profile))
     reg = CollectorRegistry()
-    reg.register(NodesleuthCollector(state))
+    reg.register(NodesleuthCollector(state, source))
     metrics = make_wsgi_app(reg)
     snaps = SnapshotCache(lambda: json.dumps(snap.take(r, 1.0, systemd_pid, zone)).encode())
     snaps.warm()

@@ -44,6 +44,14 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_unit_crash_looping", "gauge", "1 if the unit is in a restart loop", ("unit",)),
     Metric("nodesleuth_incidents", "counter", "Incidents seen since start (detect/incidents.py rule)", ("kind",)),
     Metric("nodesleuth_samples", "counter", "Samples taken by the exporter"),
+    # the exporter's profile (--profile): share of each CPU's time per code family over the last window
+    # (families fixed: memcg, softirq, kernel, user, idle; profile/families.py), so cardinality is CPUs x 5
+    Metric("nodesleuth_profile_cpu_share_ratio", "gauge", "Share of each CPU's time in a code family (memcg: "
+           "memory-cgroup walk/reclaim; softirq: softirq/NAPI/IRQ; kernel: other kernel; user; idle) over the last "
+           "profile window, from cpu-clock samples with kernel stacks", ("cpu", "family")),
+    Metric("nodesleuth_profile_window_seconds", "gauge", "Seconds of profile behind nodesleuth_profile_cpu_share_ratio "
+           "(less than the window while the profile fills)"),
+    Metric("nodesleuth_profile_age_seconds", "gauge", "Seconds since the newest sample behind the profile shares"),
     Metric("nodesleuth_sample_errors", "counter", "Samples that failed"),
     # info metrics: value 1, the fact in the labels; bounds on label values in fleet/facts.py
     Metric("nodesleuth_node", "info", "Facts about this node", ("zone", "instance_type", "kernel", "os_image", "cgroup")),

@@ -89,6 +89,9 @@ class Aggregator:
         # per interned stack, worked out once (a batch's stacks are mostly ones seen before):
         self.stack_idle: list[bool] = []  # the idle task idling (parse.is_idle)
         self.stack_hashes: list[int] = []  # its 64-bit name in aggregate records
+        self.stack_fids: list[np.ndarray] = []  # its frames as ids into frame_names
+        self.frame_ix: dict[str, int] = {}
+        self.frame_names: list[str] = []
         self.event = ""
         self.open: dict[int, tuple[int, list]] = {}  # level -> (window number, [(cols, counts, tmin, tmax)])
         self.heat: tuple[int, list] | None = None  # (minute number, [(t, cpu, work)])
@@ -107,6 +110,8 @@ class Aggregator:
             self.stacks.append(st)
             self.stack_idle.append(is_idle(0, st))
             self.stack_hashes.append(stack_hash(st))
+            fx = self.frame_ix
+            self.stack_fids.append(np.array([self._intern(fx, self.frame_names, f) for f in st], dtype=np.int64))
         return i
 
     def _compact(self) -> None:
@@ -126,6 +131,11 @@ class Aggregator:
         self.stacks = [self.stacks[i] for i in keep]
         self.stack_idle = [self.stack_idle[i] for i in keep]
         self.stack_hashes = [self.stack_hashes[i] for i in keep]
+        self.stack_fids = [self.stack_fids[i] for i in keep]
+        if len(self.frame_names) > 4 * 200_000:  # frames no kept stack uses: start the table over
+            self.frame_ix, self.frame_names = {}, []
+            self.stack_fids = [np.array([self._intern(self.frame_ix, self.frame_names, f) for f in st], dtype=np.int64)
+                               for st in self.stacks]
         self.comm_ix = {c: i for i, c in enumerate(self.comms)}
         self.stack_ix = {s: i for i, s in enumerate(self.stacks)}
 
@@ -213,12 +223,39 @@ class Aggregator:
         self.append(HEAT, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event))
         self.append(HEAT_ALL, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event, summed=True))
 
+    def _frame_table(self, sids: list[int]) -> tuple[list[str], list[list[int]]]:
+        """The record's frame table (frames in order of first use) and its stacks as indices into it:
+        the same as interning frame by frame, in bulk (a record of 10,000 stacks is 200,000 frames)."""
+        parts = [self.stack_fids[s] for s in sids]
+        if not parts:
+            return [], []
+        lens = np.array([len(p) for p in parts], dtype=np.int64)
+        flat = np.concatenate(parts) if lens.sum() else np.zeros(0, dtype=np.int64)
+        if not len(flat):
+            return [], [[] for _ in parts]
+        order = np.argsort(flat, kind="stable")
+        sf = flat[order]
+        new = np.concatenate(([True], sf[1:] != sf[:-1]))
+        run = np.cumsum(new) - 1  # each sorted element's unique index
+        first = order[new]  # first use of each unique frame (stable sort: the earliest)
+        rank = np.empty(len(first), dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        local = np.empty(len(flat), dtype=np.int64)
+        local[order] = rank[run]
+        names = self.frame_names
+        frames = [names[g] for g in sf[new][np.argsort(first, kind="stable")].tolist()]
+        loc = local.tolist()
+        out, at = [], 0
+        for n in lens.tolist():
+            out.append(loc[at:at + n])
+            at += n
+        return frames, out
+
     def encode(self, lvl: int, t0: float, cols, counts) -> bytes:
         cpu, pid, comm, stack = cols
         ucomm, comm_l = np.unique(comm, return_inverse=True)
         ustack, stack_l = np.unique(stack, return_inverse=True)
-        frames: dict[str, int] = {}
-        stacks = [[frames.setdefault(f, len(frames)) for f in self.stacks[s]] for s in ustack.tolist()]
+        frames, stacks = self._frame_table(ustack.tolist())
         cpus, starts = np.unique(cpu, return_index=True)
         ends = np.append(starts[1:], len(cpu))
         head = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts),

@@ -212,24 +212,28 @@ class ChunkedProfileRunner(PerfRotator):
             self.agg.flush()
 
 
-class ProfileRunner:
+class PerfRecordProfileRunner:
     """perf record -a -g at `freq` Hz in perf's pipe format, read here (profile/perfdata.py) rather
     than printed by `perf script` per sample: one long-lived `perf script` names each address it has
     not named before, the rest comes from the records and caches. Every `rotate` s the samples read so far are
     stored, raw and pre-aggregated (profile/agg.py). If perf dies, both are restarted with back-off.
     The result is the same as ChunkedProfileRunner's full `perf script` (tests/test_profile.py); at
-    49 Hz it costs about a seventh of its CPU per sample (benchmarks/profile_cost.py).
+    49 Hz it costs about a seventh of its CPU per sample (benchmarks/profile_cost.py). The fallback of
+    ProfileRunner where the direct reader (profile/direct.py) cannot run.
 
     perf record and perf script are started from this runner's thread with a parent-death signal
     (children.spawn), so neither outlives nodesleuth; perf record writes only to its pipe, so there
     is no scratch file and no reaper process."""
 
     name = "profile"
+    method = "perf"
     PENDING_LIMIT = 2_000_000  # samples held for stacks perf script has not named yet (it fell behind)
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None,
-                 buffer_kb: int = 0):
+                 buffer_kb: int = 0, store: bool = True, on_batch=None):
         self.append = append
+        self.store = store  # False: samples only go to on_batch (the exporter's live shares)
+        self.on_batch = on_batch
         self.buffer_kb = buffer_kb  # perf's ring per CPU (0: from the rate, see _start_perf)
         self.freq = freq
         self.rotate = rotate
@@ -324,11 +328,14 @@ class ProfileRunner:
                 self.error = f"lost-sample counts not stored: {e}"
         if len(b):
             try:
-                for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
-                    self.append(PROFILE, t0, payload)
-                self.agg.add(b, offset)
+                if self.store:
+                    for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
+                        self.append(PROFILE, t0, payload)
+                    self.agg.add(b, offset)
                 self.samples += len(b)
                 self.chunks += 1
+                if self.on_batch is not None:
+                    self.on_batch(b, offset)
             except Exception as e:  # noqa: BLE001 - one bad batch must not stop the profiler
                 self.error = f"batch not stored: {e}"
                 self.dropped_chunks += 1
@@ -450,6 +457,67 @@ class ProfileRunner:
                 os.close(fd)
             self.thread = None
         return True
+
+
+METHODS = ("auto", "direct", "perf")
+
+
+def _say(msg: str) -> None:
+    import sys
+
+    print(f"nodesleuth: {msg}", file=sys.stderr, flush=True)
+
+
+class ProfileRunner:
+    """The continuous profiler: the direct ring-buffer reader (profile/direct.py) where it can run,
+    else `perf record` read through its pipe (PerfRecordProfileRunner), chosen when it starts and said
+    (`say`, stderr by default) when it falls back. `method`: auto | direct | perf; default from
+    $NODESLEUTH_PROFILER, else auto. Attributes and counters are the chosen runner's."""
+
+    name = "profile"
+
+    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
+                 method: str | None = None, say=_say, store: bool = True, on_batch=None):
+        method = method or os.environ.get("NODESLEUTH_PROFILER") or "auto"
+        if method not in METHODS:
+            raise InputError("profiler method", f"{method!r}: expected one of {', '.join(METHODS)}")
+        self._args = dict(append=append, freq=freq, rotate=rotate, cpus=cpus, buffer_kb=buffer_kb, store=store,
+                          on_batch=on_batch)
+        self.requested = method
+        self.fallback: str | None = None  # why the direct reader is not used (auto)
+        self.say = say
+        from .direct import DirectProfileRunner
+
+        self.impl = PerfRecordProfileRunner(**self._args) if method == "perf" else DirectProfileRunner(**self._args)
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["impl"], name)
+
+    @property
+    def method(self) -> str:
+        return self.impl.method
+
+    def record_args(self) -> list[str]:
+        return self.impl.record_args()
+
+    def start(self) -> bool:
+        from .direct import DirectProfileRunner, Unavailable
+
+        if isinstance(self.impl, DirectProfileRunner):
+            try:
+                self.impl.open()
+            except Unavailable as e:
+                if self.requested == "direct":
+                    self.impl.error = str(e)
+                    return False
+                self.fallback = str(e)
+                self.impl = PerfRecordProfileRunner(**self._args)
+                if self.say is not None:
+                    self.say(f"profile: the direct ring-buffer reader cannot run here ({e}); using perf record")
+        return self.impl.start()
+
+    def stop(self, timeout: float = 300) -> bool:
+        return self.impl.stop(timeout)
 
 
 class ChurnRunner(PerfRotator):
