@@ -75,7 +75,7 @@ def rows(r: dict) -> list[tuple[str, str]]:
         return out
     if b == "profile_cost":
         out = []
-        names = ("perf_record_alone", "nodesleuth_chunked_before", "nodesleuth_direct_after")
+        names = ("perf_record_alone", "nodesleuth_perf_record_before", "nodesleuth_direct_after")
         for k in ("49hz", "replay_96cpu_rate"):
             x = r[k]
             out += [(f"profiling, {k}: steady CPU-s/min, perf record alone / before (chunked) / after (direct)",

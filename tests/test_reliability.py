@@ -83,7 +83,8 @@ def test_kill_9_leaves_no_process_and_no_temp_file(tmp_path, after):
     tmp_before = set(glob.glob("/tmp/nodesleuth-*"))
     p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet", "--profile",
                           "--trace-churn", "--profile-rotate", "2", "--live-every", "5"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env={**os.environ, "NODESLEUTH_PROFILER": "perf"})  # the most children (direct: test_profile_direct)
     deadline = time.time() + 20
     # perf really running before the kill: the profiler's (perf record, perf script) and the churn tracer's
     while time.time() < deadline and not (_perf_for(store) and len(_perf_under(p.pid)) >= 3):
