@@ -14,7 +14,7 @@ import sys
 import time
 
 ALL = ["recorder_overhead", "store_read", "cut_size", "perf_parse", "profile_query", "profile_cost", "zombie_cost",
-       "fleet", "web_timeline", "scale", "kmsg_flood"]
+       "fleet", "web_timeline", "scale", "kmsg_flood", "pod_resources"]
 
 
 def rows(r: dict) -> list[tuple[str, str]]:
@@ -37,6 +37,12 @@ def rows(r: dict) -> list[tuple[str, str]]:
                 out.append((f"{k.replace('_live', '')} 1 (live host) CPU s per hour", str(runs[k]["cpu_s_per_hour"])))
         out += [(f"ratio {k}", str(v)) for k, v in r["ratios"].items() if "steady" in k]
         return out
+    if b == "pod_resources":
+        a, rec = r["at_96_cpus"], r["runs"]["recorder"]
+        return [("DaemonSet recorder (--profile) in its own cgroup, this host",
+                 f"{rec['cpu_pct_of_core']}% of a core, {rec['peak_mb']} MB peak; x{r['ratios']['recorder_cpu_vs_perf_record']} "
+                 f"perf record's CPU, x{r['ratios']['recorder_cpu_vs_sadc']} sadc's"),
+                ("DaemonSet recorder at 96 CPUs (derived)", f"{a.get('cpu_pct_96')}% of a core, {a.get('memory_peak_mb_96')} MB peak")]
     if b == "store_read":
         out = []
         for d, doc in r["stores"].items():
