@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import needs_root, nodesleuth
+from conftest import Busy, needs_root, nodesleuth, retry_when_busy
 from nodesleuth.model.errors import InputError
 from fixtures.perfscript import make_capture
 from nodesleuth.profile.parse import parse_file, parse_text
@@ -530,6 +530,7 @@ def test_preaggregated_ranges_equal_raw_samples(cap96, tmp_path):
 
 
 @needs_root
+@retry_when_busy()
 def test_direct_reader_equals_full_perf_script(tmp_path, spin):
     """The default runner's reader (profile/perfdata.py: records read in Python, perf script asked once
     per distinct stack) stores exactly what the former path stored: the same samples with the same
@@ -598,7 +599,9 @@ def test_direct_reader_equals_full_perf_script(tmp_path, spin):
     # the pinned loop repeats a few stacks: perf script was asked about few of its samples (other
     # jobs on a shared host may have ever-new stacks, so only the loop's are counted)
     spin_n = sum(1 for r in want if r[2] == spin.pid)
-    assert spin_n > 100 and asked_pids.count(spin.pid) < spin_n / 10, (asked_pids.count(spin.pid), spin_n)
+    if spin_n <= 100:  # 3 s at 499 Hz is ~1,500 samples of a loop that has its CPU
+        raise Busy(f"the pinned loop got {spin_n} samples of ~1,500: other jobs held its CPU")
+    assert asked_pids.count(spin.pid) < spin_n / 10, (asked_pids.count(spin.pid), spin_n)
     assert s.forwarded_samples < len(want)
 
     # perf script falling behind (a busy host, a VM under emulation): the second half is fed with no
