@@ -35,43 +35,12 @@ def profile() -> None:
 def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, method, chunked):
     """Profile every CPU continuously into STORE (without the 1 Hz recorder): cpu-clock at FREQ Hz with
     kernel and user stacks, the kernel's ring buffers read directly where possible, else perf record."""
-    import os
-    import select
-    import signal
-    import time
+    from ..profile import service
 
-    from ..profile.runner import ChunkedProfileRunner, ProfileRunner
-    from ..store.store import StoreWriter
+    done = service.run(store, freq, rotate, buffer_kb, _duration(duration) if duration else None, _duration(retention),
+                       _size(max_size), method, chunked)
+    click.echo(done.line(), err=True)
 
-    w = StoreWriter(store, _duration(retention), _size(max_size))
-    if chunked:
-        r = ChunkedProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
-    else:
-        r = ProfileRunner(w.append, freq=freq, rotate=rotate, buffer_kb=buffer_kb, method=method)
-    if not r.start():
-        raise InputError("perf" if getattr(r, "method", "perf") == "perf" else "profiler", r.error or "cannot start")
-    # wait for a signal or the duration without waking: a polling loop was a fifth of the whole
-    # profiler's steady cost at 49 Hz (benchmarks/results/summary.md). The signal wakes the select through
-    # Python's wakeup fd (a handler taking a lock could deadlock the thread it interrupted)
-    rfd, wfd = os.pipe()
-    os.set_blocking(wfd, False)
-    signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: None)
-    end = time.monotonic() + _duration(duration) if duration else None
-    try:
-        while end is None or time.monotonic() < end:
-            if select.select([rfd], [], [], None if end is None else max(0.0, end - time.monotonic()))[0]:
-                break
-    finally:
-        r.stop()
-        w.enforce()
-        w.close()
-    how = {"direct": "direct ring-buffer reader", "perf": "perf record"}.get(getattr(r, "method", "perf"), "perf record")
-    click.echo(f"{r.samples} samples in {r.chunks} chunks ({how}), {r.restarts} perf restarts"
-               + (f", {r.lost_samples} lost by perf (ring buffer full)" if getattr(r, "lost_samples", 0) else "")
-               + (f", {r.unnamed_samples} with unnamed frames" if getattr(r, "unnamed_samples", 0) else "")
-               + (f"; {r.error}" if r.error else ""), err=True)
 
 @profile.command("ingest")
 @click.argument("script", type=click.Path())
@@ -82,25 +51,13 @@ def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, m
 @one_line_errors
 def profile_ingest(script, store, offset, event):
     """Store a `perf script` text file (any -F field set; one event) for range queries."""
-    from ..profile.agg import Aggregator
-    from ..profile.codec import encode_pieces
-    from ..profile.parse import is_clock, parse_file, pick_event
-    from ..store.store import StoreWriter
+    from ..profile import service
 
-    b, note = pick_event(parse_file(script), event)
-    if note:
-        click.echo(f"note: {note}", err=True)
-    if b.event and not is_clock(b.event):
-        click.echo(f"note: {b.event} is not a clock event: sample counts are not time, so hot-CPU marks "
-                   "will be unavailable", err=True)
-    w = StoreWriter(store)
-    for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
-        w.append(PROFILE, t0, payload)
-    agg = Aggregator(w.append)
-    agg.add(b, offset)
-    agg.flush()
-    w.close()
-    click.echo(f"{len(b)} samples, {len(b.stacks)} unique stacks, {b.skipped} skipped", err=True)
+    notes, summary = service.ingest(script, store, offset, event)
+    for n in notes:
+        click.echo(f"note: {n}", err=True)
+    click.echo(summary, err=True)
+
 
 def _pfilter(cpu, pid, comm, keep_idle=False, cgroup=None):
     from ..profile.query import Filter
