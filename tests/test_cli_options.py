@@ -325,7 +325,8 @@ def test_profile_run_freq_buffer_duration_retention_and_cgroup_filters(busy_loop
     try:
         t = time.monotonic()
         p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "profile", "run", "--store", store, "--duration", "6s",
-                              "--freq", "199", "--buffer", "1024", "--retention", "2h"], stderr=subprocess.PIPE, text=True)
+                              "--freq", "199", "--buffer", "1024", "--retention", "2h", "--method", "perf"],
+                             stderr=subprocess.PIPE, text=True)  # perf record's arguments show the options
         perf = _perf_record_args(p)
         err = p.communicate(timeout=120)[1]
         took = time.monotonic() - t
@@ -443,7 +444,7 @@ def test_record_profile_freq_and_buffer(tmp_path):
     store = str(tmp_path / "st")
     p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", "6s", "--quiet",
                           "--profile", "--profile-freq", "199", "--profile-buffer", "512", "--profile-rotate", "2"],
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, "NODESLEUTH_PROFILER": "perf"})
     perf = _perf_record_args(p)
     err = p.communicate(timeout=180)[1]
     assert p.returncode == 0, err
