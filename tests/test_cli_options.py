@@ -760,3 +760,40 @@ def test_fleet_concurrency_bounds_snapshot_fetches_in_flight():
         srv.shutdown()
         srv.server_close()
     assert docs["1"] == docs["3"] and (docs["1"]["hosts"], docs["1"]["affected"]) == (8, 3)
+
+
+@needs_root
+def test_exporter_profile_freq():
+    """exporter --profile run --profile-freq 99: its profiler samples every CPU 99 times a second (idle included:
+    cpu-clock), so nodesleuth_profile_samples_total grows by about 99 x CPUs a second."""
+    p, port = _exporter("--profile", "run", "--profile-freq", "99", "--profile-window", "10s")
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and _metrics(port).get("nodesleuth_profile_samples_total", 0) == 0:
+            time.sleep(1)  # batches reach the shares every 5 s
+        a, t = _metrics(port)["nodesleuth_profile_samples_total"], time.monotonic()
+        time.sleep(11)
+        rate = (_metrics(port)["nodesleuth_profile_samples_total"] - a) / (time.monotonic() - t)
+    finally:
+        p.terminate()
+        p.wait()
+    want = 99 * os.cpu_count()
+    assert 0.6 * want <= rate <= 1.3 * want, (rate, want)  # whole 5 s batches in an 11 s window
+
+
+@needs_root
+def test_record_tier_ages(tmp_path):
+    """record --tier-1s 2h --tier-10s 12h --tier-1m 24h: each tier's own age bound drops that tier's old segments
+    (a segment is old once the next one of its stream starts before the cut-off): ticks from 5 h ago go (the next
+    started 3 h ago), 10 s aggregates from 20 h ago go (the next, 14 h ago; a 10 s segment spans 6 h), minute
+    rollups from 50 h ago stay (the next started 20 h ago, inside 24 h)."""
+    store = str(tmp_path / "st")
+    ticks = _old_segments(store, "ticks", [5, 3, 1])
+    tens = _old_segments(store, "ticks10s", [20, 14, 1])
+    mins = _old_segments(store, "rollup", [50, 20])
+    p = nodesleuth("record", "--store", store, "--duration", "3s", "--quiet", "--tier-1s", "2h", "--tier-10s", "12h",
+                   "--tier-1m", "24h")
+    assert p.returncode == 0, p.stderr
+    assert [os.path.exists(x) for x in ticks] == [False, True, True]
+    assert [os.path.exists(x) for x in tens] == [False, True, True]
+    assert [os.path.exists(x) for x in mins] == [True, True]

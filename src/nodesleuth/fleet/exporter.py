@@ -72,6 +72,9 @@ class NodesleuthCollector(Collector):
         if latest is not None:
             yield GaugeMetricFamily("nodesleuth_profile_age_seconds", METRICS["nodesleuth_profile_age_seconds"].help,
                                     value=round(max(0.0, time.time() - latest), 3))
+        if self.profile.runner is not None:
+            yield CounterMetricFamily("nodesleuth_profile_samples", METRICS["nodesleuth_profile_samples"].help,
+                                      value=self.profile.shares.samples)
 
     def collect(self):
         st = self.state

@@ -52,6 +52,8 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_profile_window_seconds", "gauge", "Seconds of profile behind nodesleuth_profile_cpu_share_ratio "
            "(less than the window while the profile fills)"),
     Metric("nodesleuth_profile_age_seconds", "gauge", "Seconds since the newest sample behind the profile shares"),
+    Metric("nodesleuth_profile_samples", "counter", "Samples the exporter's own profiler (--profile run) took, every "
+           "CPU (idle included): its rate is --profile-freq x CPUs while it keeps up"),
     Metric("nodesleuth_sample_errors", "counter", "Samples that failed"),
     # info metrics: value 1, the fact in the labels; bounds on label values in fleet/facts.py
     Metric("nodesleuth_node", "info", "Facts about this node", ("zone", "instance_type", "kernel", "os_image", "cgroup")),

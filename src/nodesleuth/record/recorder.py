@@ -165,6 +165,7 @@ class Recorder:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, self._signal)
         start = time.time()
+        self.store.enforce()  # a restart with new bounds applies them at once, not a minute later
         for runner in (self.profiler, self.churn):
             if runner is not None and not runner.start():
                 raise InputError("perf", runner.error or "cannot start perf")
