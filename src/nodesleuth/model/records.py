@@ -301,6 +301,32 @@ class Softnet(Section):
 
 
 @dataclass
+class StatRead(Section):
+    """What one read of the root memory cgroup's memory.stat cost, timed every few seconds: the
+    read kubelet and cAdvisor make of every node (open, read to the end, close). On old kernels it
+    walked every memcg, dying ones included, so its cost grew with the zombies; on kernels with
+    rstat it flushes only the CPUs' pending updates. explain sets it against the dying count and
+    the hot core's memory-cgroup share over a recording (the dose-response)."""
+
+    FIELD = "stat_read"
+    METRICS = (Metric("nodesleuth_memory_stat_read_seconds", "gauge",
+                      "Wall time of the last read of the root cgroup's memory.stat (timed every few seconds)"),
+               Metric("nodesleuth_memory_stat_read_cpu_seconds", "gauge",
+                      "CPU time of the last read of the root cgroup's memory.stat (CLOCK_THREAD_CPUTIME_ID of "
+                      "the reading thread: the kernel's work for it)"))
+    WEB = "not shown: explain's dose-response section (the read's cost against the dying memcgs)"
+
+    path: str  # the file read (v2: <mount>/memory.stat; v1: the memory hierarchy's root)
+    wall_us: float
+    cpu_us: float  # CPU time of the reading thread (CLOCK_THREAD_CPUTIME_ID, exact): the kernel's work for the read
+    bytes: int
+
+    def samples(self):
+        yield "nodesleuth_memory_stat_read_seconds", (), self.wall_us / 1e6
+        yield "nodesleuth_memory_stat_read_cpu_seconds", (), self.cpu_us / 1e6
+
+
+@dataclass
 class Tick:
     time: float
     interval: float  # seconds covered by cpu/procs
@@ -320,6 +346,7 @@ class Tick:
     vmstat: Vmstat | None = None
     irqtop: IrqTop | None = None
     hogs: Hogs | None = None
+    stat_read: StatRead | None = None
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
