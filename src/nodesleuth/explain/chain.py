@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..detect import proof
-from . import families
+from . import dose, families
 from ..detect.incidents import NIC_LOOKBACK, Episode, Incident, _window, episodes, victim
 from ..detect.proof import verdict
 from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS, MIN_ZOMBIES, NOT_PROVEN, OBSERVED,
@@ -83,6 +83,7 @@ class Explained:
     family: str = ""  # the family of the leading explanation (explain/families.py)
     hypotheses: list = field(default_factory=list)  # families.Hypothesis, most explaining first
     notes: list[str] = field(default_factory=list)
+    dose: dict | None = None  # dose-response over the recording (explain/dose.py), where it allows one
 
     def link(self, name: str) -> Link | None:
         return next((lk for lk in self.links if lk.name == name), None)
@@ -92,7 +93,8 @@ class Explained:
                 "title": self.title, "root_cause": self.root_cause, "leading": self.leading,
                 "family": self.family, "chain_proven": bool(self.root_cause), "rejected": self.rejected,
                 "hypotheses": [h.to_dict() for h in self.hypotheses], "notes": self.notes,
-                "actions": [a.to_dict() for a in self.actions], "links": [lk.to_dict() for lk in self.links]}
+                "actions": [a.to_dict() for a in self.actions], "links": [lk.to_dict() for lk in self.links],
+                "dose_response": self.dose}
 
 
 def pct(x: float) -> str:
@@ -124,6 +126,7 @@ def build(rec, inc: Incident) -> Explained:
     hs, ex.notes = families.hypotheses(rec, inc, ep, prof, {lk.name: lk for lk in links},
                                        (ex.link("saturated_core").data or {}).get("victim", {}))
     ex.hypotheses = hs
+    ex.dose = dose.response(rec, ep.cpu, inc.end)
     if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]):
         ex.root_cause, ex.family = chain[-1].data["unit"], "memcg_walk"
     else:

@@ -511,8 +511,9 @@ class Vmstat(Section):
 class IrqTop(Section):
     """Per CPU, the interrupt lines that fired most there since the previous full read of
     /proc/interrupts (read every few seconds: it costs the kernel milliseconds on a big node):
-    [[line, name, count per second], ...], at most 3 a CPU with >= 100/s. Whose interrupts a CPU
-    serves, whatever the device (a NIC's, a disk's, a timer's)."""
+    [[line, name, count per second], ...]: the 3 busiest with >= 100/s, and the 3 busiest device
+    (numbered) lines from 5/s (a NIC under load polls with its interrupt masked). Whose interrupts a
+    CPU serves, whatever the device (a NIC's, a disk's, a timer's)."""
 
     FIELD = "irqtop"
     NO_METRICS = "per-CPU per-line series would be unbounded: in dump and in explain's evidence"
