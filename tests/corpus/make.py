@@ -31,7 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-DATA = os.path.join(REPO, "tests", "data", "corpus")
+DATA = os.environ.get("CORPUS_DATA") or os.path.join(REPO, "tests", "data", "corpus")  # where recordings go
 CASES = os.path.join(HERE, "cases")
 RUNS = os.environ.get("CORPUS_RUNS", "/work/scratch/corpus/runs")
 sys.path.insert(0, os.path.join(REPO, "tests", "vm"))
@@ -152,6 +152,16 @@ def pack(store: str, name: str) -> str:
     return out
 
 
+def _source() -> str:
+    """The commit the recorder ran from (and whether the tree had changes on top of it)."""
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "src"], capture_output=True, text=True).stdout
+        return head.strip() + (" + changes in src/" if dirty.strip() else "")
+    except OSError:
+        return ""
+
+
 def make(name: str, keep: bool = False) -> dict:
     import vmrun
 
@@ -194,6 +204,7 @@ def make(name: str, keep: bool = False) -> dict:
         "date": time.strftime("%Y-%m-%d", time.gmtime(meta["started"])),
         "command": f"python3 tests/corpus/make.py {name}",
         "record": meta["record"],
+        "source": _source(),
         "window": {"start": t0, "end": t1, "whole_recording": whole},
         "marks": {k: round(v - base, 2) for k, v in sorted(marks.items(), key=lambda kv: kv[1])},
         "written_lines": [{**w, "time": round(w["time"] - base, 2)} for w in meta["written_lines"]],
@@ -214,6 +225,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("cases", nargs="*")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the raw store in the run directory")
+    ap.add_argument("--refresh", action="store_true", help="only rewrite each recording's expectation and "
+                    "description from its case script (no VM)")
     a = ap.parse_args(argv)
     names = case_names()
     if a.list:
@@ -226,6 +239,17 @@ def main(argv: list[str]) -> int:
     if bad:
         print(f"unknown cases: {bad}", file=sys.stderr)
         return 2
+    if a.refresh:
+        for n in todo:
+            path = os.path.join(DATA, f"{n}.json")
+            if os.path.exists(path):
+                doc = json.load(open(path))
+                c = load(n)
+                doc.update(expect=c.EXPECT, description=(c.__doc__ or "").strip())
+                with open(path, "w") as f:
+                    json.dump(doc, f, indent=1)
+                    f.write("\n")
+        return 0
     failed = []
     for n in todo:
         try:

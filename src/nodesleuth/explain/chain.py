@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..detect import proof
@@ -127,7 +127,8 @@ def build(rec, inc: Incident) -> Explained:
                                        (ex.link("saturated_core").data or {}).get("victim", {}))
     ex.hypotheses = hs
     ex.dose = dose.response(rec, ep.cpu, inc.end)
-    if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]):
+    walk = next((h for h in hs if h.family == "memcg_walk"), None)
+    if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]) and walk is not None and walk.verdict == PROVEN:
         ex.root_cause, ex.family = chain[-1].data["unit"], "memcg_walk"
     else:
         best = next((h for h in hs if h.verdict == PROVEN and h.family != "memcg_walk"), None)
@@ -265,6 +266,7 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
     by_pid: dict[int, list] = {}
     memcg = soft = user = other = idle = unnamed = reclaim = lock = 0
     kernel_of: dict[int, int] = {}
+    names: dict[int, Counter] = defaultdict(Counter)
     ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
     for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
         st = s.stacks[sid]
@@ -275,6 +277,7 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
         leaf_k = bool(st) and st[-1].endswith("_[k]")
         is_memcg = any(MEMCG.search(f) for f in kframes)
         slot = by_pid.setdefault(pid, [s.comms[cid], 0, 0, 0])
+        names[pid][s.comms[cid]] += c
         slot[1] += c
         if leaf_k:
             slot[2] += c
@@ -295,6 +298,8 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
                 kernel_of[pid] = kernel_of.get(pid, 0) + c
         else:
             user += c
+    for pid, slot in by_pid.items():  # a process is named by the comm most of its samples carry (its threads
+        slot[0] = names[pid].most_common(1)[0][0]  # may name themselves; a sample may predate its exec)
     top = top_functions(sub, Filter(cpus={ep.cpu}), kernel_only=False, n=8)
     return CoreProfile(n, getattr(s, "event", ""), by_pid, memcg, soft, user, other, idle, top, unnamed,
                        rec.lost(ep.start, ep.end, ep.cpu), reclaim, lock, kernel_of)

@@ -5,7 +5,7 @@ others, with their numbers, as rejected.
 
 | family | share measured as | root cause when |
 |---|---|---|
-| memcg_walk | memory-cgroup code on the core (the chain's resource link) | creator and unit proven (chain.py) |
+| memcg_walk | memory-cgroup code on the core (the chain's resource link), with >= ZOMBIE_WARN (1,000) memcgs dying (with fewer it is reclaim's) | creator and unit proven (chain.py) |
 | reclaim | page-reclaim code on the core, while few memcgs are dying | never: the pressure's source is not in the data |
 | softirq | the core's %soft (mpstat) | one softirq is >= half of them, and what raised it is seen: the NIC's line >= half of the NIC's interrupts on the core, or RPS (softnet received_rps), or a device line >= half of the core's device interrupts (system vectors LOC/RES/CAL... excluded) |
 | irq | the core's %irq | one interrupt line is >= half of the CPU's interrupts |
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ..detect.incidents import _window
 from ..detect.proof import verdict
-from ..model.thresholds import NOT_PROVEN, PROVE, PROVEN, UNKNOWN, ZOMBIE_WARN
+from ..model.thresholds import CONTRIBUTING, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, ZOMBIE_WARN
 
 RT = ("fifo", "rr", "deadline")
 
@@ -62,7 +62,14 @@ def _ticks(rec, ep) -> list:
 def _memcg(links: dict, ep, prof) -> Hypothesis:
     res = links["resource"]
     dying = (res.data or {}).get("dying")
-    return Hypothesis("memcg_walk", res.share, res.verdict, res.summary, None, res.rule, [],
+    rule = (res.rule + f"; and at least {ZOMBIE_WARN} memory cgroups dying (with fewer, memory-cgroup code on the "
+            "core is the reclaim of live ones: family reclaim)")
+    vd, ev = res.verdict, []
+    if vd in (PROVEN, CONTRIBUTING) and (dying or 0) < ZOMBIE_WARN:
+        vd = NOT_PROVEN  # the walk crosses live memcgs: what the reclaim hypothesis measures
+        ev.append(f"only {dying or 0} memory cgroups are dying (under {ZOMBIE_WARN}): the memory-cgroup code on CPU "
+                  f"{ep.cpu} is not a walk over zombies")
+    return Hypothesis("memcg_walk", res.share, vd, res.summary, None, rule, ev,
                       {"dying": dying, "creator": links["creator"].verdict, "unit": links["unit_loop"].verdict})
 
 
@@ -147,9 +154,16 @@ def _dominant(lines: list):
 
 
 def _softnet(rec, ep) -> dict:
+    """The core's softnet_stat over the episode, and the RPS IPIs it received from a minute before it on
+    (a backlog kept busy needs few: one IPI wakes it, the packets keep coming)."""
     sq = [t.softnet.of(ep.cpu) for t in _ticks(rec, ep) if getattr(t, "softnet", None) is not None]
-    return {k: sum(x.get(k) or 0 for x in sq) for k in ("processed", "received_rps", "time_squeeze", "dropped")} \
-        if sq else {}
+    if not sq:
+        return {}
+    out = {k: sum(x.get(k) or 0 for x in sq) for k in ("processed", "received_rps", "time_squeeze", "dropped")}
+    out["received_rps_since_minute_before"] = sum(
+        t.softnet.of(ep.cpu).get("received_rps") or 0 for t in _window(rec.ticks, ep.start - 60, ep.end)
+        if getattr(t, "softnet", None) is not None)
+    return out
 
 
 def _softirq(rec, ep) -> Hypothesis:
@@ -182,9 +196,10 @@ def _softirq(rec, ep) -> Hypothesis:
     how = ""
     if vd == PROVEN and top and top[0][1] >= 0.5 * sum(rates.values()):
         line = _dominant(nic) if which in ("NET_RX", "NET_TX") else None
-        if line is None and which == "NET_RX" and sn.get("received_rps") and sn.get("processed"):
-            how = (f": packets steered to it by RPS ({sn['received_rps'] / secs:.0f} RPS IPIs/s, "
-                   f"{sn['processed'] / secs:.0f} packets/s processed), no NIC interrupt line there")
+        if line is None and which == "NET_RX" and sn.get("received_rps_since_minute_before") and sn.get("processed"):
+            how = (f": packets steered to it by RPS ({sn['processed'] / secs:.0f} packets/s processed there, "
+                   f"{sn['received_rps_since_minute_before']} RPS IPIs received since a minute before), no NIC "
+                   "interrupt line on it")
         else:
             line = line or _dominant(dev)
             if line is not None:

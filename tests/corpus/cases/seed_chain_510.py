@@ -5,8 +5,8 @@ tmpfs state each, no swap); a training job's data loader, pinned to CPU 1 in a m
 them (the limit kept just above what the parent holds), reads at 6 MB/s, and every page it caches goes
 through direct reclaim, which walks every memcg under the parent, dying ones included. As the zombies
 grow, the loader's kernel time grows with them until CPU 1 is saturated; a poller on CPU 1 (napi-poll)
-measures what the NIC's work would wait. The whole recording is kept: explain's dose-response sets the
-dying count against CPU 1's memory-cgroup share and the cost of a root memory.stat read over it.
+measures what the NIC's work would wait. The recording covers the crash loop from its first start:
+explain's dose-response sets the dying count against CPU 1's memory-cgroup share and the cost of a root memory.stat read over it.
 explain must prove every link and name ecs.service."""
 
 import json
@@ -17,7 +17,6 @@ KERNEL = "5.10"
 CPUS = 4
 DISK_MB = 2048
 TIMEOUT = 3600
-WHOLE = True
 TAIL = 15
 EXPECT = {"incident": True, "cpu": 1, "family": "memcg_walk", "root_cause": r"^ecs\.service$", "dose_response": True}
 
