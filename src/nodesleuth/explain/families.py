@@ -80,7 +80,8 @@ def _reclaim(rec, ep, prof, dying: int | None) -> Hypothesis:
     pg = [t.vmstat.deltas for t in _ticks(rec, ep) if getattr(t, "vmstat", None) is not None]
     scan = {k: sum(d.get(k, 0) for d in pg) for k in ("pgscan_direct", "pgscan_kswapd", "allocstall")} if pg else None
     ev = [f"/proc/vmstat over the episode: {scan['pgscan_direct']} pages scanned by direct reclaim, "
-          f"{scan['pgscan_kswapd']} by kswapd, {scan['allocstall']} allocation stalls"] if scan else []
+          f"{scan['pgscan_kswapd']} by kswapd, {scan['allocstall']} allocation stalls (node-wide reclaim only: a "
+          "cgroup's limit reclaim is counted in its own memory.stat)"] if scan else []
     if prof is None:
         return Hypothesis("reclaim", None, UNKNOWN, f"no profile of CPU {ep.cpu}: reclaim's share unknown",
                           None, rule, ev, {"vmstat": scan})
@@ -92,7 +93,8 @@ def _reclaim(rec, ep, prof, dying: int | None) -> Hypothesis:
     who = max(((p, v[0], v[1]) for p, v in prof.by_pid.items()), key=lambda x: x[2], default=None)
     summary = (f"page reclaim {pct(prof.reclaim / max(1, prof.n))} of CPU {ep.cpu}'s samples"
                + (f", mostly by {who[1]} (pid {who[0]})" if who else "")
-               + (f"; {scan['pgscan_direct']} pages scanned directly" if scan else ""))
+               + (f"; {scan['pgscan_direct']} pages scanned directly node-wide" if scan and scan["pgscan_direct"] else "")
+               + (f", {scan['pgscan_kswapd']} by kswapd" if scan and scan["pgscan_kswapd"] else ""))
     return Hypothesis("reclaim", share, vd, summary, None, rule, ev,
                       {"vmstat": scan, "samples": prof.reclaim, "dying": dying})
 
