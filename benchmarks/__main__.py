@@ -14,7 +14,7 @@ import sys
 import time
 
 ALL = ["recorder_overhead", "store_read", "cut_size", "perf_parse", "profile_query", "profile_cost", "zombie_cost",
-       "fleet", "web_timeline", "scale", "kmsg_flood", "pod_resources"]
+       "fleet", "web_timeline", "scale", "kmsg_flood", "pod_resources", "explain_corpus"]
 
 
 def rows(r: dict) -> list[tuple[str, str]]:
@@ -131,6 +131,17 @@ def rows(r: dict) -> list[tuple[str, str]]:
                 ("  followed file (--kmsg): read / dropped (record, exporter)",
                  f"{f['record']['read']} / {f['record']['dropped']} ; {f['exporter']['read']:.0f} / "
                  f"{f['exporter']['dropped']:.0f}")]
+    if b == "explain_corpus":
+        out = [(f"explain on the corpus ({r['cases']} real recordings): root cause right / leading right / abstention",
+                f"{100 * r['accuracy']:.0f}% / {100 * r['leading_accuracy']:.0f}% / "
+                + (f"{100 * r['abstention']:.0f}%" if r["abstention"] is not None else "-"))]
+        out += [(f"  {k} ({v['cases']})", f"{100 * v['accuracy']:.0f}% / {100 * v['leading_accuracy']:.0f}%"
+                 + (f" / {100 * v['abstention']:.0f}%" if v["abstention"] is not None else ""))
+                for k, v in r["families"].items()]
+        live = r.get("time_to_verdict") or {}
+        out.append(("  time to a verdict: explain on a stored recording (max) / live, after the episode's end",
+                    f"{r['explain_s']['max']} s / {live.get('verdict_after_end_s', 'not measured')} s"))
+        return out
     return [(b, json.dumps(r)[:80])]
 
 
@@ -142,7 +153,8 @@ def main(argv: list[str]) -> int:
             return 2
         os.environ["NODESLEUTH_STACKCOLLAPSE"] = argv[i + 1]
         argv = argv[:i] + argv[i + 2:]
-    names = argv or ALL
+    flags = [a for a in argv if a.startswith("--")]  # passed to each benchmark named (--json: JSON only)
+    names = [a for a in argv if not a.startswith("--")] or ALL
     results = []
     for n in names:
         mod = importlib.import_module(f"benchmarks.{n}")
@@ -150,10 +162,10 @@ def main(argv: list[str]) -> int:
         t = time.time()
         with contextlib.redirect_stdout(buf):
             try:
-                r = mod.main([])
+                r = mod.main([f for f in flags if f != "--json"])
             except Exception as e:  # one broken benchmark must not hide the others
                 r = {"benchmark": n, "skipped": f"failed: {e}"}
-        print(json.dumps(r), flush=True)
+        print(json.dumps(r, indent=1 if "--json" in flags else None), flush=True)
         r["_wall"] = round(time.time() - t, 1)
         results.append(r)
     # the table covers every benchmark's latest result, also those not run this time
@@ -168,7 +180,8 @@ def main(argv: list[str]) -> int:
     for r in (latest[n] for n in ALL if n in latest):
         table += [f"| {a} | {b} |" for a, b in rows(r)]
     text = "\n".join(table)
-    print("\n" + text)
+    if "--json" not in flags:
+        print("\n" + text)
     os.makedirs(d, exist_ok=True)
     from benchmarks.common import machine
 

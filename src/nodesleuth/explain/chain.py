@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..detect import proof
-from . import families
+from . import dose, families
 from ..detect.incidents import (NIC_LOOKBACK, Episode, Incident, _window, describe_event_cpu, episodes,
                                 event_cpu, victim)
 from ..detect.proof import verdict
@@ -84,6 +84,7 @@ class Explained:
     family: str = ""  # the family of the leading explanation (explain/families.py)
     hypotheses: list = field(default_factory=list)  # families.Hypothesis, most explaining first
     notes: list[str] = field(default_factory=list)
+    dose: dict | None = None  # dose-response over the recording (explain/dose.py), where it allows one
 
     def link(self, name: str) -> Link | None:
         return next((lk for lk in self.links if lk.name == name), None)
@@ -93,7 +94,8 @@ class Explained:
                 "title": self.title, "root_cause": self.root_cause, "leading": self.leading,
                 "family": self.family, "chain_proven": bool(self.root_cause), "rejected": self.rejected,
                 "hypotheses": [h.to_dict() for h in self.hypotheses], "notes": self.notes,
-                "actions": [a.to_dict() for a in self.actions], "links": [lk.to_dict() for lk in self.links]}
+                "actions": [a.to_dict() for a in self.actions], "links": [lk.to_dict() for lk in self.links],
+                "dose_response": self.dose}
 
 
 def pct(x: float) -> str:
@@ -126,7 +128,9 @@ def build(rec, inc: Incident) -> Explained:
     hs, ex.notes = families.hypotheses(rec, inc, ep, prof, {lk.name: lk for lk in links},
                                        (ex.link("saturated_core").data or {}).get("victim", {}))
     ex.hypotheses = hs
-    if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]):
+    ex.dose = dose.response(rec, ep.cpu, inc.end)
+    walk = next((h for h in hs if h.family == "memcg_walk"), None)
+    if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]) and walk is not None and walk.verdict == PROVEN:
         ex.root_cause, ex.family = chain[-1].data["unit"], "memcg_walk"
     else:
         best = next((h for h in hs if h.verdict == PROVEN and h.family != "memcg_walk"), None)
@@ -358,6 +362,7 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
     by_pid: dict[int, list] = {}
     memcg = soft = user = other = idle = unnamed = reclaim = lock = 0
     kernel_of: dict[int, int] = {}
+    names: dict[int, Counter] = defaultdict(Counter)
     ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
     for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
         st = s.stacks[sid]
@@ -368,6 +373,7 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
         leaf_k = bool(st) and st[-1].endswith("_[k]")
         is_memcg = any(MEMCG.search(f) for f in kframes)
         slot = by_pid.setdefault(pid, [s.comms[cid], 0, 0, 0])
+        names[pid][s.comms[cid]] += c
         slot[1] += c
         if leaf_k:
             slot[2] += c
@@ -388,6 +394,8 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
                 kernel_of[pid] = kernel_of.get(pid, 0) + c
         else:
             user += c
+    for pid, slot in by_pid.items():  # a process is named by the comm most of its samples carry (its threads
+        slot[0] = names[pid].most_common(1)[0][0]  # may name themselves; a sample may predate its exec)
     top = top_functions(sub, Filter(cpus={ep.cpu}), kernel_only=False, n=8)
     return CoreProfile(n, getattr(s, "event", ""), by_pid, memcg, soft, user, other, idle, top, unnamed,
                        rec.lost(ep.start, ep.end, ep.cpu), reclaim, lock, kernel_of)

@@ -5,9 +5,9 @@ others, with their numbers, as rejected.
 
 | family | share measured as | root cause when |
 |---|---|---|
-| memcg_walk | memory-cgroup code on the core (the chain's resource link) | creator and unit proven (chain.py) |
+| memcg_walk | memory-cgroup code on the core (the chain's resource link), with >= ZOMBIE_WARN (1,000) memcgs dying (with fewer it is reclaim's) | creator and unit proven (chain.py) |
 | reclaim | page-reclaim code on the core, while few memcgs are dying | never: the pressure's source is not in the data |
-| softirq | the core's %soft (mpstat) | one softirq is >= half of them, and one interrupt line its CPU serves is >= half |
+| softirq | the core's %soft (mpstat) | one softirq is >= half of them, and what raised it is seen: the NIC's line >= half of the NIC's interrupts on the core, or RPS (softnet received_rps), or a device line >= half of the core's device interrupts (system vectors LOC/RES/CAL... excluded) |
 | irq | the core's %irq | one interrupt line is >= half of the CPU's interrupts |
 | rt | SCHED_FIFO/RR processes' share of the core | one process >= PROVE (it and its class are the cause) |
 | lock | kernel lock spinning on the core | never: the lock's holder is not in the data |
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from ..detect.incidents import _window
 from ..detect.proof import verdict
-from ..model.thresholds import NOT_PROVEN, PROVE, PROVEN, UNKNOWN, ZOMBIE_WARN
+from ..model.thresholds import CONTRIBUTING, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, ZOMBIE_WARN
 
 RT = ("fifo", "rr", "deadline")
 
@@ -62,7 +62,14 @@ def _ticks(rec, ep) -> list:
 def _memcg(links: dict, ep, prof) -> Hypothesis:
     res = links["resource"]
     dying = (res.data or {}).get("dying")
-    return Hypothesis("memcg_walk", res.share, res.verdict, res.summary, None, res.rule, [],
+    rule = (res.rule + f"; and at least {ZOMBIE_WARN} memory cgroups dying (with fewer, memory-cgroup code on the "
+            "core is the reclaim of live ones: family reclaim)")
+    vd, ev = res.verdict, []
+    if vd in (PROVEN, CONTRIBUTING) and (dying or 0) < ZOMBIE_WARN:
+        vd = NOT_PROVEN  # the walk crosses live memcgs: what the reclaim hypothesis measures
+        ev.append(f"only {dying or 0} memory cgroups are dying (under {ZOMBIE_WARN}): the memory-cgroup code on CPU "
+                  f"{ep.cpu} is not a walk over zombies")
+    return Hypothesis("memcg_walk", res.share, vd, res.summary, None, rule, ev,
                       {"dying": dying, "creator": links["creator"].verdict, "unit": links["unit_loop"].verdict})
 
 
@@ -73,7 +80,8 @@ def _reclaim(rec, ep, prof, dying: int | None) -> Hypothesis:
     pg = [t.vmstat.deltas for t in _ticks(rec, ep) if getattr(t, "vmstat", None) is not None]
     scan = {k: sum(d.get(k, 0) for d in pg) for k in ("pgscan_direct", "pgscan_kswapd", "allocstall")} if pg else None
     ev = [f"/proc/vmstat over the episode: {scan['pgscan_direct']} pages scanned by direct reclaim, "
-          f"{scan['pgscan_kswapd']} by kswapd, {scan['allocstall']} allocation stalls"] if scan else []
+          f"{scan['pgscan_kswapd']} by kswapd, {scan['allocstall']} allocation stalls (node-wide reclaim only: a "
+          "cgroup's limit reclaim is counted in its own memory.stat)"] if scan else []
     if prof is None:
         return Hypothesis("reclaim", None, UNKNOWN, f"no profile of CPU {ep.cpu}: reclaim's share unknown",
                           None, rule, ev, {"vmstat": scan})
@@ -85,7 +93,8 @@ def _reclaim(rec, ep, prof, dying: int | None) -> Hypothesis:
     who = max(((p, v[0], v[1]) for p, v in prof.by_pid.items()), key=lambda x: x[2], default=None)
     summary = (f"page reclaim {pct(prof.reclaim / max(1, prof.n))} of CPU {ep.cpu}'s samples"
                + (f", mostly by {who[1]} (pid {who[0]})" if who else "")
-               + (f"; {scan['pgscan_direct']} pages scanned directly" if scan else ""))
+               + (f"; {scan['pgscan_direct']} pages scanned directly node-wide" if scan and scan["pgscan_direct"] else "")
+               + (f", {scan['pgscan_kswapd']} by kswapd" if scan and scan["pgscan_kswapd"] else ""))
     return Hypothesis("reclaim", share, vd, summary, None, rule, ev,
                       {"vmstat": scan, "samples": prof.reclaim, "dying": dying})
 
@@ -115,33 +124,96 @@ def _irq_lines(rec, ep) -> list:
     return sorted(([k, n, r] for k, (n, r) in best.items()), key=lambda x: -x[2])
 
 
+def _nic_lines(rec, ep) -> list:
+    """The NIC's interrupt lines (Tick.nic_irqs, counted every second) on the core over the episode:
+    [line, name, per_s], busiest first."""
+    counts: Counter = Counter()
+    names: dict = {}
+    secs = 0.0
+    for t in _ticks(rec, ep):
+        if t.nic_irqs is None:
+            continue
+        secs += t.interval
+        for key, row in t.nic_irqs.items():
+            line, _, name = key.partition(":")
+            if ep.cpu < len(row):
+                counts[line] += row[ep.cpu]
+                names[line] = name or line
+    if not secs:
+        return []
+    return sorted(([k, names[k], round(n / secs, 1)] for k, n in counts.items() if n), key=lambda x: -x[2])
+
+
+def _device_lines(lines: list) -> list:
+    """Device (numbered) lines only: the per-CPU system vectors (LOC, RES, CAL, TLB ...) are not a device's."""
+    return [x for x in lines if str(x[0]).isdigit()]
+
+
+def _dominant(lines: list):
+    """The line that is at least half of these lines' interrupts, if one is."""
+    total = sum(r for _, _, r in lines)
+    return lines[0] if lines and total and lines[0][2] >= 0.5 * total else None
+
+
+def _softnet(rec, ep) -> dict:
+    """The core's softnet_stat over the episode, and the RPS IPIs it received from a minute before it on
+    (a backlog kept busy needs few: one IPI wakes it, the packets keep coming)."""
+    sq = [t.softnet.of(ep.cpu) for t in _ticks(rec, ep) if getattr(t, "softnet", None) is not None]
+    if not sq:
+        return {}
+    out = {k: sum(x.get(k) or 0 for x in sq) for k in ("processed", "received_rps", "time_squeeze", "dropped")}
+    out["received_rps_since_minute_before"] = sum(
+        t.softnet.of(ep.cpu).get("received_rps") or 0 for t in _window(rec.ticks, ep.start - 60, ep.end)
+        if getattr(t, "softnet", None) is not None)
+    return out
+
+
 def _softirq(rec, ep) -> Hypothesis:
     rule = (f"softirq time (mpstat %soft) >= {pct(PROVE)} of the core's excess busy time; the cause is named when "
-            "one softirq is >= half of the core's and one interrupt line is >= half of its interrupts")
+            "one softirq is >= half of the core's softirqs and what raised it is seen: for NET_RX the NIC's interrupt "
+            "line that is >= half of the NIC's interrupts on the core, else packets steered to the core by RPS "
+            "(softnet_stat received_rps); for any softirq a device line that is >= half of the core's device "
+            "interrupts (the per-CPU system vectors LOC, RES, CAL... are not a device's)")
     share = min(1.0, (ep.soft_mean / 100) / _excess(ep))
     rates = _softirq_rates(rec, ep)
+    secs = max(1e-9, sum(t.interval for t in _ticks(rec, ep)))
     ev = [f"CPU {ep.cpu}: softirq {ep.soft_mean:.0f}% of its time, irq {ep.irq_mean:.0f}%"]
     top = rates.most_common(3)
     if top:
         ev.append("softirqs per second on it: " + ", ".join(f"{k} {v:.0f}" for k, v in top))
     lines = _irq_lines(rec, ep)
+    nic = _nic_lines(rec, ep)
+    dev = _device_lines(lines)
     if lines:
-        ev.append("interrupt lines it served: " + ", ".join(f"{k} ({n}) {r:.0f}/s" for k, n, r in lines[:3]))
-    sq = [t.softnet.of(ep.cpu) for t in _ticks(rec, ep) if getattr(t, "softnet", None) is not None]
-    if sq:
-        ev.append(f"softnet_stat on CPU {ep.cpu}: time_squeeze {sum(x.get('time_squeeze', 0) for x in sq)}, "
-                  f"dropped {sum(x.get('dropped', 0) for x in sq)}, processed {sum(x.get('processed', 0) for x in sq)}")
+        ev.append("interrupt lines it served: " + ", ".join(f"{k} ({n}) {r:.0f}/s" for k, n, r in lines[:4]))
+    if nic:
+        ev.append("the NIC's lines on it: " + ", ".join(f"{k} ({n}) {r:.0f}/s" for k, n, r in nic[:3]))
+    sn = _softnet(rec, ep)
+    if sn:
+        ev.append(f"softnet_stat on CPU {ep.cpu}: processed {sn['processed']} ({sn['processed'] / secs:.0f}/s), "
+                  f"received_rps {sn['received_rps']}, time_squeeze {sn['time_squeeze']}, dropped {sn['dropped']}")
     vd = verdict(share)
     cause = None
     which = top[0][0] if top else "softirq"
+    how = ""
     if vd == PROVEN and top and top[0][1] >= 0.5 * sum(rates.values()):
-        total_irq = sum(r for _, _, r in lines)
-        if lines and lines[0][2] >= 0.5 * total_irq:
-            cause = f"{which} softirq on CPU {ep.cpu} from interrupt line {lines[0][0]} ({lines[0][1]})"
+        line = _dominant(nic) if which in ("NET_RX", "NET_TX") else None
+        if line is None and which == "NET_RX" and sn.get("received_rps_since_minute_before") and sn.get("processed"):
+            how = (f": packets steered to it by RPS ({sn['processed'] / secs:.0f} packets/s processed there, "
+                   f"{sn['received_rps_since_minute_before']} RPS IPIs received since a minute before), no NIC "
+                   "interrupt line on it")
+        else:
+            line = line or _dominant(dev)
+            if line is not None:
+                how = f" from interrupt line {line[0]} ({line[1]})"
+        if how:
+            cause = f"{which} softirq on CPU {ep.cpu}{how}"
+    shown = nic or dev or lines
     summary = (f"{which} softirq {ep.soft_mean:.0f}% of CPU {ep.cpu}" + (f", {top[0][1]:.0f}/s" if top else "")
-               + (f"; interrupts from {lines[0][1]} (line {lines[0][0]})" if lines else ""))
+               + (how if how else f"; interrupts from {shown[0][1]} (line {shown[0][0]})" if shown else ""))
     return Hypothesis("softirq", share, vd, summary, cause, rule, ev,
-                      {"softirqs_per_s": {k: round(v) for k, v in top}, "irq_lines": lines[:3]})
+                      {"softirqs_per_s": {k: round(v) for k, v in top}, "irq_lines": (nic or dev or lines)[:3],
+                       "softnet": sn})
 
 
 def _irq(rec, ep) -> Hypothesis:

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from ..model.timeparse import iso
 from .chain import LABEL, Explained
+from .dose import text as dose_text
 
 SCHEMA = "nodesleuth.explain/v2"
 MARK = {"observed": "●", "proven": "✔", "contributing": "~", "not_proven": "✘", "unknown": "?"}
@@ -59,6 +60,8 @@ def terminal(incs: list[Explained], notes: list[str], problems: list, console: C
                           markup=True)
         for n in inc.notes:
             con.print(f"  note: {n}", markup=False)
+        for ln in dose_text(inc.dose) if inc.dose else []:
+            con.print(f"  {ln}", markup=False)
         for r in inc.rejected:
             con.print(f"  rejected: {r}", markup=False, style="dim")
 
@@ -84,6 +87,9 @@ def markdown(incs: list[Explained], store: str, notes: list[str], problems: list
                 f"| {h.family} | {h.verdict.replace('_', ' ')} | {'' if h.share is None else f'{100 * h.share:.0f}%'} | "
                 f"{h.summary.replace('|', '/')} |" for h in inc.hypotheses] + [""]
         out += [f"> {n}" for n in inc.notes] + ([""] if inc.notes else [])
+        if inc.dose:
+            d = dose_text(inc.dose)
+            out += [d[0], ""] + [f"- {ln.strip()}" for ln in d[1:]] + [""]
         if inc.rejected:
             out += ["Rejected hypotheses:", ""] + [f"- {r}" for r in inc.rejected] + [""]
         for lk in inc.links:
@@ -120,6 +126,7 @@ def html_report(incs: list[Explained], store: str, notes: list[str], problems: l
                     + (f"<p>Hypotheses (share of the core's excess busy time):</p><table class='hypotheses'><tr>"
                        f"<th>family</th><th>verdict</th><th>share</th><th>hypothesis</th></tr>{hyp}</table>" if hyp else "")
                     + "".join(f"<p>{html.escape(n)}</p>" for n in inc.notes)
+                    + ("<p>" + "<br>".join(html.escape(ln) for ln in dose_text(inc.dose)) + "</p>" if inc.dose else "")
                     + (f"<p>Rejected hypotheses:</p><ul>{rej}</ul>" if rej else "")
                     + "</section>")
     banner = (f"<p class='problem'>Incomplete: {len(problems)} part(s) of the recording could not be read; first: "

@@ -547,6 +547,38 @@ def sockets_in(ticks, t0: float, t1: float) -> list[dict]:
 
 
 @dataclass
+class StatRead(Section):
+    """What one read of the root memory cgroup's memory.stat cost, timed every few seconds: the
+    read kubelet and cAdvisor make of every node (open, read to the end, close). On old kernels it
+    walked every memcg, dying ones included, so its cost grew with the zombies; on kernels with
+    rstat it flushes only the CPUs' pending updates. explain sets it against the dying count and
+    the hot core's memory-cgroup share over a recording (the dose-response)."""
+
+    FIELD = "stat_read"
+    METRICS = (Metric("nodesleuth_memory_stat_read_seconds", "gauge",
+                      "Wall time of the last read of the root cgroup's memory.stat (timed every few seconds)"),
+               Metric("nodesleuth_memory_stat_read_cpu_seconds", "gauge",
+                      "CPU time of the last read of the root cgroup's memory.stat (CLOCK_THREAD_CPUTIME_ID of "
+                      "the reading thread: the kernel's work for it)"))
+    WEB = "not shown: explain's dose-response section (the read's cost against the dying memcgs)"
+
+    path: str  # the file read (v2: <mount>/memory.stat; v1: the memory hierarchy's root)
+    wall_us: float
+    cpu_us: float  # CPU time of the reading thread (CLOCK_THREAD_CPUTIME_ID, exact): the kernel's work for the read
+    bytes: int
+
+    def samples(self):
+        yield "nodesleuth_memory_stat_read_seconds", (), self.wall_us / 1e6
+        yield "nodesleuth_memory_stat_read_cpu_seconds", (), self.cpu_us / 1e6
+
+    @classmethod
+    def merge(cls, vals: list["StatRead"]) -> "StatRead":
+        """A window of seconds (the 10 s tier): the costliest read of the window (a gauge timed every
+        few seconds; the dose-response asks how costly a read became)."""
+        return max(vals, key=lambda v: v.cpu_us)
+
+
+@dataclass
 class Tick:
     time: float
     interval: float  # seconds covered by cpu/procs
@@ -569,6 +601,7 @@ class Tick:
     tcp: Tcp | None = None
     sockets: Sockets | None = None
     kernel_log: KernelLog | None = None
+    stat_read: StatRead | None = None
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
@@ -745,8 +778,9 @@ class Vmstat(Section):
 class IrqTop(Section):
     """Per CPU, the interrupt lines that fired most there since the previous full read of
     /proc/interrupts (read every few seconds: it costs the kernel milliseconds on a big node):
-    [[line, name, count per second], ...], at most 3 a CPU with >= 100/s. Whose interrupts a CPU
-    serves, whatever the device (a NIC's, a disk's, a timer's)."""
+    [[line, name, count per second], ...]: the 3 busiest with >= 100/s, and the 3 busiest device
+    (numbered) lines from 5/s (a NIC under load polls with its interrupt masked). Whose interrupts a
+    CPU serves, whatever the device (a NIC's, a disk's, a timer's)."""
 
     FIELD = "irqtop"
     NO_METRICS = "per-CPU per-line series would be unbounded: in dump and in explain's evidence"

@@ -76,6 +76,7 @@ class PerfRotator:
         raise NotImplementedError
 
     script_fields = SCRIPT_FIELDS
+    script_args: tuple[str, ...] = ()
 
     def _start_perf(self) -> None:
         cmd = [self.perf, "record", "-q", "-k", "CLOCK_MONOTONIC", f"--switch-output={int(self.rotate)}s",
@@ -103,7 +104,7 @@ class PerfRotator:
         offset = wall_minus_monotonic()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         c0 = time.process_time()
-        p = spawn([self.perf, "script", "-F", self.script_fields, "-i", path], stdout=subprocess.PIPE,
+        p = spawn([self.perf, "script", *self.script_args, "-F", self.script_fields, "-i", path], stdout=subprocess.PIPE,
                   stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         out, _ = p.communicate(timeout=300)
         n = self.store_chunk(out.decode(errors="replace"), offset, path)
@@ -525,6 +526,9 @@ class ChurnRunner(PerfRotator):
 
     name = "churn"
     script_fields = "comm,pid,tid,cpu,time,event,trace"
+    # tracepoint fields need no kernel symbol: without this, every chunk's `perf script` had the kernel format
+    # all of /proc/kallsyms (seconds of a vCPU per chunk under emulation, the same output)
+    script_args = ("--kallsyms=/dev/null",)
 
     def record_args(self) -> list[str]:
         from ..collect.churn import EVENTS
