@@ -178,10 +178,15 @@ def main(argv: list[str]) -> int:
                 latest[n] = json.load(f)
     table = ["| benchmark | result |", "|---|---|"]
     for r in (latest[n] for n in ALL if n in latest):
-        table += [f"| {a} | {b} |" for a, b in rows(r)]
+        try:
+            table += [f"| {a} | {b} |" for a, b in rows(r)]
+        except (KeyError, TypeError) as e:  # a result file written by an older version of the benchmark
+            table.append(f"| {r.get('benchmark')} | stored result lacks {e}: rerun `python -m benchmarks {r.get('benchmark')}` |")
     text = "\n".join(table)
     if "--json" not in flags:
         print("\n" + text)
+    if "--no-save" in flags:
+        return 0
     os.makedirs(d, exist_ok=True)
     from benchmarks.common import machine
 

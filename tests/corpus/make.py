@@ -94,6 +94,7 @@ def trim(src: str, dst: str, t0: float | None, t1: float | None) -> dict:
     counters it would have inherited from an earlier keyframe."""
     import orjson
 
+    from nodesleuth.store import codec
     from nodesleuth.store.store import StoreReader, StoreWriter
 
     r = StoreReader(src)
@@ -107,22 +108,25 @@ def trim(src: str, dst: str, t0: float | None, t1: float | None) -> dict:
             carry: dict = {}
             first = True
             n = 0
-            for t, payload in r.read(stream, None if lo is None else lo - 120, t1):
-                if stream == "ticks" and lo is not None and t < lo:
-                    rec = orjson.loads(payload)
-                    for k in ("u", "nic"):
-                        if k in rec:
-                            carry[k] = rec[k]
+            for t, payload, ctx in r.read(stream, None if lo is None else lo - 120, t1, with_context=True):
+                if stream == "ticks":
+                    # schema 3 is read against its segment's context (store/codec.py); the trimmed store
+                    # keeps each tick as its schema-2 record (by field name, names filled in), which
+                    # every reader reads, so no context has to follow the records
+                    rec = codec.decode_record(payload, f"{src}: tick at {t}", t, ctx)[1]
+                    if lo is not None and t < lo:
+                        for k in ("u", "nic"):
+                            if k in rec:
+                                carry[k] = rec[k]
+                        continue
+                    if first and carry:
+                        for k, v in carry.items():
+                            rec.setdefault(k, v)
+                    payload, ctx = orjson.dumps(rec), b""
+                elif lo is not None and t < lo:
                     continue
-                if lo is not None and t < lo:
-                    continue
-                if stream == "ticks" and first and carry:
-                    rec = orjson.loads(payload)
-                    for k, v in carry.items():
-                        rec.setdefault(k, v)
-                    payload = orjson.dumps(rec)
                 first = False
-                w.append(stream, t, payload)
+                w.append(stream, t, payload, ctx)
                 n += 1
             counts[stream] = n
     finally:
