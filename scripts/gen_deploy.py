@@ -39,7 +39,7 @@ groups:
     rules:
       - alert: NodesleuthHotCoreSustained
         # the incident rule itself (check, explain and the exporter share it): one CPU >= {_num(busy)}% busy for
-        # >= {_num(secs)} s while the other CPUs averaged < {_num(others)}% over those seconds; what 96-core averages hide
+        # >= {_num(secs)} s while the other CPUs (those not saturated themselves) averaged < {_num(others)}% over those seconds; what 96-core averages hide
         expr: |
           max by (instance) (
             nodesleuth_hot_core_seconds >= {_num(secs)}
@@ -49,7 +49,7 @@ groups:
         labels:
           severity: warning
         annotations:
-          summary: "{{{{ $labels.instance }}}}: a CPU has been >= {_num(busy)}% busy for {{{{ $value }}}} s while the others averaged < {_num(others)}%"
+          summary: "{{{{ $labels.instance }}}}: a CPU has been >= {_num(busy)}% busy for {{{{ $value }}}} s while the unsaturated others averaged < {_num(others)}%"
           runbook: "nodesleuth explain --store /var/lib/nodesleuth --from '10m ago'"
       - alert: NodesleuthZombieCgroupsHighAndGrowing
         expr: |

@@ -102,3 +102,84 @@ def test_a_case_remade_in_the_vm_is_scored(tmp_path):
     assert out["cases"] == 1 and out["accuracy"] == 1.0, out["misses"]
     doc = json.load(open(tmp_path / "user_loop.json"))
     assert doc["kernel"].startswith("6.12") and doc["vcpus"] == 4
+
+
+def _by_family() -> dict[str, str]:
+    """One recorded case per leading family (the first by name): what the four forms are read on."""
+    out: dict[str, str] = {}
+    for name, d in sorted(DOCS.items()):
+        fam = d["expect"].get("family")
+        if fam and d["expect"].get("incident") and fam not in out:
+            out[fam] = name
+    return out
+
+
+def _expected_incident(fam: str, doc: dict) -> dict:
+    """The incident of explain's JSON the case expects: its family, on its CPU."""
+    cpu = DOCS[_by_family()[fam]]["expect"].get("cpu")
+    got = [i for i in doc["incidents"] if i["family"] == fam and (cpu is None or i["title"].startswith(f"CPU {cpu} ")
+                                                                   or f" CPU {cpu} " in i["title"])]
+    assert got, (fam, cpu, [i["title"] for i in doc["incidents"]])
+    return got[0]
+
+
+@pytest.fixture(scope="module")
+def family_stores(tmp_path_factory) -> dict[str, tuple[str, dict]]:
+    """family -> (the case's store, explain's JSON on it)."""
+    base = str(tmp_path_factory.mktemp("families"))
+    out = {}
+    for fam, name in _by_family().items():
+        store = ec.extract(name, base)
+        p = subprocess.run([sys.executable, "-m", "nodesleuth", "explain", "--store", store, "--json"],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": os.path.join(REPO, "src")})
+        assert p.returncode == 0, p.stderr
+        out[fam] = (store, json.loads(p.stdout))
+    return out
+
+
+def test_every_family_leads_in_text_json_markdown_and_html(family_stores, tmp_path):
+    """Each family's leading explanation, as explain's JSON states it for the case's incident on the
+    expected CPU, is printed by the text report and written into the Markdown and HTML reports."""
+    assert set(family_stores) >= {"user", "kernel", "softirq", "rt", "lock", "reclaim", "memcg_walk"}, set(family_stores)
+    for fam, (store, doc) in family_stores.items():
+        inc = _expected_incident(fam, doc)
+        assert inc["leading"], fam
+        md, html = str(tmp_path / f"{fam}.md"), str(tmp_path / f"{fam}.html")
+        p = subprocess.run([sys.executable, "-m", "nodesleuth", "explain", "--store", store, "--markdown", md,
+                            "--html", html], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": os.path.join(REPO, "src"), "COLUMNS": "400"})
+        assert p.returncode == 0, p.stderr
+        h = next(x for x in inc["hypotheses"] if x["family"] == fam)  # the leading hypothesis, with its share
+        head = (f"root cause (proven end to end, {fam}): {inc['root_cause']}" if inc["root_cause"]
+                else f"no root cause proven; leading explanation: {inc['leading']}")
+        assert head in p.stdout and h["summary"] in p.stdout, (fam, p.stdout[:1500])
+        md_text, html_text = open(md).read(), open(html).read()
+        import html as hx
+
+        assert h["summary"] in md_text and (inc["root_cause"] or inc["leading"]) in md_text, fam
+        assert hx.escape(h["summary"]) in html_text and hx.escape(inc["root_cause"] or inc["leading"]) in html_text, fam
+
+
+def test_every_family_leads_on_the_web_incidents_page(family_stores):
+    """The same leading explanation on `serve`'s incidents page, drawn by a real Chromium."""
+    from test_web import CHROMIUM, served_page
+
+    from conftest import missing
+
+    if not os.path.exists(CHROMIUM):
+        missing("Debian's chromium is not installed (scripts/setup-tests.sh)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            for fam, (store, doc) in family_stores.items():
+                inc = _expected_incident(fam, doc)
+                with served_page(b, store, "/#incidents") as pg:
+                    pg.wait_for_selector(".incident", timeout=60000)
+                    text = pg.locator("#incidents").inner_text()
+                    h = next(x for x in inc["hypotheses"] if x["family"] == fam)
+                    assert h["summary"] in text and (inc["root_cause"] or inc["leading"]) in text, (fam, text[:2000])
+        finally:
+            b.close()

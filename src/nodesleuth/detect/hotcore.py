@@ -38,7 +38,7 @@ def finding(e: Episode, ticks) -> Finding:
                       for p in e.top[:5]) or "no process seen"
     v = victim(ticks, e.cpu, e.start, e.end)
     ev = [f"CPU {e.cpu} was {e.busy_mean:.0f}% busy (min {e.busy_min:.0f}%) for {e.seconds:.1f} s "
-          f"while the other CPUs averaged {e.others_mean:.0f}% and the node {e.node_mean:.0f}%",
+          f"while the other (unsaturated) CPUs averaged {e.others_mean:.0f}% and the node {e.node_mean:.0f}%",
           f"CPU {e.cpu} split: user {e.usr_mean:.0f}%, sys {e.sys_mean:.0f}%, softirq {e.soft_mean:.0f}%, "
           f"irq {e.irq_mean:.0f}%",
           f"on CPU {e.cpu}: {procs}" + (" (estimate: threads that migrated were split over CPUs)" if est else "")]

@@ -6,6 +6,9 @@ cannot disagree on what an incident is.
 
 Rule (the incident's signature; thresholds in model/thresholds.py): one CPU >= HOT_BUSY % busy for >= HOT_SECONDS while the other
 CPUs averaged < OTHERS_MAX % over the same seconds. A whole busy node is load, not starvation.
+"The other CPUs" of a second are those not themselves >= HOT_BUSY (all of them when every one is):
+two cores saturated at once by two causes are two incidents, not a busy node (on 4 CPUs, a second
+hot core alone would lift the others' mean to >= 33%; the corpus's `two_causes`).
 Episodes are a property of the recording: they are found over all ticks given (callers pass the
 whole recording or a margin wide enough that no episode is cut, see `explain.load`), never over
 the query range alone.
@@ -117,7 +120,7 @@ class HotCoreTracker:
         if self.last_t is not None and t.time - t.interval - self.last_t > GAP:
             out += self.close()
         self.last_t = t.time
-        total = node = by_cpu = None
+        total = node = by_cpu = cool = None
         for c, b in zip(cpus, busy):
             if b >= self.busy_min:
                 if by_cpu is None:
@@ -127,8 +130,9 @@ class HotCoreTracker:
                     by_cpu = {}
                     for p in t.procs:
                         by_cpu.setdefault(p.cpu, []).append(p)
+                    cool = [x for x in busy if x < self.busy_min]  # the CPUs not saturated themselves
                 u = t.cpu_of(c)
-                others = (total - b) / max(1, len(cpus) - 1)
+                others = sum(cool) / len(cool) if cool else (total - b) / max(1, len(cpus) - 1)
                 self.runs[c].append(_Second(t.time, t.interval, b, u.usr + u.nice, u.sys, u.soft, u.irq,
                                             others, node, by_cpu.get(c, [])))
             elif c in self.runs:

@@ -175,7 +175,7 @@ def _event(rec, inc: Incident) -> Link:
                      "kinds": dict(kinds), "first": inc.nic.start, "last": inc.nic.end, "cpus": cpus})
     ep = inc.episode
     return Link("event", OBSERVED, f"CPU {ep.cpu} >= {HOT_BUSY:.0f}% busy for {ep.seconds:.0f} s",
-                None, f">= {HOT_BUSY:.0f}% for >= {HOT_SECONDS:.0f} s while the others averaged < {OTHERS_MAX:.0f}%",
+                None, f">= {HOT_BUSY:.0f}% for >= {HOT_SECONDS:.0f} s while the unsaturated others averaged < {OTHERS_MAX:.0f}%",
                 [f"{iso(ep.start)} .. {iso(ep.end)}"], {"cpu": ep.cpu, "start": ep.start, "end": ep.end})
 
 
@@ -183,7 +183,7 @@ def _event(rec, inc: Incident) -> Link:
 
 def _core(rec, inc: Incident) -> Link:
     ep = inc.episode
-    rule = (f"a CPU >= {HOT_BUSY:.0f}% busy for >= {HOT_SECONDS:.0f} s while the others averaged "
+    rule = (f"a CPU >= {HOT_BUSY:.0f}% busy for >= {HOT_SECONDS:.0f} s while the unsaturated others averaged "
             f"< {OTHERS_MAX:.0f}%, within {NIC_LOOKBACK:.0f} s before the event; proven when the NIC's "
             f"work is shown waiting on that CPU (ksoftirqd wait or the NIC's interrupts >= {pct(PROVE)})")
     if ep is None:

@@ -24,7 +24,8 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_node_busy_ratio", "gauge", "Busy fraction of the whole node"),
     Metric("nodesleuth_hot_core_seconds", "gauge", f"Consecutive seconds each CPU has been >= {HOT_BUSY:.0f}% busy",
            ("cpu",)),
-    Metric("nodesleuth_hot_core_others_busy_ratio", "gauge", "Mean busy fraction of the other CPUs over each hot "
+    Metric("nodesleuth_hot_core_others_busy_ratio", "gauge", "Mean busy fraction of the other CPUs (those not saturated "
+           "themselves) over each hot "
            "CPU's current run (the incident rule wants it low: one starved core, not a busy node)", ("cpu",)),
     Metric("nodesleuth_ksoftirqd_wait_ratio", "gauge",
            "Fraction of the interval ksoftirqd/N waited for its CPU (runnable, not running)", ("cpu",)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 # --- the hot core: the incident's signature -------------------------------------------------------
 HOT_BUSY = 90.0  # % of one CPU
 HOT_SECONDS = 3.0  # for at least this long
-OTHERS_MAX = 60.0  # while the other CPUs averaged under this % (a whole busy node is load, not starvation)
+OTHERS_MAX = 60.0  # while the other CPUs (those not saturated themselves) averaged under this % (a whole busy node is load)
 
 # --- verdicts ------------------------------------------------------------------------------------
 OBSERVED, PROVEN, CONTRIBUTING, NOT_PROVEN, UNKNOWN = "observed", "proven", "contributing", "not_proven", "unknown"
