@@ -27,6 +27,7 @@ from ..detect.proof import verdict
 from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS, MIN_ZOMBIES, NOT_PROVEN, OBSERVED,
                                 OTHERS_MAX, PROVE, PROVEN, UNKNOWN, ZOMBIE_AGE)
 from ..model.churn import creators
+from ..model.frames import LOCK, MEMCG, RECLAIM, SOFTIRQ
 from ..model.records import Creator, softnet_on, softnet_text, sockets_in, tcp_in
 from ..profile.parse import UNNAMED
 from ..remedy.actions import Action, protected
@@ -34,19 +35,6 @@ from ..model.timeparse import iso
 
 MIN_SAMPLES = 20  # profile samples on the core needed to measure shares from the profile
 CONFIDENCE = {OBSERVED: "high", PROVEN: "high", CONTRIBUTING: "medium", NOT_PROVEN: "low", UNKNOWN: "none"}
-
-MEMCG = re.compile(r"mem_cgroup|memcg|cgroup_rstat|css_rstat|lruvec|shrink_node_memcgs|numa_stat|memory_stat|"
-                   r"try_to_free_mem_cgroup_pages|drain_all_stock|obj_cgroup")
-# kernel code of the other causes of a hot core (explain/families.py): page reclaim (direct or kswapd) and
-# lock spinning (spinlocks, optimistic mutex/rwsem spinning)
-RECLAIM = re.compile(r"shrink_|try_to_free_pages|do_try_to_free_pages|__alloc_pages_slowpath|balance_pgdat|kswapd|"
-                     r"try_to_free_mem_cgroup_pages|isolate_lru_folios|isolate_lru_pages|lru_gen_shrink|evict_folios")
-LOCK = re.compile(r"native_queued_spin_lock_slowpath|queued_spin_lock_slowpath|__pv_queued_spin_lock_slowpath|"
-                  r"osq_lock|mutex_spin_on_owner|rwsem_spin_on_owner|rwsem_down_\w+_slowpath|__mutex_lock|"
-                  r"_raw_spin_lock\b|_raw_spin_lock_irq|do_raw_spin_lock|queued_read_lock_slowpath|"
-                  r"queued_write_lock_slowpath")
-SOFTIRQ = re.compile(r"__do_softirq|handle_softirqs|net_rx_action|net_tx_action|napi|irq_exit|sysvec_|"
-                     r"asm_common_interrupt|do_IRQ|tasklet")
 
 
 @dataclass

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+from ..model.frames import MEMCG
+
 WINDOW = 10.0
 SPAN = 900.0  # s before the incident's end looked at (bounds the profile read on a big node)
 MIN_WINDOWS = 6
@@ -63,7 +65,6 @@ def response(rec, cpu: int, end: float | None = None) -> dict | None:
     if s is not None and len(s):
         import numpy as np
 
-        from .chain import MEMCG
 
         memcg_stack = np.array([any(MEMCG.search(f) for f in st if f.endswith("_[k]")) for st in s.stacks],
                                dtype=bool) if len(s.stacks) else np.zeros(0, dtype=bool)

@@ -4,8 +4,8 @@ profile signal the exporter publishes (nodesleuth_profile_cpu_share_ratio{cpu, f
 Families are fixed (bounded cardinality: CPUs x 5) and decided per stack, first match wins:
 - idle: the idle task idling (parse.is_idle: softirq/IRQ work on top of idle is not idle);
 - memcg: a kernel frame of memory-cgroup code, the walk or reclaim the incident's cores were pinned
-  in (explain/chain.py's MEMCG, the same expression explain uses);
-- softirq: a kernel frame of softirq/NAPI/IRQ handling (explain/chain.py's SOFTIRQ);
+  in (model/frames.py's MEMCG, the same expression explain uses);
+- softirq: a kernel frame of softirq/NAPI/IRQ handling (model/frames.py's SOFTIRQ);
 - kernel: any other sample whose leaf is in the kernel;
 - user: the rest (user code, vDSO included).
 With a clock event (cpu-clock: every sample is 1/F s of one CPU, idle or busy) a CPU's shares over the
@@ -28,9 +28,9 @@ _VDSO = ("__vdso_", "__kernel_", "[vdso]")
 
 
 def _patterns():
-    from ..explain.chain import MEMCG as memcg, SOFTIRQ as softirq
+    from ..model import frames
 
-    return memcg, softirq
+    return frames.MEMCG, frames.SOFTIRQ
 
 
 def family(pid: int, stack: tuple[str, ...], pats=None) -> int:
