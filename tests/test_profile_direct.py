@@ -411,3 +411,24 @@ tests:
 """)
     p = subprocess.run(["promtool", "test", "rules", str(tmp_path / "t.yml")], capture_output=True, text=True)
     assert p.returncode == 0 and "SUCCESS" in p.stdout, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("kernel", ["5.10", "6.12"])
+def test_kernel_frames_named_on_kernels_that_list_per_cpu_symbols_first(kernel, tmp_path):
+    """Debian's 5.10 and 6.12 list x86_64's per-CPU symbols at address 0 before _stext (real excerpts,
+    tests/data/kallsyms/README.md): their kallsyms is readable and kernel frames get their names. The
+    same file with every address zeroed, as kernel.kptr_restrict shows it, is hidden."""
+    from nodesleuth.profile.symbols import KernelSymbols
+
+    path = os.path.join(os.path.dirname(__file__), "data", "kallsyms", f"debian-{kernel}.txt")
+    text = open(path).read()
+    assert text.startswith("0000000000000000 A fixed_percpu_data\n")
+    ks = KernelSymbols(kallsyms=path, modules="/nonexistent", kcore="/nonexistent")
+    assert ks.ok
+    addr = {ln.split()[2]: int(ln.split()[0], 16) for ln in text.splitlines()}
+    for fn in ("osq_lock", "mem_cgroup_iter", "clear_page_erms"):
+        assert ks.name(addr[fn] + 0x10) == (fn, "[kernel.kallsyms]"), fn
+    hidden = tmp_path / "kallsyms"
+    hidden.write_text("".join("0000000000000000" + ln[16:] + "\n" for ln in text.splitlines()))
+    ks = KernelSymbols(kallsyms=str(hidden), modules="/nonexistent", kcore="/nonexistent")
+    assert not ks.ok and ks.name(addr["osq_lock"] + 0x10)[0] == "[unknown]"
