@@ -497,6 +497,15 @@ def _smp(cpus: int, maxcpus: int | None) -> str:
     return f"{cpus},maxcpus={maxcpus}" if maxcpus and maxcpus > cpus else str(cpus)
 
 
+def _spawn(argv: list[str], **kw) -> subprocess.Popen:
+    """The VM through nodesleuth's children.spawn: killed by the kernel when the test (or make.py)
+    that started it dies, SIGKILL included, so no guest outlives its run."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+    from nodesleuth.node import children
+
+    return children.spawn(argv, **kw)
+
+
 def _kill_group(p: subprocess.Popen) -> None:
     import signal
     try:
@@ -571,8 +580,8 @@ def _run_vng(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, m
     argv += ["--exec", f"/bin/sh {script}"]
     envv = dict(os.environ, PATH=f"{Path(vng).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         cwd=str(rundir), env=envv, start_new_session=True)
+    p = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+               cwd=str(rundir), env=envv, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
         rc = p.returncode
@@ -776,8 +785,8 @@ def _run_9p(k: Kernel, cmd, cpus, mem, timeout, maxcpus, append, env, python, di
         _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", str(disk)])
     argv = qemu_argv(k, initrd, rundir, cpus, mem, maxcpus, append, disk, mthread, extra_qemu)
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         start_new_session=True)
+    p = _spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+               start_new_session=True)
     try:
         qout, _ = p.communicate(timeout=timeout)
         timed_out = False
