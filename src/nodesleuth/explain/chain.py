@@ -482,7 +482,7 @@ def _resource(rec, inc: Incident, ep: Episode, prof: CoreProfile | None) -> Link
         t = _tick_at(rec, inc.time)
         if t and t.meminfo.get("Percpu") is not None:
             ev.append(f"Percpu {t.meminfo['Percpu'] >> 20} MiB, Slab {t.meminfo.get('Slab', 0) >> 20} MiB")
-    data = {"dying": dying, "tracked": mem.tracked if mem else None, "live": mem.live if mem else None,
+    data = {"dying": dying, "tracked": mem.tracked if mem else None, "live": c.memory_live() if c else None,
             "growth": growth,
             # on cgroup v2 the parent the zombies were removed from (remedy reclaims there: memory.reclaim)
             "v2_parent": c.dying_subtrees[0].path if c and c.v2 is not None and mem is None and c.dying_subtrees
@@ -578,15 +578,19 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
 
 def _loopers(rec, t0: float, t1: float) -> list:
     """Units that restarted between the first and the last unit snapshot around [t0, t1] (the
-    recording's own snapshots if none falls in that window)."""
+    recording's own snapshots if none falls in that window), each with its restarts over them. A unit
+    is followed over every snapshot, not only the last: one stopped (or removed) before the last
+    snapshot still restarted while it was seen."""
     snaps = [x for x in rec.ticks if x.units is not None]
     near = [x for x in snaps if t0 - 60 <= x.time <= t1 + 60] or snaps
-    first = near[0].units if near else None
-    last = near[-1].units if near else None
-    if not last:
+    if not near:
         return []
-    b = {u.id: u for u in first or []}
-    grew = [(u, u.n_restarts - b[u.id].n_restarts if u.id in b else u.n_restarts) for u in last]
+    b = {u.id: u for u in near[0].units}
+    last: dict = {}
+    for x in near:
+        for u in x.units:
+            last[u.id] = u
+    grew = [(u, u.n_restarts - b[u.id].n_restarts if u.id in b else u.n_restarts) for u in last.values()]
     return sorted(((u, d) for u, d in grew if d > 0 or u.crash_looping), key=lambda x: -x[1])
 
 

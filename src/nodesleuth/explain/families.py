@@ -5,8 +5,8 @@ others, with their numbers, as rejected.
 
 | family | share measured as | root cause when |
 |---|---|---|
-| memcg_walk | memory-cgroup code on the core (the chain's resource link), with >= ZOMBIE_WARN (1,000) memcgs dying (with fewer it is reclaim's) | creator and unit proven (chain.py) |
-| reclaim | page-reclaim code on the core, while few memcgs are dying | never: the pressure's source is not in the data |
+| memcg_walk | memory-cgroup code on the core (the chain's resource link), while >= WALK_DYING_SHARE (half) of the memcgs are dying and >= MIN_ZOMBIES (with fewer the walk is over live ones: reclaim's) | creator and unit proven (chain.py) |
+| reclaim | page-reclaim code on the core, while the memcgs it walks are mostly live | never: the pressure's source is not in the data |
 | softirq | the core's %soft (mpstat) | one softirq is >= half of them, and what raised it is seen: the NIC's line >= half of the NIC's interrupts on the core, or RPS (softnet received_rps), or a device line >= half of the core's device interrupts (system vectors LOC/RES/CAL... excluded) |
 | irq | the core's %irq | one interrupt line is >= half of the CPU's interrupts |
 | rt | SCHED_FIFO/RR processes' share of the core | one process >= PROVE (it and its class are the cause) |
@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from ..detect.incidents import _window
 from ..detect.proof import verdict
-from ..model.thresholds import CONTRIBUTING, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, ZOMBIE_WARN
+from ..model.thresholds import (CONTRIBUTING, MIN_ZOMBIES, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, WALK_DYING_SHARE,
+                                ZOMBIE_WARN)
 
 RT = ("fifo", "rr", "deadline")
 
@@ -59,24 +60,38 @@ def _ticks(rec, ep) -> list:
     return _window(rec.ticks, ep.start, ep.end)
 
 
+def zombie_walk(dying: int | None, live: int | None) -> tuple[bool, str]:
+    """Whether memory-cgroup code is a walk over zombies: at least WALK_DYING_SHARE of the memcgs dying
+    (and >= MIN_ZOMBIES), so most of what a walk visits is dying; where the live count is unknown,
+    >= ZOMBIE_WARN dying. With fewer, the walk (reclaim's, a stats read's) is over live memcgs."""
+    d = dying or 0
+    if live is None:
+        return d >= ZOMBIE_WARN, f"{d} memory cgroups dying (live count unknown; a walk over zombies needs >= {ZOMBIE_WARN})"
+    share = d / max(1, d + live)
+    ok = d >= MIN_ZOMBIES and share >= WALK_DYING_SHARE
+    return ok, (f"{d} of {d + live} memory cgroups dying ({pct(share)}; a walk over zombies needs >= "
+                f"{pct(WALK_DYING_SHARE)} and >= {MIN_ZOMBIES})")
+
+
 def _memcg(links: dict, ep, prof) -> Hypothesis:
     res = links["resource"]
-    dying = (res.data or {}).get("dying")
-    rule = (res.rule + f"; and at least {ZOMBIE_WARN} memory cgroups dying (with fewer, memory-cgroup code on the "
-            "core is the reclaim of live ones: family reclaim)")
+    dying, live = (res.data or {}).get("dying"), (res.data or {}).get("live")
+    rule = (res.rule + f"; and at least {pct(WALK_DYING_SHARE)} of the memory cgroups dying (with fewer, the "
+            "memory-cgroup code on the core is a walk over live ones: family reclaim)")
     vd, ev = res.verdict, []
-    if vd in (PROVEN, CONTRIBUTING) and (dying or 0) < ZOMBIE_WARN:
+    walk, why = zombie_walk(dying, live)
+    if vd in (PROVEN, CONTRIBUTING) and not walk:
         vd = NOT_PROVEN  # the walk crosses live memcgs: what the reclaim hypothesis measures
-        ev.append(f"only {dying or 0} memory cgroups are dying (under {ZOMBIE_WARN}): the memory-cgroup code on CPU "
-                  f"{ep.cpu} is not a walk over zombies")
+        ev.append(f"{why}: the memory-cgroup code on CPU {ep.cpu} is not a walk over zombies")
     return Hypothesis("memcg_walk", res.share, vd, res.summary, None, rule, ev,
-                      {"dying": dying, "creator": links["creator"].verdict, "unit": links["unit_loop"].verdict})
+                      {"dying": dying, "live": live, "creator": links["creator"].verdict,
+                       "unit": links["unit_loop"].verdict})
 
 
-def _reclaim(rec, ep, prof, dying: int | None) -> Hypothesis:
-    rule = (f"page-reclaim code >= {pct(PROVE)} of the core's excess busy time while fewer than {ZOMBIE_WARN} memory "
-            "cgroups are dying (with more, it is the memcg walk's); no root cause: what made the pressure is not "
-            "in the data")
+def _reclaim(rec, ep, prof, dying: int | None, live: int | None = None) -> Hypothesis:
+    rule = (f"page-reclaim code >= {pct(PROVE)} of the core's excess busy time while fewer than "
+            f"{pct(WALK_DYING_SHARE)} of the memory cgroups are dying (with more, it is the memcg walk's); no root "
+            "cause: what made the pressure is not in the data")
     pg = [t.vmstat.deltas for t in _ticks(rec, ep) if getattr(t, "vmstat", None) is not None]
     scan = {k: sum(d.get(k, 0) for d in pg) for k in ("pgscan_direct", "pgscan_kswapd", "allocstall")} if pg else None
     ev = [f"/proc/vmstat over the episode: {scan['pgscan_direct']} pages scanned by direct reclaim, "
@@ -87,9 +102,10 @@ def _reclaim(rec, ep, prof, dying: int | None) -> Hypothesis:
                           None, rule, ev, {"vmstat": scan})
     share = min(1.0, prof.reclaim / (prof.n + prof.lost) / _excess(ep))
     vd = verdict(share)
-    if dying is not None and dying >= ZOMBIE_WARN and vd == PROVEN:
+    walk, why = zombie_walk(dying, live)
+    if dying is not None and walk and vd == PROVEN:
         vd = NOT_PROVEN  # the same samples are the memcg walk's, with that many zombies
-        ev.append(f"{dying} memory cgroups are dying: the reclaim time is the memcg walk's (family memcg_walk)")
+        ev.append(f"{why}: the reclaim time is the memcg walk's (family memcg_walk)")
     who = max(((p, v[0], v[1]) for p, v in prof.by_pid.items()), key=lambda x: x[2], default=None)
     summary = (f"page reclaim {pct(prof.reclaim / max(1, prof.n))} of CPU {ep.cpu}'s samples"
                + (f", mostly by {who[1]} (pid {who[0]})" if who else "")
@@ -337,7 +353,8 @@ def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypo
     """Every family's hypothesis for this episode, most explaining first, and notes (throttling)."""
     res = links.get("resource")
     dying = (res.data or {}).get("dying") if res else None
-    hs = [_memcg(links, ep, prof), _reclaim(rec, ep, prof, dying), _softirq(rec, ep), _irq(rec, ep),
+    live = (res.data or {}).get("live") if res else None
+    hs = [_memcg(links, ep, prof), _reclaim(rec, ep, prof, dying, live), _softirq(rec, ep), _irq(rec, ep),
           _rt(rec, ep, victim), _lock(ep, prof), _process(ep, prof, links.get("processes"), False),
           _process(ep, prof, links.get("processes"), True)]
     order = {PROVEN: 0, "contributing": 1, NOT_PROVEN: 2, UNKNOWN: 3}

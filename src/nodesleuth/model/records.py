@@ -152,6 +152,17 @@ class Census:
             return self.v2.nr_dying_descendants
         return None
 
+    def memory_live(self) -> int | None:
+        """Live memory cgroups (the root included), the same hierarchy memory_dying() counts."""
+        mem = self.controller("memory")
+        if mem is not None and mem.live is not None:
+            return mem.live
+        if self.v2 is not None:
+            if "memory" in self.v2.subsys:
+                return self.v2.subsys["memory"][0]
+            return self.v2.nr_descendants + 1
+        return None
+
 
 @dataclass(frozen=True)
 class KernelEvent:

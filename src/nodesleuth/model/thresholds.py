@@ -24,9 +24,11 @@ RESTARTS_TIE = (0.6, 1.6)  # creating processes per unit restart that tie a crea
 # --- zombie counts (check's severities, the alert's floor) and crash loops --------------------------
 ZOMBIE_WARN = 1000  # dying cgroups that make a warning (check --zombie-warn)
 ZOMBIE_CRIT = 10000  # and a critical finding (check --zombie-crit)
+WALK_DYING_SHARE = 0.5  # memory-cgroup code on a hot core is a walk over zombies when at least this share of
+# the memcgs is dying (and >= MIN_ZOMBIES); with fewer it is reclaim's walk over live ones (explain/families.py)
 CRASH_LOOP_RESTARTS = 3  # a unit that restarted this often and did not succeed is crash-looping
 
 THRESHOLDS = {"hot_busy_pct": HOT_BUSY, "hot_seconds": HOT_SECONDS, "others_max_pct": OTHERS_MAX,
               "prove_share": PROVE, "contribute_share": CONTRIBUTE, "zombie_age_seconds": ZOMBIE_AGE,
               "min_zombies": MIN_ZOMBIES, "restarts_tie": list(RESTARTS_TIE),
-              "zombie_warn": ZOMBIE_WARN, "zombie_crit": ZOMBIE_CRIT, "crash_loop_restarts": CRASH_LOOP_RESTARTS}
+              "zombie_warn": ZOMBIE_WARN, "zombie_crit": ZOMBIE_CRIT, "walk_dying_share": WALK_DYING_SHARE, "crash_loop_restarts": CRASH_LOOP_RESTARTS}

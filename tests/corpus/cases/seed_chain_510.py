@@ -5,20 +5,25 @@ tmpfs state each, no swap); a training job's data loader, pinned to CPU 1 in a m
 them (the limit kept just above what the parent holds), reads at 6 MB/s, and every page it caches goes
 through direct reclaim, which walks every memcg under the parent, dying ones included. As the zombies
 grow, the loader's kernel time grows with them until CPU 1 is saturated; a poller on CPU 1 (napi-poll)
-measures what the NIC's work would wait. The recording covers the crash loop from its first start:
+measures what the NIC's work would wait (when it waited half of ENA's 5 s window, the lab would write
+ENA's reset lines; with no NIC in the guest none are written, see run()). The recording covers the crash loop from its first start:
 explain's dose-response sets the dying count against CPU 1's memory-cgroup share and the cost of a root memory.stat read over it.
-explain must prove every link and name ecs.service."""
+explain must prove every link and name ecs.service.
+8 vCPUs: under emulation the crash loop's own work (systemd making and removing 300 cgroups a start,
+the agent, the recorder's unit reads) fills about two vCPUs; on 4 the other CPUs averaged ~70% and the
+hot-core rule read a busy node, on 8 they stay well under its 60% (a 96-CPU node's crash loop is a
+sliver of it)."""
 
 import json
 import os
 import time
 
 KERNEL = "5.10"
-CPUS = 4
+CPUS = 8
 DISK_MB = 2048
 TIMEOUT = 3600
 TAIL = 15
-EXPECT = {"incident": True, "cpu": 1, "family": "memcg_walk", "root_cause": r"^ecs\.service$", "dose_response": True}
+EXPECT = {"incident": True, "kind": "hot_core", "cpu": 1, "family": "memcg_walk", "root_cause": r"^ecs\.service$", "dose_response": True}
 
 LAB = "corpus-lab"
 STATE = "/run/corpus-lab-state"
@@ -82,9 +87,9 @@ def _wait_ns(pid: int) -> int:
 
 
 def run(x):
-    from _common import ENA_MARKER, ENA_ORIGIN, busy
+    from _common import busy
 
-    from nodesleuth.lab.run import ENA_LINES, ENA_WINDOW, VICTIM_SHARE
+    from nodesleuth.lab.run import ENA_WINDOW, VICTIM_SHARE
 
     mc = x.mc
     victim = x.spawn([x.python, "-m", "nodesleuth.lab.actors.victim", "1", "/run/corpus-victim.json"])
@@ -112,9 +117,11 @@ def run(x):
             hot += 1
         else:
             hot = 0
-        if len(window) == int(ENA_WINDOW) and sum(window) >= VICTIM_SHARE * ENA_WINDOW and not x.written:
-            # the lab's rule: napi-poll waited half of ENA's 5 s window; the lines are generated, not a device's
-            x.kmsg([(lv, t.format(napi_usec=int(sum(window) * 1e6))) for lv, t in ENA_LINES], ENA_ORIGIN, ENA_MARKER)
+        if len(window) == int(ENA_WINDOW) and sum(window) >= VICTIM_SHARE * ENA_WINDOW and "napi_starved" not in x.results:
+            # the lab's rule: napi-poll waited half of ENA's 5 s window. No ENA lines are written here: with
+            # no NIC in the guest nothing could show the NIC's work waited on CPU 1, so a generated reset
+            # would be an event explain must (and does) leave unproven; the case is the hot core's chain
+            x.results["napi_starved"] = {"time": round(time.time(), 1), "waited_s": round(sum(window), 2)}
         if hot >= HOT_FOR or z >= MAX_ZOMBIES:
             break
     loader.kill()
