@@ -60,7 +60,11 @@ for name, go, cpu, want in episodes:
             incs = json.loads(q.stdout)["incidents"]
         except (ValueError, KeyError):
             incs = []
-        mine = [i for i in incs if (i["links"][1].get("data") or {}).get("cpu") == cpu and i["end"] >= t_start]
+        # the episode's incident: on its CPU, overlapping it (the polls' own explain runs, a vCPU each for
+        # seconds under emulation, can make later hot cores of their own)
+        mine = [i for i in incs if (i["links"][1].get("data") or {}).get("cpu") == cpu
+                and i["end"] >= t_start and i["start"] <= t_end + 1]
+        mine.sort(key=lambda i: min(i["end"], t_end) - max(i["start"], t_start))
         rc = mine[-1]["root_cause"] if mine else None
         row["polls"].append([round(t - t_end, 1), round(took, 1), bool(mine), rc])
         if mine and "seen_s" not in row:
