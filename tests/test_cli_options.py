@@ -4,7 +4,6 @@ captures recorded on this machine (tests/data/perf-script/corpus.tar.xz), fixtur
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re

@@ -9,13 +9,9 @@ a range it counted dropped. Timings are not asserted (benchmarks/results/kmsg_fl
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 
-import pytest
 
 from benchmarks.kmsg_flood import Consumers, devkmsg_unlimited, flood, mark, metrics, to_devkmsg, to_file
 from conftest import Busy, needs_root, nodesleuth, retry_when_busy

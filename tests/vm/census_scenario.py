@@ -10,7 +10,6 @@ the cgroup is removed. A live sibling stays, so the parent that holds them is a 
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import subprocess

@@ -28,7 +28,6 @@ Never uses KVM (see /work/shared/reference/vm-notes.md): TCG only.
 from __future__ import annotations
 
 import argparse
-import glob
 import gzip
 import io
 import json
@@ -40,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass, asdict
 from pathlib import Path
 

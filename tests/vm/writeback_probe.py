@@ -1,7 +1,7 @@
 """Runs INSIDE a 7.2 VM with a scratch disk (vmrun disk_mb=256): when does a memcg that wrote a file stop
 dying? A/B: 100 each, written (B with fsync); an empty memcg offline, sync, both; C: no sync, an offline
 every 5 s. Printed as it goes (tests/vm/README.md, \"Until writeback, not for ever\")."""
-import os, sys, time
+import os, time
 CG="/sys/fs/cgroup"
 def dying(p):
     return int(dict(l.split() for l in open(p+"/cgroup.stat"))["nr_dying_descendants"])

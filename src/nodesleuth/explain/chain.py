@@ -14,7 +14,6 @@ numbers. Data come only from the recording: 1 Hz ticks, the perf profile, the cg
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field

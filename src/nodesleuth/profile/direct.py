@@ -36,12 +36,11 @@ from itertools import chain
 
 import numpy as np
 
-from ..model.errors import InputError
 from ..store.catalog import PROFILE, PROFILE_LOST
 from .agg import Aggregator
 from .arrays import distinct
 from .codec import encode_lost, encode_pieces
-from .parse import UNNAMED, Batch
+from .parse import Batch
 from .symbols import KernelSymbols, Lazy, UserSymbols, frame, perf_map_symbols
 
 # include/uapi/linux/perf_event.h

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 # ENA 2.11 lines built from the format strings of amzn-drivers ena_netdev.c (check_for_rx_interrupt_queue /

@@ -4,7 +4,6 @@ memory-limited pod beside them, reads at 8 MB/s: direct reclaim walks the zombie
 The walk is proven (memory-cgroup code on the core), but nothing in the recording ties the zombies to a
 unit (they were made before it began): explain must lead with the memcg walk and name no root cause."""
 
-import os
 import time
 
 KERNEL = "5.10"

@@ -14,7 +14,6 @@ the agent, the recorder's unit reads) fills about two vCPUs; on 4 the other CPUs
 hot-core rule read a busy node, on 8 they stay well under its 60% (a 96-CPU node's crash loop is a
 sliver of it)."""
 
-import json
 import os
 import time
 

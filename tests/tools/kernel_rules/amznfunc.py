@@ -1,4 +1,4 @@
-import json, re, subprocess, sys
+import json, re, subprocess
 A = json.load(open('/work/scratch/drivers/part-A.json'))
 out = {}
 for e in A:

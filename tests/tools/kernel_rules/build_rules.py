@@ -206,7 +206,6 @@ def build():
                 e["pattern"] = e["pattern"].replace(*fx)
             lines = entry_lines(e)
             hits = [first(rc, ln) for ln in lines]
-            fams = {fam_of(h) if h else None for h in hits}
             if e["family"] == "netdev_watchdog":
                 fold.append((e, by_reason["NetdevWatchdog"]))
             elif all(h is not None and fam_of(h) in (e["family"], "") for h in hits) and len({h["reason"] for h in hits}) == 1:
