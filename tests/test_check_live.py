@@ -114,10 +114,7 @@ def test_hot_core_names_cpu_and_process(busy_loop):
     top = f["data"]["top"][0]
     assert top["pid"] == p.pid and top["comm"] == "ns-busyloop"
     assert top["pct"] >= 80 and top["share"] >= 0.8
-    from nodesleuth.collect.procs import FIT_TOLERANCE
-
-    # attribution adds up (to within the reads' jitter the per-CPU fit allows)
-    assert sum(t["pct"] for t in f["data"]["top"]) <= f["data"]["busy"] + FIT_TOLERANCE + 0.5
+    assert sum(t["pct"] for t in f["data"]["top"]) <= f["data"]["busy"] + 2.5  # attribution adds up
     assert not finding(doc, "hot_core", cpu=0)
 
 

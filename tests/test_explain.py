@@ -255,12 +255,10 @@ while True:
     out = nodesleuth("dump", "--store", store, "--format", "json")
     ticks = [json.loads(x) for x in out.stdout.splitlines()][1:]
     assert len(ticks) >= 6
-    from nodesleuth.collect.procs import FIT_TOLERANCE
-
     for t in ticks:
         for cpu in ("0", "1"):
             mine = [pr for pr in t["procs"] if pr["cpu"] == int(cpu)]
-            assert sum(pr["pct"] for pr in mine) <= t["cpus"][cpu]["busy"] + FIT_TOLERANCE + 0.5, (cpu, mine, t["cpus"][cpu])
+            assert sum(pr["pct"] for pr in mine) <= t["cpus"][cpu]["busy"] + 2.5, (cpu, mine, t["cpus"][cpu])
     # each pinned loop is on its own CPU only, and over the run it used more of that CPU than the loop
     # that roams between both (another job's process may share the CPUs on a busy host)
     for cpu, name in ((0, "pin-0"), (1, "pin-1")):

@@ -518,14 +518,7 @@ class TaskSampler:
         self._drop_threads(())
 
 
-# points a CPU's processes may read past its busy % before they are scaled: /proc/stat and the tasks'
-# stat files are read milliseconds apart, so on a loaded machine a pinned 100% spinner plus its
-# neighbours read a few points over without any thread having migrated (a migrated thread puts
-# tens of points on the wrong CPU)
-FIT_TOLERANCE = 5.0
-
-
-def fit_to_cpus(uses: list[ProcUse], busy: dict[int, float], tolerance: float = FIT_TOLERANCE) -> list[ProcUse]:
+def fit_to_cpus(uses: list[ProcUse], busy: dict[int, float], tolerance: float = 2.0) -> list[ProcUse]:
     """Make per-CPU attribution add up. Field 39 is only the CPU a thread ran on *last*: a thread
     that migrated gets all its time on one CPU, and that CPU's processes can sum past its busy %.
     On such a CPU every process is scaled to the CPU's busy % (from /proc/stat), and what was cut
