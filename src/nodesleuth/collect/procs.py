@@ -518,12 +518,20 @@ class TaskSampler:
         self._drop_threads(())
 
 
+# /proc/stat and the tasks' stat files are read milliseconds apart: a spinner pinned to a CPU at 100.0%
+# busy reads 99.5-101.5% here (tests/test_cli_options.py), and a few neighbours add their own jitter.
+# Scaling a CPU's processes by less than this keeps the sums right without calling them estimates; a
+# thread that migrated puts its whole interval on its last CPU, far more.
+JITTER = 0.05
+
+
 def fit_to_cpus(uses: list[ProcUse], busy: dict[int, float], tolerance: float = 2.0) -> list[ProcUse]:
     """Make per-CPU attribution add up. Field 39 is only the CPU a thread ran on *last*: a thread
     that migrated gets all its time on one CPU, and that CPU's processes can sum past its busy %.
-    On such a CPU every process is scaled to the CPU's busy % (from /proc/stat), and what was cut
-    is spread over CPUs with unexplained busy time, in proportion to it. Moved or scaled entries
-    are marked `estimate`. `busy` maps CPU -> busy % over the same interval."""
+    On such a CPU the estimates already there (exited children's CPU) give way first; if they are not
+    enough, every process is scaled to the CPU's busy % (from /proc/stat), and what was cut is spread
+    over CPUs with unexplained busy time, in proportion to it. Moved entries, and entries scaled by
+    more than JITTER, are marked `estimate`. `busy` maps CPU -> busy % over the same interval."""
     by_cpu: dict[int, list[ProcUse]] = {}
     for u in uses:
         by_cpu.setdefault(u.cpu, []).append(u)
@@ -537,9 +545,22 @@ def fit_to_cpus(uses: list[ProcUse], busy: dict[int, float], tolerance: float = 
         if c not in over:
             out += us
             continue
+        excess = sums[c] - busy[c]
+        est = sum(u.pct for u in us if u.estimate)
+        if est >= excess:
+            # what is already a guess gives way first (exited children's CPU placed on their parent's
+            # CPU): the processes measured there stay exact
+            g = (est - excess) / est
+            for u in us:
+                if u.estimate:
+                    out.append(ProcUse(u.pid, u.comm, c, u.pct * g, True))
+                    cut[(u.pid, u.comm)] = cut.get((u.pid, u.comm), 0.0) + u.pct * (1 - g)
+                else:
+                    out.append(u)
+            continue
         f = busy[c] / sums[c]
-        for u in us:
-            out.append(ProcUse(u.pid, u.comm, c, u.pct * f, True))
+        for u in us:  # scaled by less than JITTER: the reads' timing, not where it ran; not an estimate
+            out.append(ProcUse(u.pid, u.comm, c, u.pct * f, u.estimate or f < 1 - JITTER))
             cut[(u.pid, u.comm)] = cut.get((u.pid, u.comm), 0.0) + u.pct * (1 - f)
     spare = {c: b - sums.get(c, 0.0) for c, b in busy.items() if c not in over and b - sums.get(c, 0.0) > tolerance}
     room = sum(spare.values())
