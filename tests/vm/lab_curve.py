@@ -16,7 +16,7 @@ import time
 
 from nodesleuth.lab import run as lr
 from nodesleuth.lab.systemd import remove_cgroup_tree
-from nodesleuth.lab.zombies import Memcg
+from nodesleuth.node.cgroupfs import Memcg
 
 
 def stat(path: str) -> dict:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from nodesleuth.lab.zombies import Memcg
+from nodesleuth.node.cgroupfs import Memcg
 
 WORK = "/run/disk/nodesleuth-lab"  # not /tmp: the namespace's systemd has a private /tmp
 
