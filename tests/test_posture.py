@@ -10,14 +10,12 @@ import os
 import subprocess
 import sys
 
-import pytest
-from conftest import memcg
+from conftest import memcg, needs_root
 
 from nodesleuth.collect import posture
 from nodesleuth.model.records import ZombiePosture
 from nodesleuth.node.root import Root
 
-ROOT = os.geteuid() == 0
 
 
 def test_kallsyms_lookup_on_this_kernel():
@@ -49,7 +47,7 @@ def test_kallsyms_module_lines(tmp_path):
     assert posture.kallsyms_has(r, ("lru_gen_reparent_memcg_x",)) is False
 
 
-@pytest.mark.skipif(not ROOT, reason="makes memory cgroups")
+@needs_root  # makes memory cgroups
 def test_probe_on_this_kernel_keeps_page_cache_zombies():
     """6.18 keeps a removed memcg dying under its page cache, tmpfs and disk alike; the probe cleans up
     after itself (its parent is gone, its cgroups freed)."""
@@ -103,7 +101,7 @@ def test_describe_per_kernel():
     assert unknown.accumulate is None  # could not read is never "does not accumulate"
 
 
-@pytest.mark.skipif(not ROOT, reason="reads /proc/kallsyms addresses and makes memory cgroups")
+@needs_root  # reads /proc/kallsyms addresses and makes memory cgroups
 def test_check_reports_posture():
     """`check --json` carries the posture of the kernel it runs on, under `posture`."""
     p = subprocess.run([sys.executable, "-m", "nodesleuth", "check", "--json", "--seconds", "1", "--no-trace-churn"],

@@ -175,14 +175,16 @@ TREES = {
 }
 
 
-@pytest.mark.skipif(not os.path.exists(NODE_EXPORTER), reason="Debian prometheus-node-exporter not installed "
-                    "(scripts/setup-tests.sh installs it)")
 @pytest.mark.parametrize("name", sorted(TREES))
 def test_exporter_agrees_with_node_exporter(name, tmp_path):
     """The same /proc tree served by Debian's node_exporter (1.5.0: softnet and netstat collectors only)
     and by `nodesleuth exporter`: processed, dropped and times_squeezed per cpu and the TCP counters
     have the same values under the same name suffix. 1.5.0 has only those three softnet series; its
     netstat ones are untyped (node_netstat_Tcp_RetransSegs), ours counters (..._total{netns=""})."""
+    from conftest import missing
+
+    if not os.path.exists(NODE_EXPORTER):
+        missing("Debian prometheus-node-exporter not installed (scripts/setup-tests.sh installs it)")
     softnet, net, online = TREES[name]
     tree = tmp_path / "tree"
     shutil.copytree(SNAP0, tree, symlinks=True)
