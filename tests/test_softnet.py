@@ -271,7 +271,7 @@ def test_flood_over_veth_steered_to_one_cpu_squeezes_it_there(tmp_path):
 @needs_root
 @retry_when_busy()
 def test_hot_core_finding_says_what_it_left_undone(busy_loop):
-    """A spinner on CPU 1 and a steady flood whose receive processing RPS sends to CPU 1 (budget 16):
+    """A spinner on CPU 1 and a steady flood whose receive processing RPS sends to CPU 1 (budget 2):
     check's hot-core finding for CPU 1 carries softnet_stat's squeezes and drops on CPU 1 in its
     window, with the numbers, and they are at most the kernel's own delta around the check. The hot
     core rule also needs CPU 0 quiet (< 60%): on a host too busy for that, no finding is the answer."""
@@ -279,7 +279,7 @@ def test_hot_core_finding_says_what_it_left_undone(busy_loop):
 
     with NetLab() as lab:
         lab.rps(1)
-        lab.sysctl("net.core.netdev_budget", 16)
+        lab.sysctl("net.core.netdev_budget", 2)
         p = busy_loop(cpu=1, comm="ns-busyloop")
         try:
             k0 = _kernel_softnet()

@@ -35,7 +35,7 @@ class ProcShare:
     comm: str
     pct: float  # mean % of the CPU over the episode
     share: float  # pct / the CPU's mean busy %
-    estimate: bool = False  # attribution scaled or spread because threads migrated
+    estimate: bool = False  # most of its share scaled or spread by the per-CPU fit (threads migrated)
 
 
 @dataclass
@@ -161,10 +161,13 @@ def _episode(cpu: int, run: list[_Second], secs: float) -> Episode:
     procs: dict[tuple[int, str], list] = {}
     for s in run:
         for p in s.procs:
-            slot = procs.setdefault((p.pid, p.comm), [0.0, False])
+            slot = procs.setdefault((p.pid, p.comm), [0.0, 0.0])
             slot[0] += p.pct
-            slot[1] = slot[1] or getattr(p, "estimate", False)
-    top = sorted((ProcShare(pid, comm, v / n, (v / n) / busy if busy else 0.0, est)
+            if getattr(p, "estimate", False):
+                slot[1] += p.pct
+    # an estimate when most of its share came from seconds the per-CPU fit moved or scaled it (one
+    # second of a pinned loop scaled because another job's thread migrated there does not make it one)
+    top = sorted((ProcShare(pid, comm, v / n, (v / n) / busy if busy else 0.0, est > v / 2)
                   for (pid, comm), (v, est) in procs.items()), key=lambda p: -p.pct)[:8]
     return Episode(cpu, run[0].time - run[0].interval, run[-1].time, secs, busy, min(s.busy for s in run),
                    mean([s.usr for s in run]), mean([s.sys for s in run]), mean([s.soft for s in run]),
