@@ -45,7 +45,7 @@ def test_lab_makes_the_incident_and_explain_proves_the_chain(lab, tmp_path):
     another job kept CPU 0 busy (the rule wants the others < 60%), explain must name no root cause,
     and the lab is run again (conftest.retry_when_busy)."""
     nodesleuth("lab", "clean", "--workdir", lab)  # a previous attempt's
-    run = nodesleuth("lab", "run", "--workdir", lab, "--seconds", "15", "--zombies", "20000", "--rate", "150",
+    run = nodesleuth("lab", "run", "--workdir", lab, "--seconds", "15", "--zombies", "20000", "--rate", "600",
                      timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     curve = [ln.split() for ln in run.stdout.splitlines() if ln.strip()[:1].isdigit() and ln.rstrip().endswith("%")]
