@@ -7,14 +7,16 @@ import subprocess
 import threading
 import time
 
+import pytest
 
 from conftest import Busy, check_json, finding, retry_when_busy, kernel_dying_memcgs, kmsg_write, memcg, needs_root, zombie_finding
 from nodesleuth.lab import zombies as zl
-from nodesleuth.node.cgroupfs import make_zombies
+from nodesleuth.node.cgroupfs import drop_caches, make_zombies, remove_cgroup_tree
 
 pytestmark = needs_root
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
     mc = memcg()
     parent = os.path.join(mc.mount, f"nodesleuth-test-{os.getpid()}")
@@ -23,6 +25,7 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
     try:
         made = make_zombies(1500, parent, data)
         assert made == 1500
+        tracked_before, live_before = kernel_dying_memcgs()
         rc, doc = check_json("--seconds", "1", "--no-trace-churn")
         tracked_now, live_now = kernel_dying_memcgs()
         f = zombie_finding(doc)
@@ -31,9 +34,12 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         # warning from 1,000 dying, critical from 10,000 (other jobs on this host may hold zombies too)
         assert rc == 1 and f["severity"] == ("critical" if d["dying"] >= 10000 else "warning")
         assert doc["status"] == "problem" and doc["exit_code"] == 1
-        # the report agrees with /proc/cgroups and `find -type d | wc -l` read independently
-        assert abs(d["tracked"] - tracked_now) <= 5
-        assert d["live"] == live_now
+        # the report agrees with /proc/cgroups and `find -type d | wc -l` read independently, just before
+        # and just after it (other jobs on a shared host make and free cgroups meanwhile: the fast tier
+        # of 2026-12-05 saw 3036 in the report, 3042 a moment later)
+        lo, hi = sorted((tracked_before, tracked_now))
+        assert lo - 5 <= d["tracked"] <= hi + 5, (tracked_before, d["tracked"], tracked_now)
+        assert min(live_before, live_now) - 5 <= d["live"] <= max(live_before, live_now) + 5
         assert d["dying"] == d["tracked"] - d["live"]
         assert d["dying"] >= 1500
         assert d["percpu_bytes"] > 0 and d["slab_bytes"] > 0
@@ -46,13 +52,25 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         assert any("memory cost measured here" in e for e in f["evidence"])
     finally:
         zl.clear(parent, data)
-    after = mc.count()
+    # freeing is asynchronous: the pure-v2 6.12 guest of the CI of 2026-12-05 still counted 53 a moment
+    # after the clear, about the check's own zombie probe (50 per kind): a memcg that wrote a file keeps a
+    # writeback reference until a later memcg offline runs the kernel's cleanup of offline writebacks
+    # (mm/backing-dev.c cleanup_offline_cgwbs_workfn; collect/posture.py). A crash loop offlines memcgs
+    # all the time; here an empty one is offlined each second, as the probe itself does.
+    deadline = time.monotonic() + 60
+    i = 0
+    while (after := mc.count()) > before + 50 and time.monotonic() < deadline:
+        remove_cgroup_tree(mc.make(f"nodesleuth-test-{os.getpid()}-offline{i}"))
+        i += 1
+        time.sleep(1)
+        drop_caches()
     assert after <= before + 50, (before, after)
     rc, doc2 = check_json("--seconds", "1", "--no-trace-churn")
     f2 = zombie_finding(doc2)
     assert f2 is None or f2["data"]["dying"] <= d["dying"] - 1450  # ours are gone
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 def test_churn_trace_names_the_creator(tmp_path):
     """perf on cgroup_mkdir/rmdir during the check names the process that made the zombies. The
     zombies are made all through the window (a busy machine may start perf late). It starts as a
@@ -91,6 +109,7 @@ def test_churn_trace_names_the_creator(tmp_path):
     assert any("ecs-agent-" in e for e in f["evidence"])
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 @retry_when_busy()
 def test_hot_core_names_cpu_and_process(busy_loop):
     """A pinned loop on CPU 1. The rule also needs the other CPUs quiet (< 60%): on a host where
@@ -153,6 +172,7 @@ def _mpstat_average(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 def test_per_cpu_figures_agree_with_mpstat(busy_loop):
     """Our /proc/stat arithmetic against sysstat's over the same interval (both read at start and end)."""
     from nodesleuth.model.records import COLUMNS

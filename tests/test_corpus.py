@@ -165,6 +165,7 @@ def test_every_family_leads_in_text_json_markdown_and_html(family_stores, tmp_pa
         assert hx.escape(h["summary"]) in html_text and hx.escape(inc["root_cause"] or inc["leading"]) in html_text, fam
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 def test_every_family_leads_on_the_web_incidents_page(family_stores):
     """The same leading explanation on `serve`'s incidents page, drawn by a real Chromium."""
     from test_web import CHROMIUM, served_page

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -264,7 +265,12 @@ def test_fleet_over_the_scraping_prometheus(exporters):
         time.sleep(1)
     port = exporters["ports"]["us-east-1a"]
     assert (doc["hosts"], doc["affected"], doc["healthy"]) == (3, 1, 2)
-    assert doc["affected_hosts"] == [f"127.0.0.1:{port}"]
+    # of this fixture's three, only the one with resets; a Prometheus kept across runs (a developer's) may
+    # still hold an earlier run's exporters' incidents for 24 h: listed too, and said to have no facts
+    ours = {f"127.0.0.1:{p}" for p in exporters["ports"].values()}
+    assert [h for h in doc["affected_hosts"] if h in ours] == [f"127.0.0.1:{port}"]
+    others = len(doc["affected_hosts"]) - 1
+    assert not others or any(f"{others} affected hosts export no nodesleuth_node_info" in n for n in doc["notes"]), doc
     assert doc["groups"] == {"us-east-1a": {"affected": 1, "total": 1}, "us-east-1b": {"affected": 0, "total": 1},
                              "us-east-1c": {"affected": 0, "total": 1}}
     ones = {r["feature"] for r in doc["ranked"] if r["score"] == 1.0}
@@ -272,8 +278,8 @@ def test_fleet_over_the_scraping_prometheus(exporters):
     assert all(round(r["p_value"], 4) == round(1 / 3, 4) and not r["significant"]  # ...which proves nothing
                for r in doc["ranked"] if r["feature"] in ones)
     text = nodesleuth("fleet", "--prometheus", PROM)
-    assert text.returncode == 0 and f"affected by max by (instance) ((increase(nodesleuth_incidents_total" in text.stdout
-    assert f": 127.0.0.1:{port}\n" in text.stdout and "not significant" in text.stdout
+    assert text.returncode == 0 and "affected by max by (instance) ((increase(nodesleuth_incidents_total" in text.stdout
+    assert re.search(rf"\): (.*, )?127\.0\.0\.1:{port}(, |\n)", text.stdout) and "not significant" in text.stdout
     none = nodesleuth("fleet", "--prometheus", PROM, "--affected", 'nodesleuth_node_info{zone="nowhere"}')
     assert none.returncode == 2 and "no affected host among" in none.stderr, none.stderr
     every = nodesleuth("fleet", "--prometheus", PROM, "--affected", "max by (instance) (nodesleuth_node_info)")
@@ -352,6 +358,7 @@ def test_fleet_of_10000_hosts_from_a_real_tsdb(synthetic_prometheus):
         [(r["feature"], r["affected_hosts"], r["healthy_hosts"]) for r in doc["ranked"]]
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 def test_snapshot_of_this_host_and_fleet_over_urls(tmp_path):
     p = nodesleuth("snapshot", "--seconds", "1", "--zone", "lab-zone")
     assert p.returncode == 0, p.stderr
@@ -411,9 +418,19 @@ def test_one_metric_vocabulary_promtool_clean_and_backfillable(exporters, tmp_pa
 
     dumped = {f.name: f for f in om_families(open(om).read())}
     assert {"nodesleuth_cpu_busy_ratio", "nodesleuth_cgroups_dying", "nodesleuth_memory_percpu_bytes"} <= set(dumped)
+    from nodesleuth.model.metrics import METRICS
+
+    # the same names and labels as the exporter: both come from model/metrics.py. A family the dump holds
+    # may be absent from one scrape (the hot-core gauges exist only while a CPU is hot at that instant: the
+    # CI of 2026-12-05 scraped between two of the animator's steps), so names are checked against the one
+    # vocabulary, and against the scrape wherever it serves them.
+    assert {"nodesleuth_cpu_busy_ratio", "nodesleuth_cgroups_dying"} <= set(served)
     for name, fam in dumped.items():
-        assert name in served, name  # the same names as the exporter...
-        assert {frozenset(s.labels) for s in fam.samples} <= {frozenset(s.labels) for s in served[name].samples}
+        base = name[:-len("_total")] if name.endswith("_total") and name[:-len("_total")] in METRICS else name
+        assert base in METRICS, name
+        assert {k for s in fam.samples for k in s.labels} <= set(METRICS[base].labels), (name, fam.samples[:2])
+        if name in served:
+            assert {frozenset(s.labels) for s in fam.samples} <= {frozenset(s.labels) for s in served[name].samples}
     cpu = [s for s in dumped["nodesleuth_cpu_busy_ratio"].samples]
     assert all(0.0 <= s.value <= 1.0 for s in cpu)  # ...and the same units (ratio, not percent)
     blocks = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", om, str(tmp_path / "tsdb")],
@@ -421,10 +438,6 @@ def test_one_metric_vocabulary_promtool_clean_and_backfillable(exporters, tmp_pa
     assert blocks.returncode == 0, blocks.stderr
     assert any(os.path.isdir(os.path.join(tmp_path, "tsdb", x)) for x in os.listdir(tmp_path / "tsdb"))
     rules = open(os.path.join(HERE, "..", "deploy", "prometheus", "nodesleuth-rules.yml")).read()
-    import re
-
-    from nodesleuth.model.metrics import METRICS
-
     used = set(re.findall(r"nodesleuth_[a-z_]+", rules))
     known = set(METRICS) | {m + "_total" for m, x in METRICS.items() if x.type == "counter"}
     assert used and used <= known, used - known

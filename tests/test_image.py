@@ -323,9 +323,11 @@ def test_recorder_container_writes_a_store_the_host_reads(pod, store_dir):
 
 @pytest.mark.slow
 @pytest.mark.image
-def test_recorder_container_profiles(pod, store_dir):
+def test_recorder_container_profiles(pod, store_dir, busy_loop):
     """--profile in the container: perf (the image's, Debian trixie's 6.12) runs and its samples, with
-    named frames, reach the store."""
+    named frames, reach the store. A busy loop on the host makes the CPU time to sample (idle CPUs give
+    none: on a quiet machine, the CI of 2026-12-05, 25 s of recording held 8 samples)."""
+    busy_loop(cpu=1)
     name = pod.start("recorder", host_paths={"store": store_dir})
     time.sleep(25)
     code = pod.stop(name)
@@ -338,6 +340,11 @@ def test_recorder_container_profiles(pod, store_dir):
     assert p.returncode == 0, p.stderr + logs
     rows = json.loads(p.stdout)
     assert sum(r["self"] for r in rows) >= 49 * 10, rows[:3]  # >= 10 CPU-seconds of samples at 49 Hz
+    p = subprocess.run([sys.executable, "-m", "nodesleuth", "top-functions", "--store", store_dir, "--from",
+                        "10m ago", "--to", "now", "--json", "-n", "50", "--comm", "ns-busyloop"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert sum(r["self"] for r in json.loads(p.stdout)) >= 49 * 10  # the loop's own: the host's pids, seen from the pod
     assert any(r["function"] and not r["function"].startswith("[") for r in rows), rows[:5]
 
 
@@ -361,6 +368,7 @@ def test_npd_plugin_in_the_image(pod):
 
 # --- the exporter in the container against the exporter on the host --------------------------------------
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 def test_check_in_the_container_proves_the_hosts_zombie_creator(pod, tmp_path):
     """The incident's question asked from the pod, as the NPD plugin asks it: a process on the host
     keeps making memcgs that stay dying (a page of cache each); `check` in the container, with the

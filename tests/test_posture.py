@@ -7,13 +7,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 from conftest import memcg, needs_root
 
 from nodesleuth.collect import posture
 from nodesleuth.model.records import ZombiePosture
+from nodesleuth.node.cgroupfs import STALE_S, Memcg, make_zombies, own_cgroup, remove_cgroup_tree, remove_stale
 from nodesleuth.node.root import Root
 
 
@@ -47,6 +53,7 @@ def test_kallsyms_module_lines(tmp_path):
     assert posture.kallsyms_has(r, ("lru_gen_reparent_memcg_x",)) is False
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 @needs_root  # makes memory cgroups
 def test_probe_on_this_kernel_keeps_page_cache_zombies():
     """6.18 keeps a removed memcg dying under its page cache, tmpfs and disk alike; the probe cleans up
@@ -101,6 +108,7 @@ def test_describe_per_kernel():
     assert unknown.accumulate is None  # could not read is never "does not accumulate"
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 @needs_root  # reads /proc/kallsyms addresses and makes memory cgroups
 def test_check_reports_posture():
     """`check --json` carries the posture of the kernel it runs on, under `posture`."""
@@ -118,3 +126,91 @@ def test_check_reports_posture():
         assert post["accumulate"] is True and "accumulate; the remedy is to stop their creator" in " ".join(post["says"])
     else:
         assert "behaviour not measured" in " ".join(post["says"]) or post["problem"]
+
+
+@needs_root  # makes memory cgroups
+def test_zombie_maker_goes_home_so_its_leaf_is_removable_at_once(tmp_path):
+    """make_zombies' child returns to our own cgroup before it exits, so its `_leave` leaf is empty when
+    make_zombies returns: one rmdir, no EBUSY wait (an exiting task can count in its cgroup until its
+    last context switch, which a loaded machine delays: remove_cgroup_tree's patience). The 7 probe
+    trees the CI of 2026-12-05 left came from exporters stopped with SIGTERM: the tests below."""
+    mc = memcg()
+    parent = mc.path(f"nodesleuth-test-home-{os.getpid()}")
+    try:
+        home = own_cgroup(parent)
+        assert home is not None and str(os.getpid()) in open(os.path.join(home, "cgroup.procs")).read().split()
+        for _ in range(5):
+            assert make_zombies(3, parent, str(tmp_path / "pins")) == 3
+            leave = os.path.join(parent, "_leave")
+            assert open(os.path.join(leave, "cgroup.procs")).read() == ""
+            os.rmdir(leave)  # at once: no EBUSY retry
+    finally:
+        remove_cgroup_tree(parent)
+    assert not os.path.exists(parent)
+
+
+@needs_root  # makes memory cgroups
+@pytest.mark.parametrize("command", ["check", "exporter"])
+def test_a_command_stopped_with_sigterm_removes_its_probe_cgroups(command):
+    """SIGTERM mid-probe (`timeout 60 nodesleuth check`; the kubelet stopping the exporter, whose probe
+    runs on a thread of its own): the maker child is stopped and the tree removed (the suite's own
+    exporters left `nodesleuth-posture-PID` trees behind, the CI of 2026-12-05)."""
+    from conftest import free_port
+
+    mc = memcg()
+    args = (["check", "--json", "--seconds", "1", "--no-trace-churn"] if command == "check" else
+            ["exporter", "--listen", f"127.0.0.1:{free_port()}"])
+    p = subprocess.Popen([sys.executable, "-m", "nodesleuth", *args], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    tree = os.path.join(mc.mount, f"nodesleuth-posture-{p.pid}")
+    try:
+        deadline = time.time() + 240
+        while not os.path.isdir(os.path.join(tree, "tmpfs")) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert os.path.isdir(tree), "the probe never started"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=120) == 143, p.stderr.read()
+        assert not os.path.exists(tree), sorted(os.listdir(tree))
+    finally:
+        p.kill()
+        p.wait()
+
+
+@needs_root  # makes memory cgroups
+def test_the_probe_removes_trees_a_killed_check_left(tmp_path):
+    """A check killed with SIGKILL leaves its probe tree; the next probe removes it when its pid is gone
+    and it is older than any probe (STALE_S), and leaves a young one and a live pid's alone
+    (node/cgroupfs.scratch_tree, which both probes use)."""
+    mc = memcg()
+    dead = _dead_pid()
+    old, young, alive = (mc.make(f"nodesleuth-posture-{dead}/tmpfs/_leave"), mc.make(f"nodesleuth-posture-{dead + 1}/disk"),
+                         mc.make(f"nodesleuth-posture-{os.getpid()}/disk"))
+    past = time.time() - STALE_S - 60
+    os.utime(mc.path(f"nodesleuth-posture-{dead}"), (past, past))
+    # its pinning files too: while they exist its zombies stay (in /dev/shm, the tmpfs kind's place)
+    pins_old, pins_young = f"/dev/shm/nodesleuth-posture-{dead}-ab12", f"/dev/shm/nodesleuth-posture-{dead + 1}-cd34"
+    for d in (pins_old, pins_young):
+        os.makedirs(d)
+        open(os.path.join(d, "p0"), "w").write("z")
+    os.utime(pins_old, (past, past))
+    try:
+        gone = remove_stale(Memcg(Root("/")), "posture")
+        assert gone == [mc.path(f"nodesleuth-posture-{dead}")]
+        assert not os.path.exists(old) and os.path.isdir(young) and os.path.isdir(alive)
+        posture._remove_stale_data(Root("/"))
+        assert not os.path.exists(pins_old) and os.path.isdir(pins_young)
+    finally:
+        shutil.rmtree(pins_old, ignore_errors=True)
+        shutil.rmtree(pins_young, ignore_errors=True)
+        for top in (f"nodesleuth-posture-{dead}", f"nodesleuth-posture-{dead + 1}", f"nodesleuth-posture-{os.getpid()}"):
+            if os.path.isdir(mc.path(top)):
+                remove_cgroup_tree(mc.path(top))
+
+
+def _dead_pid() -> int:
+    """A pid no process has now (and the next one up, likewise)."""
+    pid = 4_000_000
+    while os.path.exists(f"/proc/{pid}") or os.path.exists(f"/proc/{pid + 1}"):
+        pid -= 7
+    return pid
+

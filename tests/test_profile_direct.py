@@ -99,6 +99,7 @@ def procs():
     ps.stop()
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 @needs_root
 def test_direct_reader_names_the_same_live_samples_as_perf_script(tmp_path, bins, procs):
     """The same samples, taken once by the direct reader, named twice: by the reader (kallsyms, the
@@ -142,6 +143,7 @@ def test_direct_reader_names_the_same_live_samples_as_perf_script(tmp_path, bins
     assert len(tids) >= 3  # the threads, under their process
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 @needs_root
 def test_profile_run_direct_stores_stacks_and_leaves_nothing(tmp_path, bins, procs):
     """`profile run --method direct` runs no perf process; it stops on its duration and on SIGTERM and
@@ -219,6 +221,7 @@ def test_runner_closes_its_events(bins, procs):
     assert sum(len(b) for b in got) > 100 and r.samples == sum(len(b) for b in got)
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 @needs_root
 def test_auto_falls_back_to_perf_record_and_says_why(tmp_path, bins, procs, monkeypatch):
     """When the direct reader cannot run (here: made to refuse), ProfileRunner uses perf record, says
@@ -325,6 +328,7 @@ def promql(q: str) -> list[dict]:
     return doc["data"]["result"]
 
 
+@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
 @needs_root
 def test_prometheus_finds_the_cpu_in_memcg_code(tmp_path, bins, procs):
     """A real Prometheus scrapes an exporter that profiles this host (`--profile run`) while a
@@ -432,3 +436,38 @@ def test_kernel_frames_named_on_kernels_that_list_per_cpu_symbols_first(kernel, 
     hidden.write_text("".join("0000000000000000" + ln[16:] + "\n" for ln in text.splitlines()))
     ks = KernelSymbols(kallsyms=str(hidden), modules="/nonexistent", kcore="/nonexistent")
     assert not ks.ok and ks.name(addr["osq_lock"] + 0x10)[0] == "[unknown]"
+
+
+HOST_ROOT = r"""
+import os, sys, time
+from nodesleuth.node.root import Root
+from nodesleuth.profile.direct import DirectProfileRunner
+root = Root(sys.argv[1])
+got = []
+r = DirectProfileRunner(lambda *a: None, freq=199, rotate=1.0, store=False, on_batch=lambda b, o: got.append(b), root=root)
+assert r.start(), r.error
+time.sleep(2.5)
+assert r.stop()
+comms = {c for b in got for c in b.comms}
+print(root.kind, r.decoder.proc, int("ns-spin" in comms), sum(len(b) for b in got),
+      int(any("ns_spin_inner" in f for b in got for s in b.stacks for f in s)))
+"""
+
+
+@needs_root
+def test_direct_reader_reads_proc_through_the_host_root(tmp_path, bins, procs):
+    """The DaemonSet's recorder runs with `--root /host` (the host's / mounted, its PID namespace shared):
+    the direct reader then reads /host/proc (comms, maps, kallsyms) and /host/sys, as every reader of
+    the node does. In a private mount namespace, / is bound recursively at a directory (a /host as the
+    pod has it) and the runner given that root names the spin loop's comm and function from there."""
+    procs.start([bins["spin"]], cpu=1)
+    host = tmp_path / "host"
+    host.mkdir()
+    sh = (f"mount --make-rprivate / && mount --rbind / {host} && "
+          f"{sys.executable} -c '{HOST_ROOT}' {host}")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", sh], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": os.path.join(HERE, "..", "src")})
+    assert p.returncode == 0, p.stderr
+    kind, proc, comm, n, named = p.stdout.split()
+    assert (kind, proc) == ("host", f"{host}/proc"), p.stdout
+    assert int(n) > 100 and comm == "1" and named == "1", p.stdout

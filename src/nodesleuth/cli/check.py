@@ -9,7 +9,7 @@ import orjson
 
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import main
-from .common import one_line_errors
+from .common import clean_up_on_term, one_line_errors
 
 
 @main.command()
@@ -41,6 +41,7 @@ def check(root, seconds, as_json, npd, kmsg, boot_time, lookback, trace, systemd
 
     from ..model.timeparse import parse_time
 
+    clean_up_on_term()
     res = run_check(CheckOptions(root=root, seconds=seconds, kmsg=kmsg, lookback=lookback, trace=trace,
                                  boot_time=parse_time(boot_time) if boot_time else None,
                                  ns_pid=systemd_pid, threads=threads, zombie_warn=zombie_warn,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 
 import click
@@ -25,6 +26,16 @@ def one_line_errors(fn):
             sys.exit(130)
 
     return wrapper
+
+def clean_up_on_term() -> None:
+    """SIGTERM (`timeout`, the kubelet, systemd) unwinds like Ctrl-C instead of killing outright, so
+    the `finally` blocks run: the zombie probe removes its cgroups, children are stopped. Only for
+    commands that have no stop handler of their own (record and profile install theirs)."""
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
 
 def _size(text: str) -> int:
     """'150M', '2G', '1048576' -> bytes."""

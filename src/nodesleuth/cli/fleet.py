@@ -27,7 +27,9 @@ from .common import _listen, one_line_errors
 def exporter(root, listen, interval, zone, systemd_pid, kmsg, profile, profile_window, profile_freq):
     """Prometheus/OpenMetrics endpoint (/metrics) and a host snapshot (/snapshot) for fleet analysis."""
     from ..fleet.exporter import serve
-    from .common import _duration
+    from .common import _duration, clean_up_on_term
+
+    clean_up_on_term()  # its zombie probe removes its cgroups when the kubelet stops it
 
     serve(root, listen, interval, zone, systemd_pid, kmsg, log=lambda m: click.echo(m, err=True), profile=profile,
           profile_window=_duration(profile_window), profile_freq=profile_freq)

@@ -17,7 +17,7 @@ import time
 from ..model.errors import InputError
 from ..model.procfs import cpu_list_count, parse_meminfo
 from ..model.records import MemcgCost
-from ..node.cgroupfs import Memcg, remove_cgroup_tree
+from ..node.cgroupfs import Memcg, remove_cgroup_tree, scratch_tree
 from ..node.root import Root
 
 BUDGET = 1 << 20  # bytes of Percpu per batch, roughly
@@ -65,7 +65,11 @@ def probe(root: Root, budget: int = BUDGET, max_batches: int = MAX_BATCHES) -> M
     mc = Memcg(root)
     cpus = possible_cpus(root)
     batch = max(8, -(-budget // (1843 * cpus)))
-    rel = f"nodesleuth-probe-{os.getpid()}"
+    with scratch_tree(mc, "probe") as rel:
+        return _probe(root, mc, rel, batch, cpus, max_batches)
+
+
+def _probe(root: Root, mc: Memcg, rel: str, batch: int, cpus: int, max_batches: int) -> MemcgCost:
     parent = mc.path(rel)
     before = mc.count()
     made: list[str] = []

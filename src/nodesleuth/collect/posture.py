@@ -20,7 +20,8 @@ import time
 from ..model.errors import InputError
 from ..model.procfs import parse_cgroup_stat
 from ..model.records import ZombiePosture
-from ..node.cgroupfs import Memcg, count_dirs, make_zombies, mounts, remove_cgroup_tree, v1_mount, v2_mount
+from ..node.cgroupfs import (STALE_S, Memcg, count_dirs, make_zombies, mounts, remove_cgroup_tree, scratch_tree,
+                             v1_mount, v2_mount)
 from ..node.root import Root
 
 REPARENT_SYMBOLS = ("lru_reparent_memcg", "lru_gen_reparent_memcg")
@@ -143,8 +144,38 @@ def probe(root: Root, n: int = 50, wait: float = 3.0) -> dict:
     if not root.live:
         raise InputError(root.path, "the zombie probe needs the live host, not a recorded tree")
     mc = Memcg(root)
-    rel = f"nodesleuth-posture-{os.getpid()}"
-    kinds = {k: b for k, b in {"tmpfs": "/dev/shm", "disk": disk_dir()}.items() if b and os.path.isdir(b)}
+    _remove_stale_data(root)
+    with scratch_tree(mc, "posture") as rel:
+        return _probe(root, mc, rel, n, wait)
+
+
+def _kinds() -> dict[str, str]:
+    """Where each kind of page cache is written: tmpfs (/dev/shm) and a disk file system."""
+    return {k: b for k, b in {"tmpfs": "/dev/shm", "disk": disk_dir()}.items() if b and os.path.isdir(b)}
+
+
+def _remove_stale_data(root: Root) -> None:
+    """The files a killed probe left (`nodesleuth-posture-PID-*`) pin its zombies for as long as they
+    exist: removed once the pid is gone and they are older than STALE_S (the cgroups: scratch_tree)."""
+    for base in _kinds().values():
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            pid = name[len("nodesleuth-posture-"):].split("-")[0]
+            path = os.path.join(base, name)
+            if not name.startswith("nodesleuth-posture-") or not pid.isdigit() or root.exists(f"/proc/{pid}"):
+                continue
+            try:
+                if time.time() - os.stat(path).st_mtime >= STALE_S:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                continue
+
+
+def _probe(root: Root, mc: Memcg, rel: str, n: int, wait: float) -> dict:
+    kinds = _kinds()
     out: dict = {"wait_s": wait, "n": n, "kinds": {}, "exact": mc.version == 2}
     made: dict[str, tuple[str, str, int]] = {}
     baseline = mc.count() if mc.version == 2 else _quiet_count(mc)
@@ -165,7 +196,7 @@ def probe(root: Root, n: int = 50, wait: float = 3.0) -> dict:
     try:
         for kind, base in kinds.items():
             parent = mc.make(f"{rel}/{kind}", children=True)
-            data = tempfile.mkdtemp(prefix="nodesleuth-posture-", dir=base)
+            data = tempfile.mkdtemp(prefix=f"nodesleuth-posture-{os.getpid()}-", dir=base)
             made[kind] = (parent, data, make_zombies(n, parent, data, file_bytes=4096, prefix="p"))
         time.sleep(wait)
         for kind, d in dying(list(made)).items():

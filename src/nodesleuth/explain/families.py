@@ -305,7 +305,9 @@ def _process(ep, prof, procs_link, kernel: bool) -> Hypothesis:
         best = None
         for pid, (comm, c, k, mc) in prof.by_pid.items():
             own = prof.kernel_of.get(pid, 0) if kernel else c - k
-            if best is None or own > best[3]:
+            # ties go to the process with more samples, then the lower pid: never to the order samples
+            # were read in (a cut of a store reads them in another order than the store: same verdict)
+            if best is None or (own, c, -pid) > (best[3], best[2], -best[0]):
                 best = (pid, comm, c, own)
         if best is None:
             return Hypothesis(fam, 0.0, NOT_PROVEN, f"no process on CPU {ep.cpu}", None, rule)

@@ -144,7 +144,7 @@ class ProfileSource:
     record where that cannot run; nothing stored) or a recorder's store (`--profile DIR`: its raw
     profile batches, re-read at most every few seconds)."""
 
-    def __init__(self, spec: str, window: float = 60.0, freq: int = 49, log=print):
+    def __init__(self, spec: str, window: float = 60.0, freq: int = 49, log=print, root: Root = Root("/")):
         from ..profile.families import CpuShares, StoreShares
 
         self.runner = None
@@ -154,7 +154,7 @@ class ProfileSource:
 
             self.shares = CpuShares(window)
             # batches every 5 s: the shares lag the CPUs by at most that
-            self.runner = ProfileRunner(lambda *a: None, freq=freq, rotate=5.0, store=False,
+            self.runner = ProfileRunner(lambda *a: None, freq=freq, rotate=5.0, store=False, root=root,
                                         on_batch=self.shares.add_batch, say=lambda m: log(f"nodesleuth: {m}"))
         else:
             import os
@@ -330,7 +330,7 @@ def serve(root: str, listen: str, interval: float, zone: str | None, systemd_pid
     th.start()
     source = None
     if profile:
-        source = ProfileSource(profile, profile_window, profile_freq, log)
+        source = ProfileSource(profile, profile_window, profile_freq, log, r)
         source.start()
         log(f"nodesleuth exporter: profile shares over {profile_window:g} s from "
             + ("this host's profiler (" + getattr(source.runner, "method", "?") + ")" if source.runner else profile))

@@ -9,9 +9,14 @@ a file per memcg.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import ctypes
 import errno
 import os
+import signal
 import time
+from collections.abc import Iterator
 
 from ..model.errors import InputError
 from ..model.procfs import Mount, parse_cgroup_stat, parse_mountinfo, parse_proc_cgroups
@@ -141,6 +146,70 @@ def remove_cgroup_tree(path: str, patience: float = 2.0) -> None:
         time.sleep(0.05)
 
 
+STALE_S = 600  # older than any probe (the zombie probe's writeback window is 40 s by default)
+_SCRATCH: set[str] = set()  # this process's scratch trees, removed at exit if a block did not end
+
+
+@contextlib.contextmanager
+def scratch_tree(mc: "Memcg", kind: str) -> Iterator[str]:
+    """A cgroup tree of this process's own for a probe, `nodesleuth-KIND-PID` under the controller's
+    root (yields that relative path): removed when the block ends; at interpreter exit if the block
+    could not end (a daemon thread's probe when SIGTERM unwinds the main thread, cli/common.py); and,
+    when this process was killed outright (SIGKILL runs nothing), by the next process that opens a tree
+    of the same kind (remove_stale)."""
+    remove_stale(mc, kind)
+    rel = f"nodesleuth-{kind}-{os.getpid()}"
+    path = mc.path(rel)
+    _SCRATCH.add(path)
+    try:
+        yield rel
+    finally:
+        remove_cgroup_tree(path)
+        _SCRATCH.discard(path)
+
+
+_MAKERS: set[int] = set()  # make_zombies' children running now
+
+
+@atexit.register
+def _remove_scratch() -> None:
+    """At exit with a probe still running on another thread: stop its zombie maker (it is inside the
+    tree), then remove the trees."""
+    for pid in list(_MAKERS):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass  # its own thread reaped it first
+    for path in list(_SCRATCH):
+        remove_cgroup_tree(path, patience=2.0)
+
+
+def remove_stale(mc: "Memcg", kind: str) -> list[str]:
+    """Remove the scratch trees of `kind` that earlier processes left: the pid is gone (in the /proc of
+    the memcg's root) and the tree is older than STALE_S, so one used by a process in another PID
+    namespace is left be. Only empty cgroups go (remove_cgroup_tree), never one with a process in it."""
+    gone = []
+    prefix = f"nodesleuth-{kind}-"
+    try:
+        names = os.listdir(mc.mount)
+    except OSError:
+        return gone
+    for name in names:
+        pid = name[len(prefix):]
+        if not name.startswith(prefix) or not pid.isdigit() or mc.root.exists(f"/proc/{pid}"):
+            continue
+        path = mc.path(name)
+        try:
+            if time.time() - os.stat(path).st_mtime < STALE_S:
+                continue
+        except OSError:
+            continue
+        remove_cgroup_tree(path, patience=0)
+        gone.append(path)
+    return gone
+
+
 def _rmdir(path: str) -> bool:
     """False only when the kernel said EBUSY (worth another try)."""
     try:
@@ -262,6 +331,31 @@ def hand_down_memory(path: str) -> None:
             _write(os.path.join(d, "cgroup.subtree_control"), "+memory")
 
 
+def own_cgroup(path: str) -> str | None:
+    """The directory of this process's cgroup in the hierarchy `path` lies in (its mount point joined
+    with a /proc/self/cgroup path, confirmed by finding this pid in its cgroup.procs); None when no
+    line leads there (a cgroup namespace whose paths do not match the mount we were given)."""
+    mount = os.path.abspath(path)
+    while mount != "/" and not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    me = str(os.getpid())
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for ln in lines:
+        rel = ln.split(":", 2)[-1]
+        cand = os.path.normpath(mount + "/" + rel.lstrip("/"))
+        try:
+            with open(os.path.join(cand, "cgroup.procs")) as f:
+                if me in f.read().split():
+                    return cand
+        except OSError:
+            continue
+    return None
+
+
 def enter(cgroup: str, pid: int) -> None:
     """Move a process into a cgroup (its directory path); v1 and v2 alike."""
     _write(os.path.join(cgroup, "cgroup.procs"), str(pid))
@@ -288,13 +382,19 @@ def make_zombies(n: int, parent: str, data_dir: str, file_bytes: int = 8192, pre
         hand_down_memory(parent)
     leave = os.path.join(parent, "_leave")
     os.makedirs(leave, exist_ok=True)
+    home = own_cgroup(parent)
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: a threaded parent's child does little
+    caller = os.getpid()
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
         os.close(r)
         made = 0
+        me = os.getpid()
         try:
-            me = os.getpid()
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: never outlives the thread that made it
+            if os.getppid() != caller:
+                os._exit(1)
             payload = b"z" * file_bytes
             for i in range(n):
                 cg = os.path.join(parent, f"{prefix}{i}-{me}")
@@ -306,15 +406,24 @@ def make_zombies(n: int, parent: str, data_dir: str, file_bytes: int = 8192, pre
                 os.rmdir(cg)
                 made += 1
         finally:
+            if home:  # back where it came from: `_leave` is empty at once, not after this exit's last
+                try:  # context switch (6.x unlinks a dying task late), so the caller can remove it
+                    enter(home, me)
+                except OSError:
+                    pass
             os.write(w, str(made).encode())
             os._exit(0)
     os.close(w)
-    data = b""
-    while True:
-        chunk = os.read(r, 64)
-        if not chunk:
-            break
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
+    _MAKERS.add(pid)
+    try:
+        data = b""
+        while True:
+            chunk = os.read(r, 64)
+            if not chunk:
+                break
+            data += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+    finally:
+        _MAKERS.discard(pid)
     return int(data or b"0")

@@ -36,12 +36,11 @@ from itertools import chain
 
 import numpy as np
 
-from ..store.catalog import PROFILE, PROFILE_LOST
-from .agg import Aggregator
+from ..node.root import Root
 from .arrays import distinct
-from .codec import encode_lost, encode_pieces
 from .parse import Batch
 from .symbols import KernelSymbols, Lazy, UserSymbols, frame, perf_map_symbols
+from .worker import EVENT, ProfileWorker
 
 # include/uapi/linux/perf_event.h
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK = 1, 0
@@ -58,7 +57,6 @@ CLOCK_MONOTONIC = 1
 MMAP, LOST, COMM, EXIT, FORK, SAMPLE, MMAP2 = 1, 2, 3, 4, 7, 9, 10
 COMM_EXEC = 1 << 13
 CONTEXT_HV, CONTEXT_KERNEL, CONTEXT_USER, CONTEXT_MAX = 2**64 - 32, 2**64 - 128, 2**64 - 512, 2**64 - 4095
-EVENT = "cpu-clock"
 META_HEAD, META_TAIL = 1024, 1032  # data_head / data_tail in struct perf_event_mmap_page
 U64 = struct.Struct("<Q")
 MASK32 = np.uint64(0xFFFFFFFF)
@@ -106,7 +104,8 @@ def _read(path: str) -> str:
 class Rings:
     """One cpu-clock sampling event per CPU with its mmap'ed ring buffer."""
 
-    def __init__(self, cpus: list[int], freq: int, pages: int, max_stack: int = 127):
+    def __init__(self, cpus: list[int], freq: int, pages: int, max_stack: int = 127, root: Root = Root("/")):
+        self.sysctl = root.join("/proc/sys/kernel")  # for the reasons it gives
         if platform.machine() not in NR_PERF_EVENT_OPEN:
             raise Unavailable(f"the direct reader supports x86_64 only (this is {platform.machine()})")
         self.libc = ctypes.CDLL(None, use_errno=True)
@@ -131,13 +130,13 @@ class Rings:
                     e = ctypes.get_errno()
                     if e == errno.ENODEV and len(cpus) > 1:
                         continue  # went offline meanwhile
-                    raise Unavailable(self._why(e))
+                    raise Unavailable(self._why(e, _read(self.sysctl + "/perf_event_paranoid")))
                 self.fds.append(fd)
                 try:
                     m = mmap.mmap(fd, self.page + self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
                 except OSError as ex:
                     raise Unavailable(f"cannot map a {self.size // 1024} KB perf ring per CPU ({ex.strerror}; "
-                                      f"kernel.perf_event_mlock_kb={_read('/proc/sys/kernel/perf_event_mlock_kb')}"
+                                      f"kernel.perf_event_mlock_kb={_read(self.sysctl + '/perf_event_mlock_kb')}"
                                       ", no CAP_IPC_LOCK?)") from None
                 self.maps.append(m)
                 self.cpus.append(cpu)
@@ -149,8 +148,7 @@ class Rings:
             raise
 
     @staticmethod
-    def _why(e: int) -> str:
-        para = _read("/proc/sys/kernel/perf_event_paranoid")
+    def _why(e: int, para: str) -> str:
         if e in (errno.EACCES, errno.EPERM):
             return (f"perf_event_open refused a system-wide event ({os.strerror(e)}; kernel.perf_event_paranoid="
                     f"{para}: needs root, CAP_PERFMON or a paranoid level <= 0)")
@@ -272,10 +270,10 @@ class Maps:
         return None
 
 
-def proc_maps(pid: int) -> Maps | None:
+def proc_maps(pid: int, proc: str = "/proc") -> Maps | None:
     """A running process's executable maps from /proc (perf record synthesizes the same at start)."""
     try:
-        with open(f"/proc/{pid}/maps") as f:
+        with open(f"{proc}/{pid}/maps") as f:
             lines = f.read().splitlines()
     except OSError:
         return None
@@ -304,9 +302,12 @@ class Decoder:
 
     STACK_LIMIT = 200_000  # distinct (process, callchain) keys kept; past it the caches start over
 
-    def __init__(self, max_stack: int = 127):
+    def __init__(self, max_stack: int = 127, root: Root = Root("/")):
         self.max_stack = max_stack
-        self.kernel = KernelSymbols()
+        # the /proc of the PID namespace the events report pids in: ours, or a host root (/host) seen
+        # from a pod that shares the host's PID namespace (the DaemonSet's hostPID)
+        self.proc = root.join("/proc")
+        self.kernel = KernelSymbols(f"{self.proc}/kallsyms", f"{self.proc}/modules", f"{self.proc}/kcore")
         self.user = UserSymbols()
         self.comm: dict[int, str] = {0: "swapper"}
         self.maps: dict[int, Maps] = {}
@@ -348,17 +349,17 @@ class Decoder:
         block for as long as another holds it (perf bounds it with --proc-map-timeout); decoding takes
         what has been read, and never reads the maps of the process that thread is stuck on."""
         try:
-            pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+            pids = [int(p) for p in os.listdir(self.proc) if p.isdigit()]
         except OSError:
             return
         for pid in pids:
             try:
-                tids = os.listdir(f"/proc/{pid}/task")
+                tids = os.listdir(f"{self.proc}/{pid}/task")
             except OSError:
                 continue
             for t in tids:
                 try:
-                    with open(f"/proc/{pid}/task/{t}/comm") as f:
+                    with open(f"{self.proc}/{pid}/task/{t}/comm") as f:
                         self.comm.setdefault(int(t), f.read().rstrip("\n"))
                 except (OSError, ValueError):
                     pass
@@ -368,7 +369,7 @@ class Decoder:
         def read_all():
             for pid in pids:
                 self._snap_pid = pid
-                m = proc_maps(pid)
+                m = proc_maps(pid, self.proc)
                 if m is not None:
                     snap[pid] = m
             self._snap_pid = None
@@ -405,7 +406,7 @@ class Decoder:
                     return m
             # the snapshot thread is stuck reading this one: do not block the decoder on it too
             stuck = self._snap is not None and pid == self._snap_pid
-            m = self.maps[pid] = (None if stuck else proc_maps(pid)) or Maps()
+            m = self.maps[pid] = (None if stuck else proc_maps(pid, self.proc)) or Maps()
             self.gen.setdefault(pid, 0)
             self.versions[(pid, self.gen[pid])] = m
         return m
@@ -475,8 +476,8 @@ class Decoder:
         if r is None:
             r = ""
             try:
-                if self.my_mnt is not None and os.stat(f"/proc/{pid}/ns/mnt").st_ino != self.my_mnt:
-                    r = f"/proc/{pid}/root"
+                if self.my_mnt is not None and os.stat(f"{self.proc}/{pid}/ns/mnt").st_ino != self.my_mnt:
+                    r = f"{self.proc}/{pid}/root"
             except OSError:
                 pass
             self.root[pid] = r
@@ -487,7 +488,7 @@ class Decoder:
         if n is None:
             n = pid
             try:
-                with open(f"/proc/{pid}/status") as f:
+                with open(f"{self.proc}/{pid}/status") as f:
                     for ln in f:
                         if ln.startswith("NStgid:"):
                             n = int(ln.split()[-1])
@@ -530,15 +531,7 @@ class Decoder:
             sym = self.user.vdso_symbols().lookup(off)
             return self._frame(ip, sym if sym is not None else "[unknown]", "[vdso]"), True
         if kind == ANON:
-            tab = self.jit.get(pid, False)
-            if tab is False:
-                nsp = self._nspid(pid)
-                tab = None
-                for p in (f"{self._root(pid)}/tmp/perf-{nsp}.map", f"/tmp/perf-{pid}.map"):
-                    tab = perf_map_symbols(p)
-                    if tab is not None:
-                        break
-                self.jit[pid] = tab
+            tab = self._jit_table(pid)
             if tab is None:  # no JIT symbol file: every address of its anonymous maps names alike
                 return self._frame(0, "[unknown]", f"/tmp/perf-{pid}.map"), False
             sym = tab.lookup(ip)
@@ -938,17 +931,7 @@ class Decoder:
             base[p] = ch[0][1] - 1  # the generation before this batch's first change
         cur = np.array([base.get(p, self.gen.get(p, 0)) for p in up.tolist()], dtype=np.int64)
         gen = cur[np.searchsorted(up, pid)]
-        if changes:
-            byp = np.argsort(pid, kind="stable")
-            sp = pid[byp]
-            for p, ch in changes.items():
-                lo, hi = np.searchsorted(sp, p), np.searchsorted(sp, p, side="right")
-                if lo == hi:
-                    continue
-                idx = byp[lo:hi]
-                times = np.array([c[0] for c in ch], dtype=np.uint64)
-                gens = np.array([base[p]] + [c[1] for c in ch], dtype=np.int64)
-                gen[idx] = gens[np.searchsorted(times, t[idx], side="right")]
+        _follow(pid, t, gen, changes, lambda p, ch: [base[p]] + [c[1] for c in ch])
         return gen
 
     def _comms(self, b: Batch, pid, tid, t, comm_changes: dict) -> np.ndarray:
@@ -968,7 +951,7 @@ class Decoder:
             c = self.comm.get(x)
             if c is None and not ch:
                 try:
-                    with open(f"/proc/{p}/task/{x}/comm") as f:
+                    with open(f"{self.proc}/{p}/task/{x}/comm") as f:
                         c = self.comm[x] = f.read().rstrip("\n")
                 except OSError:
                     c = None
@@ -979,19 +962,13 @@ class Decoder:
         cids = np.array([intern(base(x, int(sorted_pid[f]))) for x, f in zip(ut.tolist(), firsts.tolist())],
                         dtype=np.int64)
         out = cids[np.searchsorted(ut, tid)]
-        if comm_changes:
-            byt = np.argsort(tid, kind="stable")
-            st = tid[byt]
-            for x, ch in comm_changes.items():
-                lo, hi = np.searchsorted(st, x), np.searchsorted(st, x, side="right")
-                if lo == hi:
-                    continue
-                idx = byt[lo:hi]
-                times = np.array([c[0] for c in ch], dtype=np.uint64)
-                prev = self.comm.get(x)
-                names = [prev if prev is not None else f":{x}"] + [c[1] if c[1] is not None else f":{x}" for c in ch]
-                ids = np.array([intern(c) for c in names], dtype=np.int64)
-                out[idx] = ids[np.searchsorted(times, t[idx], side="right")]
+
+        def ids(x: int, ch: list) -> list[int]:
+            prev = self.comm.get(x)
+            names = [prev if prev is not None else f":{x}"] + [c[1] if c[1] is not None else f":{x}" for c in ch]
+            return [intern(c) for c in names]
+
+        _follow(tid, t, out, comm_changes, ids)
         return out
 
     def _settle(self, comm_changes: dict) -> None:
@@ -1025,6 +1002,23 @@ class Decoder:
         self.user.demangle.close()
 
 
+def _follow(keys: np.ndarray, t: np.ndarray, out: np.ndarray, changes: dict, values) -> None:
+    """Where a key (a pid's maps, a thread's comm) changed during the batch, give each of its samples the
+    value it had at the sample's time: changes = {key: [(time, new value), ...]} in time order, and
+    values(key, changes) the value before them followed by each new one."""
+    if not changes:
+        return
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    for k, ch in changes.items():
+        lo, hi = np.searchsorted(ordered, k), np.searchsorted(ordered, k, side="right")
+        if lo == hi:
+            continue
+        idx = order[lo:hi]
+        times = np.array([c[0] for c in ch], dtype=np.uint64)
+        out[idx] = np.array(values(k, ch), dtype=np.int64)[np.searchsorted(times, t[idx], side="right")]
+
+
 def ring_pages(freq: int, buffer_kb: int = 0) -> int:
     """Pages of ring per CPU: 32 (128 KB) at 49 Hz, more at higher rates, a power of two."""
     if buffer_kb:
@@ -1035,43 +1029,31 @@ def ring_pages(freq: int, buffer_kb: int = 0) -> int:
     return pages
 
 
-class DirectProfileRunner:
+class DirectProfileRunner(ProfileWorker):
     """The continuous profiler on the direct path: same interface as the perf record runner
-    (start/stop, counters, error), same streams and batches."""
+    (start/stop, counters, error), same streams and batches (profile/worker.py)."""
 
-    name = "profile"
     method = "direct"
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
-                 store: bool = True, on_batch=None):
-        self.append = append
-        self.store = store  # False: samples only go to on_batch (the exporter's live shares)
-        self.freq, self.rotate, self.cpus, self.buffer_kb = freq, rotate, cpus, buffer_kb
-        self.stop_ev = threading.Event()
-        self.started = threading.Event()
-        self.thread: threading.Thread | None = None
+                 store: bool = True, on_batch=None, root: Root = Root("/")):
+        super().__init__(append, freq, rotate, cpus, buffer_kb, store, on_batch)
+        # the events sample this kernel: a recorded tree's /proc says nothing of its processes
+        self.root = root if root.live else Root("/")
         self.rings: Rings | None = None
-        self.agg = Aggregator(append)
-        self.restarts = self.dropped_chunks = self.unnamed_samples = self.lost_samples = self.samples = self.chunks = 0
-        self.ingest_cpu = 0.0
-        self.error: str | None = None
         self.pending: list[bytes] = []
         self.decoder: Decoder | None = None
-        self._wake: tuple[int, int] | None = None
-        self.on_batch = on_batch  # callable(Batch, offset): the exporter's live shares, tests
-
-    def record_args(self) -> list[str]:  # what the fallback would run: for messages and tests
-        return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
 
     def open(self) -> None:
         """Open the events (raises Unavailable with the reason); start() runs them."""
-        cpus = online_cpus_from(self.cpus) if self.cpus else online_cpus()
+        online = self.root.join("/sys/devices/system/cpu/online")
+        cpus = online_cpus_from(self.cpus) if self.cpus else online_cpus(online)
         try:
-            max_stack = int(_read("/proc/sys/kernel/perf_event_max_stack"))
+            max_stack = int(_read(self.root.join("/proc/sys/kernel/perf_event_max_stack")))
         except ValueError:
             max_stack = 127
-        self.rings = Rings(cpus, self.freq, ring_pages(self.freq, self.buffer_kb), max_stack)
-        self.decoder = Decoder(max_stack)
+        self.rings = Rings(cpus, self.freq, ring_pages(self.freq, self.buffer_kb), max_stack, self.root)
+        self.decoder = Decoder(max_stack, self.root)
         if not self.decoder.kernel.ok:
             self.error = "kernel addresses hidden (kernel.kptr_restrict): kernel frames are [unknown]"
 
@@ -1082,9 +1064,7 @@ class DirectProfileRunner:
             except Unavailable as e:
                 self.error = str(e)
                 return False
-        self._wake = os.pipe()
-        self.thread = threading.Thread(target=self._loop, name="nodesleuth-profile", daemon=True)
-        self.thread.start()
+        self._start_thread()
         self.started.wait(30)
         return True
 
@@ -1109,28 +1089,10 @@ class DirectProfileRunner:
         offset = time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
         dec = self.decoder
         if dec.lost:
-            rows = [(round(t / 1e9 + offset, 6), cpu, n) for t, cpu, n in dec.lost]
-            dec.lost = []
-            self.lost_samples += sum(r[2] for r in rows)
-            self.error = f"the kernel dropped {self.lost_samples} samples (a ring buffer was full: the reader fell behind)"
-            try:
-                self.append(PROFILE_LOST, *encode_lost(rows))
-            except Exception as e:  # noqa: BLE001
-                self.error = f"lost-sample counts not stored: {e}"
-        if len(b):
-            try:
-                if self.store:
-                    for t0, payload in encode_pieces(b, offset):
-                        self.append(PROFILE, t0, payload)
-                    self.agg.add(b, offset)
-                self.samples += len(b)
-                self.chunks += 1
-                if self.on_batch is not None:
-                    self.on_batch(b, offset)
-            except Exception as e:  # noqa: BLE001
-                self.error = f"batch not stored: {e}"
-                self.dropped_chunks += 1
-        self.ingest_cpu += time.process_time() - c0
+            lost, dec.lost = dec.lost, []
+            self._store_lost(lost, offset,
+                             "the kernel dropped {n} samples (a ring buffer was full: the reader fell behind)")
+        self._store_batch(b, offset, c0)
 
     def _loop(self) -> None:
         r = self.rings
@@ -1185,25 +1147,12 @@ class DirectProfileRunner:
                     pass
                 self._store()
         finally:
-            try:
-                self.agg.flush()
-            except Exception as e:  # noqa: BLE001
-                self.error = f"aggregates not stored: {e}"
+            self._flush_aggregates()
             if self.rings is not None:
                 self.rings.close()
             if self.decoder is not None:
                 self.decoder.close()
 
-    def stop(self, timeout: float = 300) -> bool:
-        self.stop_ev.set()
-        if self.thread:
-            os.write(self._wake[1], b".")
-            self.thread.join(timeout=timeout)
-            if self.thread.is_alive():
-                return False
-            for fd in self._wake:
-                os.close(fd)
-            self.thread = None
-        elif self.rings is not None:  # opened, never started
+    def _close_unstarted(self) -> None:
+        if self.rings is not None:
             self.rings.close()
-        return True

@@ -27,14 +27,14 @@ from ..node.children import spawn, spawn_reaped
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 from .agg import Aggregator
-from .codec import encode_lost, encode_pieces
+from .codec import encode_pieces
 from ..model.errors import InputError
-from ..store.catalog import CHURN, PROFILE, PROFILE_LOST
+from ..store.catalog import CHURN, PROFILE
 from .parse import UNNAMED, FrameCache, parse_text
 from .perfdata import ScriptNamer
+from .worker import ProfileWorker, perf_record_args
 
 SCRIPT_FIELDS = "comm,pid,tid,cpu,time,period,event,ip,sym,dso"
-EVENT = "cpu-clock"  # a clock event: every sample is 1/F s of a CPU's time, idle or busy (cycles is not)
 
 
 def wall_minus_monotonic() -> float:
@@ -195,7 +195,7 @@ class ChunkedProfileRunner(PerfRotator):
         self.cpus = cpus
 
     def record_args(self) -> list[str]:
-        return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
+        return perf_record_args(self.freq, self.cpus)
 
     def store_chunk(self, script_text: str, offset: float, path: str) -> int:
         if not hasattr(self, "agg"):
@@ -213,7 +213,7 @@ class ChunkedProfileRunner(PerfRotator):
             self.agg.flush()
 
 
-class PerfRecordProfileRunner:
+class PerfRecordProfileRunner(ProfileWorker):
     """perf record -a -g at `freq` Hz in perf's pipe format, read here (profile/perfdata.py) rather
     than printed by `perf script` per sample: one long-lived `perf script` names each address it has
     not named before, the rest comes from the records and caches. Every `rotate` s the samples read so far are
@@ -226,43 +226,24 @@ class PerfRecordProfileRunner:
     (children.spawn), so neither outlives nodesleuth; perf record writes only to its pipe, so there
     is no scratch file and no reaper process."""
 
-    name = "profile"
     method = "perf"
     PENDING_LIMIT = 2_000_000  # samples held for stacks perf script has not named yet (it fell behind)
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None,
                  buffer_kb: int = 0, store: bool = True, on_batch=None):
-        self.append = append
-        self.store = store  # False: samples only go to on_batch (the exporter's live shares)
-        self.on_batch = on_batch
-        self.buffer_kb = buffer_kb  # perf's ring per CPU (0: from the rate, see _start_perf)
-        self.freq = freq
-        self.rotate = rotate
-        self.cpus = cpus
+        super().__init__(append, freq, rotate, cpus, buffer_kb, store, on_batch)  # buffer_kb: perf's ring per CPU
         # no scratch directory: pipe mode keeps nothing on disk (one made here was left behind by every
         # runner that never ran)
         self.perf = shutil.which("perf")
         self.rec: subprocess.Popen | None = None
         self.namer: ScriptNamer | None = None
         self.log = None
-        self.stop_ev = threading.Event()
-        self.started = threading.Event()
-        self.thread: threading.Thread | None = None
-        self.agg = Aggregator(append)
-        self.restarts = self.dropped_chunks = self.unnamed_samples = self.lost_samples = self.samples = self.chunks = 0
-        self.ingest_cpu = 0.0  # CPU seconds of this process spent reading, parsing and storing
-        self.error: str | None = None
-
-    def record_args(self) -> list[str]:
-        return ["-e", EVENT, "-F", str(self.freq), "-g"] + (["-C", self.cpus] if self.cpus else ["-a"])
 
     def start(self) -> bool:
         if not self.perf:
             self.error = "perf is not installed"
             return False
-        self._wake = os.pipe()  # stop() writes a byte: the loop's select returns at once
-        self.thread = threading.Thread(target=self._loop, name="nodesleuth-profile", daemon=True)
-        self.thread.start()
+        self._start_thread()
         self.started.wait(30)
         return self.rec is not None
 
@@ -318,29 +299,10 @@ class PerfRecordProfileRunner:
             self.error = (f"{self.unnamed_samples} samples stored with frames perf script had not named in time "
                           f"(shown as {UNNAMED}; it fell behind)")
         offset = wall_minus_monotonic()
-        if stream.lost:  # stored, so explain can say a window's profile is incomplete
-            rows = [(round(t / 1e9 + offset, 6), cpu, n) for t, cpu, n in stream.lost]
-            stream.lost = []
-            self.lost_samples += sum(r[2] for r in rows)
-            self.error = f"perf lost {self.lost_samples} samples (its ring buffer overflowed: the machine was too busy)"
-            try:
-                self.append(PROFILE_LOST, *encode_lost(rows))
-            except Exception as e:  # noqa: BLE001 - as a batch: the profiler goes on, the recorder says it
-                self.error = f"lost-sample counts not stored: {e}"
-        if len(b):
-            try:
-                if self.store:
-                    for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
-                        self.append(PROFILE, t0, payload)
-                    self.agg.add(b, offset)
-                self.samples += len(b)
-                self.chunks += 1
-                if self.on_batch is not None:
-                    self.on_batch(b, offset)
-            except Exception as e:  # noqa: BLE001 - one bad batch must not stop the profiler
-                self.error = f"batch not stored: {e}"
-                self.dropped_chunks += 1
-        self.ingest_cpu += time.process_time() - c0
+        if stream.lost:
+            lost, stream.lost = stream.lost, []
+            self._store_lost(lost, offset, "perf lost {n} samples (its ring buffer overflowed: the machine was too busy)")
+        self._store_batch(b, offset, c0)
 
     def _feed(self, chunk: bytes) -> None:
         c0 = time.process_time()
@@ -438,26 +400,9 @@ class PerfRecordProfileRunner:
             if self.rec is not None:
                 self._end_perf()
         finally:
-            try:
-                self.agg.flush()
-            except Exception as e:  # noqa: BLE001 - the raw samples are stored; only the summary is lost
-                self.error = f"aggregates not stored: {e}"
+            self._flush_aggregates()
             if self.log is not None:
                 self.log.close()
-
-    def stop(self, timeout: float = 300) -> bool:
-        """Stop perf and store what it wrote; False when that did not finish within `timeout` (a slow
-        machine: the chunks left are then lost, and the caller says so)."""
-        self.stop_ev.set()
-        if self.thread:
-            os.write(self._wake[1], b".")
-            self.thread.join(timeout=timeout)
-            if self.thread.is_alive():
-                return False
-            for fd in self._wake:
-                os.close(fd)
-            self.thread = None
-        return True
 
 
 METHODS = ("auto", "direct", "perf")
@@ -478,7 +423,7 @@ class ProfileRunner:
     name = "profile"
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
-                 method: str | None = None, say=_say, store: bool = True, on_batch=None):
+                 method: str | None = None, say=_say, store: bool = True, on_batch=None, root=None):
         method = method or os.environ.get("NODESLEUTH_PROFILER") or "auto"
         if method not in METHODS:
             raise InputError("profiler method", f"{method!r}: expected one of {', '.join(METHODS)}")
@@ -489,7 +434,8 @@ class ProfileRunner:
         self.say = say
         from .direct import DirectProfileRunner
 
-        self.impl = PerfRecordProfileRunner(**self._args) if method == "perf" else DirectProfileRunner(**self._args)
+        self.impl = (PerfRecordProfileRunner(**self._args) if method == "perf" else
+                     DirectProfileRunner(**self._args, **({"root": root} if root is not None else {})))
 
     def __getattr__(self, name):
         return getattr(self.__dict__["impl"], name)

@@ -90,7 +90,7 @@ class Recorder:
             from ..profile.runner import ProfileRunner
 
             self.profiler = ProfileRunner(self.store.append, freq=opt.profile_freq, rotate=opt.profile_rotate,
-                                          buffer_kb=opt.profile_buffer_kb)
+                                          buffer_kb=opt.profile_buffer_kb, root=self.root)
         self.churn = None
         if opt.churn:
             from ..profile.runner import ChurnRunner

@@ -44,6 +44,18 @@ sys.exit(1)
 '''
 
 
+def freed_crash_loop(x, parent: str, restart_sec: str):
+    """The namespace's systemd with ecs.service installed and enabled: FREED_AT_ONCE under `parent`,
+    restarted every `restart_sec` (a crash loop that leaves no zombies); returns the systemd."""
+    ns = systemd(x)
+    path = "/run/corpus-agent.py"
+    with open(path, "w") as f:
+        f.write(FREED_AT_ONCE)
+    ns.install_unit("ecs.service", unit(f"{x.python} {path} {parent}", restart_sec=restart_sec))
+    ns.systemctl("enable", "ecs.service", check=False)
+    return ns
+
+
 def unit(exec_start: str, restart_sec: str = "300ms") -> str:
     return f"""[Unit]
 Description=Amazon ECS Agent (nodesleuth corpus: cannot reach its cluster)

@@ -11,15 +11,9 @@ EXPECT = {"incident": True, "kind": "nic_reset", "cpu": 1, "family": "user", "ro
 
 
 def setup(x):
-    from _common import FREED_AT_ONCE, systemd, unit
+    from _common import freed_crash_loop
 
-    ns = systemd(x)
-    path = "/run/corpus-agent.py"
-    with open(path, "w") as f:
-        f.write(FREED_AT_ONCE)
-    ns.install_unit("ecs.service", unit(f"{x.python} {path} corpus-decoy", restart_sec="2s"))
-    ns.systemctl("enable", "ecs.service", check=False)
-    x.ns = ns
+    x.ns = freed_crash_loop(x, "corpus-decoy", "2s")
 
 
 def run(x):

@@ -9,15 +9,9 @@ EXPECT = {"incident": False, "family": None, "root_cause": None}
 
 
 def setup(x):
-    from _common import FREED_AT_ONCE, systemd, unit
+    from _common import freed_crash_loop
 
-    ns = systemd(x)
-    path = "/run/corpus-agent.py"
-    with open(path, "w") as f:
-        f.write(FREED_AT_ONCE)
-    ns.install_unit("ecs.service", unit(f"{x.python} {path} corpus-crash", restart_sec="3s"))
-    ns.systemctl("enable", "ecs.service", check=False)
-    x.ns = ns
+    x.ns = freed_crash_loop(x, "corpus-crash", "3s")
 
 
 def run(x):

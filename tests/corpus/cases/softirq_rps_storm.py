@@ -19,14 +19,24 @@ def rules(x, ns: str, n: int = 1000) -> None:
     x.note(f"{n} iptables rules (nf_tables) in namespace {ns}'s INPUT chain, none matching the traffic")
 
 
+def storm(x, rps_cpu: int, rules_n: int = 1000):
+    """The veth pair with RPS steering to `rps_cpu`, the rules in the receiving namespace."""
+    x.veth(rps_cpus=1 << rps_cpu)
+    rules(x, "cb", rules_n)
+
+
+def flood(x, sink_cpu: int, flood_cpu: int) -> None:
+    """A 45 s UDP sink on `sink_cpu` and a 25 s flood of 64-byte packets from `flood_cpu` (the episode)."""
+    sink = x.tool("udp-sink", "udpsink", 45, sink_cpu, 9000, netns="cb")
+    x.sleep(3)
+    with x.episode():
+        x.wait(x.tool("udp-flood", "udpflood", 25, flood_cpu, "10.99.0.2", 9000, 64, netns="ca"))
+    x.wait(sink)
+
+
 def setup(x):
-    x.veth(rps_cpus=1 << 2)
-    rules(x, "cb")
+    storm(x, 2)
 
 
 def run(x):
-    sink = x.tool("udp-sink", "udpsink", 45, 3, 9000, netns="cb")
-    x.sleep(3)
-    with x.episode():
-        x.wait(x.tool("udp-flood", "udpflood", 25, 0, "10.99.0.2", 9000, 64, netns="ca"))
-    x.wait(sink)
+    flood(x, 3, 0)
