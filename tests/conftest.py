@@ -224,6 +224,11 @@ def _leak_snapshot() -> tuple[set, set]:
         if os.path.isdir(os.path.join(base, h)) and not os.path.islink(os.path.join(base, h))]
     for p in tops:
         cgs |= {os.path.join(p, x) for x in os.listdir(p) if os.path.isdir(os.path.join(p, x))}
+    # the files that pin a zombie probe's memcgs (node/cgroupfs.pin_dir): left, they keep them dying
+    from nodesleuth.collect.posture import _kinds
+
+    for base in _kinds().values():
+        cgs |= {os.path.join(base, x) for x in os.listdir(base) if x.startswith("nodesleuth-posture-")}
     return procs, cgs
 
 
@@ -247,7 +252,8 @@ def pytest_sessionfinish(session, exitstatus):
             break
         time.sleep(0.2)
     if new_procs or new_cgs:
-        print(f"\nLEAK: the test-suite left processes {sorted(new_procs)} and cgroups {sorted(new_cgs)}")
+        print(f"\nLEAK: the test-suite left processes {sorted(new_procs)} and cgroups (or zombie-pinning "
+              f"files) {sorted(new_cgs)}")
         session.exitstatus = 1
 
 

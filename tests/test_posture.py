@@ -19,7 +19,8 @@ from conftest import memcg, needs_root
 
 from nodesleuth.collect import posture
 from nodesleuth.model.records import ZombiePosture
-from nodesleuth.node.cgroupfs import STALE_S, Memcg, make_zombies, own_cgroup, remove_cgroup_tree, remove_stale
+from nodesleuth.node.cgroupfs import (STALE_S, Memcg, make_zombies, own_cgroup, remove_cgroup_tree, remove_stale,
+                                      remove_stale_pins)
 from nodesleuth.node.root import Root
 
 
@@ -171,6 +172,11 @@ def test_a_command_stopped_with_sigterm_removes_its_probe_cgroups(command):
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=120) == 143, p.stderr.read()
         assert not os.path.exists(tree), sorted(os.listdir(tree))
+        # and the files that pinned its zombies (the exporter's were left in /dev/shm before: its probe
+        # thread's finally never ran)
+        pins = [os.path.join(b, x) for b in posture._kinds().values() for x in os.listdir(b)
+                if x.startswith(f"nodesleuth-posture-{p.pid}-")]
+        assert not pins, pins
     finally:
         p.kill()
         p.wait()
@@ -187,21 +193,24 @@ def test_the_probe_removes_trees_a_killed_check_left(tmp_path):
                          mc.make(f"nodesleuth-posture-{os.getpid()}/disk"))
     past = time.time() - STALE_S - 60
     os.utime(mc.path(f"nodesleuth-posture-{dead}"), (past, past))
-    # its pinning files too: while they exist its zombies stay (in /dev/shm, the tmpfs kind's place)
+    # its pinning files too: while they exist its zombies stay (in /dev/shm, the tmpfs kind's place); a name
+    # from before the pid was in it goes by age alone
     pins_old, pins_young = f"/dev/shm/nodesleuth-posture-{dead}-ab12", f"/dev/shm/nodesleuth-posture-{dead + 1}-cd34"
-    for d in (pins_old, pins_young):
+    pins_alive, pins_nopid = f"/dev/shm/nodesleuth-posture-{os.getpid()}-ef56", "/dev/shm/nodesleuth-posture-x9k2m1qp"
+    for d in (pins_old, pins_young, pins_alive, pins_nopid):
         os.makedirs(d)
         open(os.path.join(d, "p0"), "w").write("z")
-    os.utime(pins_old, (past, past))
+    for d in (pins_old, pins_alive, pins_nopid):
+        os.utime(d, (past, past))
     try:
         gone = remove_stale(Memcg(Root("/")), "posture")
         assert gone == [mc.path(f"nodesleuth-posture-{dead}")]
         assert not os.path.exists(old) and os.path.isdir(young) and os.path.isdir(alive)
-        posture._remove_stale_data(Root("/"))
-        assert not os.path.exists(pins_old) and os.path.isdir(pins_young)
+        assert sorted(remove_stale_pins(Root("/"), "/dev/shm", "posture")) == sorted([pins_old, pins_nopid])
+        assert os.path.isdir(pins_young) and os.path.isdir(pins_alive)
     finally:
-        shutil.rmtree(pins_old, ignore_errors=True)
-        shutil.rmtree(pins_young, ignore_errors=True)
+        for d in (pins_old, pins_young, pins_alive, pins_nopid):
+            shutil.rmtree(d, ignore_errors=True)
         for top in (f"nodesleuth-posture-{dead}", f"nodesleuth-posture-{dead + 1}", f"nodesleuth-posture-{os.getpid()}"):
             if os.path.isdir(mc.path(top)):
                 remove_cgroup_tree(mc.path(top))

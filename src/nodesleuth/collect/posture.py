@@ -13,15 +13,13 @@ go with them, and with them the cgroups) and removes its parent: nothing is drop
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 
 from ..model.errors import InputError
 from ..model.procfs import parse_cgroup_stat
 from ..model.records import ZombiePosture
-from ..node.cgroupfs import (STALE_S, Memcg, count_dirs, make_zombies, mounts, remove_cgroup_tree, scratch_tree,
-                             v1_mount, v2_mount)
+from ..node.cgroupfs import (Memcg, count_dirs, drop_pin_dir, make_zombies, mounts, pin_dir, remove_cgroup_tree,
+                             remove_stale_pins, scratch_tree, v1_mount, v2_mount)
 from ..node.root import Root
 
 REPARENT_SYMBOLS = ("lru_reparent_memcg", "lru_gen_reparent_memcg")
@@ -144,7 +142,8 @@ def probe(root: Root, n: int = 50, wait: float = 3.0) -> dict:
     if not root.live:
         raise InputError(root.path, "the zombie probe needs the live host, not a recorded tree")
     mc = Memcg(root)
-    _remove_stale_data(root)
+    for base in _kinds().values():
+        remove_stale_pins(root, base, "posture")
     with scratch_tree(mc, "posture") as rel:
         return _probe(root, mc, rel, n, wait)
 
@@ -152,26 +151,6 @@ def probe(root: Root, n: int = 50, wait: float = 3.0) -> dict:
 def _kinds() -> dict[str, str]:
     """Where each kind of page cache is written: tmpfs (/dev/shm) and a disk file system."""
     return {k: b for k, b in {"tmpfs": "/dev/shm", "disk": disk_dir()}.items() if b and os.path.isdir(b)}
-
-
-def _remove_stale_data(root: Root) -> None:
-    """The files a killed probe left (`nodesleuth-posture-PID-*`) pin its zombies for as long as they
-    exist: removed once the pid is gone and they are older than STALE_S (the cgroups: scratch_tree)."""
-    for base in _kinds().values():
-        try:
-            names = os.listdir(base)
-        except OSError:
-            continue
-        for name in names:
-            pid = name[len("nodesleuth-posture-"):].split("-")[0]
-            path = os.path.join(base, name)
-            if not name.startswith("nodesleuth-posture-") or not pid.isdigit() or root.exists(f"/proc/{pid}"):
-                continue
-            try:
-                if time.time() - os.stat(path).st_mtime >= STALE_S:
-                    shutil.rmtree(path, ignore_errors=True)
-            except OSError:
-                continue
 
 
 def _probe(root: Root, mc: Memcg, rel: str, n: int, wait: float) -> dict:
@@ -193,10 +172,12 @@ def _probe(root: Root, mc: Memcg, rel: str, n: int, wait: float) -> dict:
             total = None if total is None else max(0, total - made[k][2])
         return {k: got[k] for k in which}
 
+    pins: list[str] = []
     try:
         for kind, base in kinds.items():
             parent = mc.make(f"{rel}/{kind}", children=True)
-            data = tempfile.mkdtemp(prefix=f"nodesleuth-posture-{os.getpid()}-", dir=base)
+            data = pin_dir(base, "posture")
+            pins.append(data)
             made[kind] = (parent, data, make_zombies(n, parent, data, file_bytes=4096, prefix="p"))
         time.sleep(wait)
         for kind, d in dying(list(made)).items():
@@ -207,8 +188,8 @@ def _probe(root: Root, mc: Memcg, rel: str, n: int, wait: float) -> dict:
     except OSError as e:
         raise InputError(e.filename or mc.path(rel), f"zombie probe: {e.strerror}") from None
     finally:
-        for parent, data, _ in made.values():
-            shutil.rmtree(data, ignore_errors=True)  # the pages go with the files, the cgroups with them
+        for data in pins:
+            drop_pin_dir(data)
 
         def left() -> int | None:
             d = list(dying(list(made)).values())

@@ -14,7 +14,9 @@ import contextlib
 import ctypes
 import errno
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -169,20 +171,64 @@ def scratch_tree(mc: "Memcg", kind: str) -> Iterator[str]:
 
 
 _MAKERS: set[int] = set()  # make_zombies' children running now
+_PINS: set[str] = set()  # directories of files that pin a probe's zombies, removed at exit if still there
+
+
+def pin_dir(base: str, kind: str) -> str:
+    """A new directory under `base` for the files that pin a probe's zombies, `nodesleuth-KIND-PID-*`:
+    removed by drop_pin_dir, at exit, or (the process killed outright) by remove_stale_pins. While its
+    files exist, their page cache keeps the probe's memcgs dying."""
+    d = tempfile.mkdtemp(prefix=f"nodesleuth-{kind}-{os.getpid()}-", dir=base)
+    _PINS.add(d)
+    return d
+
+
+def drop_pin_dir(d: str) -> None:
+    shutil.rmtree(d, ignore_errors=True)  # the pages go with the files, the cgroups with them
+    _PINS.discard(d)
 
 
 @atexit.register
 def _remove_scratch() -> None:
-    """At exit with a probe still running on another thread: stop its zombie maker (it is inside the
-    tree), then remove the trees."""
+    """At exit with a probe still running on another thread (the exporter's, when SIGTERM unwinds the
+    main thread): stop its zombie maker (it is inside the tree), delete its pinning files, then remove
+    the trees."""
     for pid in list(_MAKERS):
         try:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         except OSError:
             pass  # its own thread reaped it first
+    for d in list(_PINS):
+        drop_pin_dir(d)
     for path in list(_SCRATCH):
         remove_cgroup_tree(path, patience=2.0)
+
+
+def remove_stale_pins(root: Root, base: str, kind: str) -> list[str]:
+    """Delete the pinning directories (pin_dir) earlier processes left under `base`: older than STALE_S
+    and not of a live pid (names before the pid was in them, `nodesleuth-KIND-XXXXXXXX`, by age alone:
+    no probe runs that long)."""
+    gone = []
+    prefix = f"nodesleuth-{kind}-"
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return gone
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        pid = name[len(prefix):].split("-")[0]
+        path = os.path.join(base, name)
+        try:
+            if (pid.isdigit() and "-" in name[len(prefix):] and root.exists(f"/proc/{pid}")) or \
+                    time.time() - os.stat(path).st_mtime < STALE_S:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        gone.append(path)
+    return gone
 
 
 def remove_stale(mc: "Memcg", kind: str) -> list[str]:
