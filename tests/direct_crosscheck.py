@@ -152,6 +152,17 @@ def same_comm(a: str, b: str) -> bool:
     return a.startswith("kworker/") and b.startswith("kworker/") and base(a) == base(b)
 
 
+def same_stack(mine: tuple[str, ...], perfs: tuple[str, ...]) -> bool:
+    """Equal, but for one difference on purpose: a PLT stub. Both read the same symbol tables, but the
+    perf of Debian 12 (6.1) extends a zero-size `_init` (crti.o's, in .init just before .plt) over the
+    PLT, which it also names by synthesized `NAME@plt` symbols, and its lookup finds `_init`: recorded
+    here, `gcc -O1` of tests/test_profile_direct.py's MEMSTAT, `readelf -s`: `_init` 0x1000 size 0, .plt
+    at 0x1020; `perf script`: `1040 _init+0x40 (ns-memstat)` for the stub of pread. The reader says
+    `pread@plt` (what the stub is; README "Continuous profiling")."""
+    return len(mine) == len(perfs) and all(
+        a == b or (a.endswith("@plt") and b == "_init") for a, b in zip(mine, perfs))
+
+
 def compare(side: bytes, chunks: list[bytes], batches):
     """(rows compared, mismatches [(seq, field, direct, perf, pid)], direct rows, perf Batch)."""
     mine = rows(batches)
@@ -168,6 +179,6 @@ def compare(side: bytes, chunks: list[bytes], batches):
         if not same_comm(comm, b[0]) or (tid, cpu, t) != b[1:]:
             bad.append((i, "header", (comm, tid, cpu, t), b, pid))
         sb = ref.stacks[ref.stack_ids[j]]
-        if st != sb:
+        if not same_stack(st, sb):
             bad.append((i, "stack", st, sb, pid))
     return len(mine), bad, mine, ref
