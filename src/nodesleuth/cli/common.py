@@ -27,6 +27,7 @@ def one_line_errors(fn):
 
     return wrapper
 
+
 def clean_up_on_term() -> None:
     """SIGTERM (`timeout`, the kubelet, systemd) unwinds like Ctrl-C instead of killing outright, so
     the `finally` blocks run: the zombie probe removes its cgroups, children are stopped. Only for
