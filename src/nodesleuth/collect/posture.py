@@ -142,10 +142,11 @@ def probe(root: Root, n: int = 50, wait: float = 3.0) -> dict:
     if not root.live:
         raise InputError(root.path, "the zombie probe needs the live host, not a recorded tree")
     mc = Memcg(root)
-    for base in _kinds().values():
+    kinds = _kinds()
+    for base in kinds.values():
         remove_stale_pins(root, base, "posture")
     with scratch_tree(mc, "posture") as rel:
-        return _probe(root, mc, rel, n, wait)
+        return _probe(root, mc, rel, kinds, n, wait)
 
 
 def _kinds() -> dict[str, str]:
@@ -153,8 +154,7 @@ def _kinds() -> dict[str, str]:
     return {k: b for k, b in {"tmpfs": "/dev/shm", "disk": disk_dir()}.items() if b and os.path.isdir(b)}
 
 
-def _probe(root: Root, mc: Memcg, rel: str, n: int, wait: float) -> dict:
-    kinds = _kinds()
+def _probe(root: Root, mc: Memcg, rel: str, kinds: dict[str, str], n: int, wait: float) -> dict:
     out: dict = {"wait_s": wait, "n": n, "kinds": {}, "exact": mc.version == 2}
     made: dict[str, tuple[str, str, int]] = {}
     baseline = mc.count() if mc.version == 2 else _quiet_count(mc)

@@ -205,54 +205,49 @@ def _remove_scratch() -> None:
         remove_cgroup_tree(path, patience=2.0)
 
 
-def remove_stale_pins(root: Root, base: str, kind: str) -> list[str]:
-    """Delete the pinning directories (pin_dir) earlier processes left under `base`: older than STALE_S
-    and not of a live pid (names before the pid was in them, `nodesleuth-KIND-XXXXXXXX`, by age alone:
-    no probe runs that long)."""
-    gone = []
+def _stale(root: Root, base: str, kind: str, pidless: bool) -> list[str]:
+    """Paths under `base` named `nodesleuth-KIND-PID[-...]` that earlier processes left: older than
+    STALE_S (longer than any probe runs) and whose pid is gone in the root's /proc, so one used by a
+    process in another PID namespace is left be. `pidless`: names without a pid (`nodesleuth-KIND-
+    XXXXXXXX`, from before the pid was in them) count too, by age alone."""
     prefix = f"nodesleuth-{kind}-"
     try:
         names = os.listdir(base)
     except OSError:
-        return gone
+        return []
+    out = []
     for name in names:
         if not name.startswith(prefix):
             continue
-        pid = name[len(prefix):].split("-")[0]
+        rest = name[len(prefix):]
+        pid = rest.split("-")[0]
+        # a tree is `nodesleuth-KIND-PID`; a pinning directory `nodesleuth-KIND-PID-XXXXXXXX` (mkdtemp)
+        has_pid = pid.isdigit() and ("-" in rest if pidless else rest == pid)
+        if (not has_pid and not pidless) or (has_pid and root.exists(f"/proc/{pid}")):
+            continue
         path = os.path.join(base, name)
         try:
-            if (pid.isdigit() and "-" in name[len(prefix):] and root.exists(f"/proc/{pid}")) or \
-                    time.time() - os.stat(path).st_mtime < STALE_S:
-                continue
+            if time.time() - os.stat(path).st_mtime >= STALE_S:
+                out.append(path)
         except OSError:
             continue
+    return out
+
+
+def remove_stale_pins(root: Root, base: str, kind: str) -> list[str]:
+    """Delete the pinning directories (pin_dir) earlier processes left under `base` (_stale)."""
+    gone = _stale(root, base, kind, pidless=True)
+    for path in gone:
         shutil.rmtree(path, ignore_errors=True)
-        gone.append(path)
     return gone
 
 
 def remove_stale(mc: "Memcg", kind: str) -> list[str]:
-    """Remove the scratch trees of `kind` that earlier processes left: the pid is gone (in the /proc of
-    the memcg's root) and the tree is older than STALE_S, so one used by a process in another PID
-    namespace is left be. Only empty cgroups go (remove_cgroup_tree), never one with a process in it."""
-    gone = []
-    prefix = f"nodesleuth-{kind}-"
-    try:
-        names = os.listdir(mc.mount)
-    except OSError:
-        return gone
-    for name in names:
-        pid = name[len(prefix):]
-        if not name.startswith(prefix) or not pid.isdigit() or mc.root.exists(f"/proc/{pid}"):
-            continue
-        path = mc.path(name)
-        try:
-            if time.time() - os.stat(path).st_mtime < STALE_S:
-                continue
-        except OSError:
-            continue
+    """Remove the scratch trees of `kind` that earlier processes left (_stale). Only empty cgroups go
+    (remove_cgroup_tree), never one with a process in it."""
+    gone = _stale(mc.root, mc.mount, kind, pidless=False)
+    for path in gone:
         remove_cgroup_tree(path, patience=0)
-        gone.append(path)
     return gone
 
 

@@ -24,6 +24,7 @@ import threading
 import time
 
 from ..node.children import spawn, spawn_reaped
+from ..node.root import Root
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 from .agg import Aggregator
@@ -423,7 +424,7 @@ class ProfileRunner:
     name = "profile"
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
-                 method: str | None = None, say=_say, store: bool = True, on_batch=None, root=None):
+                 method: str | None = None, say=_say, store: bool = True, on_batch=None, root: Root = Root("/")):
         method = method or os.environ.get("NODESLEUTH_PROFILER") or "auto"
         if method not in METHODS:
             raise InputError("profiler method", f"{method!r}: expected one of {', '.join(METHODS)}")
@@ -434,8 +435,8 @@ class ProfileRunner:
         self.say = say
         from .direct import DirectProfileRunner
 
-        self.impl = (PerfRecordProfileRunner(**self._args) if method == "perf" else
-                     DirectProfileRunner(**self._args, **({"root": root} if root is not None else {})))
+        self.impl = (PerfRecordProfileRunner(**self._args) if method == "perf"
+                     else DirectProfileRunner(**self._args, root=root))
 
     def __getattr__(self, name):
         return getattr(self.__dict__["impl"], name)
