@@ -158,7 +158,7 @@ def same_stack(mine: tuple[str, ...], perfs: tuple[str, ...]) -> bool:
     PLT, which it also names by synthesized `NAME@plt` symbols, and its lookup finds `_init`: recorded
     here, `gcc -O1` of tests/test_profile_direct.py's MEMSTAT, `readelf -s`: `_init` 0x1000 size 0, .plt
     at 0x1020; `perf script`: `1040 _init+0x40 (ns-memstat)` for the stub of pread. The reader says
-    `pread@plt` (what the stub is; README "Continuous profiling")."""
+    `pread@plt` (what the stub is; docs/profiling.md)."""
     return len(mine) == len(perfs) and all(
         a == b or (a.endswith("@plt") and b == "_init") for a, b in zip(mine, perfs))
 

@@ -16,7 +16,7 @@ from nodesleuth.node.cgroupfs import drop_caches, make_zombies, remove_cgroup_tr
 pytestmark = needs_root
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
     mc = memcg()
     parent = os.path.join(mc.mount, f"nodesleuth-test-{os.getpid()}")
@@ -70,7 +70,7 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
     assert f2 is None or f2["data"]["dying"] <= d["dying"] - 1450  # ours are gone
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_churn_trace_names_the_creator(tmp_path):
     """perf on cgroup_mkdir/rmdir during the check names the process that made the zombies. The
     zombies are made all through the window (a busy machine may start perf late). It starts as a
@@ -109,7 +109,7 @@ def test_churn_trace_names_the_creator(tmp_path):
     assert any("ecs-agent-" in e for e in f["evidence"])
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @retry_when_busy()
 def test_hot_core_names_cpu_and_process(busy_loop):
     """A pinned loop on CPU 1. The rule also needs the other CPUs quiet (< 60%): on a host where
@@ -172,7 +172,7 @@ def _mpstat_average(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_per_cpu_figures_agree_with_mpstat(busy_loop):
     """Our /proc/stat arithmetic against sysstat's over the same interval (both read at start and end)."""
     from nodesleuth.model.records import COLUMNS

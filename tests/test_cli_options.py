@@ -399,7 +399,7 @@ def test_record_interval(tmp_path):
     assert sum(1 for t in ts if (t % 0.25) < 0.1) >= 0.8 * len(ts)  # aligned to the slots (a late tick skips)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @retry_when_busy(attempts=2)
 def test_record_retention(tmp_path):
     """--retention 2h: a store's segments older than that are dropped while recording (checked every 60 ticks):
@@ -415,7 +415,7 @@ def test_record_retention(tmp_path):
     assert not os.path.exists(old[0]) and os.path.exists(old[1])
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_record_no_threads(tmp_path, spin_thread):
     """A process whose main thread sleeps on CPU 0 while a worker thread spins on CPU 1: per thread, its CPU is on
     CPU 1 and certain; with --no-threads only the main thread's CPU (0) is known, and the split is an estimate."""
@@ -486,7 +486,7 @@ def _samples_rate(port: int, seconds: float = 4.0) -> float:
     return (_metrics(port)["nodesleuth_samples_total"] - a) / (time.monotonic() - t)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_exporter_interval_and_kmsg(tmp_path):
     """--interval 0.25 samples about four times as often as the default 1 s; --kmsg FILE counts that file's ENA
     lines (a reset and its paused-queue line, as amzn-drivers logs them, dated now) per device and reason, and the
@@ -517,7 +517,7 @@ def test_exporter_interval_and_kmsg(tmp_path):
             p.wait(timeout=30)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_check_no_probe(tmp_path):
     """With dying memcgs the check measures what one costs here (makes and removes empty memcgs); --no-probe does
@@ -541,7 +541,7 @@ def test_check_no_probe(tmp_path):
     assert any("per-memcg cost not measured" in e for e in fn["evidence"]), fn["evidence"]
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 @retry_when_busy()
 def test_check_no_threads(spin_thread):
@@ -637,7 +637,7 @@ def test_explain_trace_churn_names_who_makes_cgroups(tmp_path):
     assert "cgroups like /nodesleuth-churnopt-*/job-*; " in lines[0] and f"pids [{ch.pid}]" in lines[0], lines[0]
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_snapshot_root_and_output(tmp_path):
     """--root reads a recorded tree (its kernel, OS image and 5,000 dying memcgs, not this host's); -o writes the
     document to a file and nothing to stdout."""
@@ -661,7 +661,7 @@ def test_snapshot_root_and_output(tmp_path):
     assert here["kernel"] == os.uname().release
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_snapshot_systemd_pid():
     """--systemd-pid: the units are those of the systemd that is PID 1 of that namespace (a crash-looping
@@ -679,7 +679,7 @@ def test_snapshot_systemd_pid():
     assert not any(u["unit"] == "ecs.service" for u in here["units"])
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_lab_run_options_and_clean_keep_store():
     """A short lab run with every shaping option: --no-curve (no cost curve measured), --cpu 0 (the victim and the
@@ -774,7 +774,7 @@ def test_fleet_concurrency_bounds_snapshot_fetches_in_flight():
     assert docs["1"] == docs["3"] and (docs["1"]["hosts"], docs["1"]["affected"]) == (8, 3)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_exporter_profile_freq():
     """exporter --profile run --profile-freq 99: its profiler samples every CPU 99 times a second (idle included:

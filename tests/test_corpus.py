@@ -16,7 +16,7 @@ from benchmarks import explain_corpus as ec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = {d["name"]: d for d in ec.cases()}
-# cases explain gets wrong today, each with the reason (see the README's corpus section); a case listed
+# cases explain gets wrong today, each with the reason (see docs/explain.md, the corpus); a case listed
 # here that explain gets right fails (strict), so the list cannot go stale
 KNOWN_MISSES: dict[str, str] = {
     "reclaim_memcg_61": "CPU 1 is right (reclaim leads, 100% of the excess, no root cause); CPU 3, saturated by "
@@ -165,7 +165,7 @@ def test_every_family_leads_in_text_json_markdown_and_html(family_stores, tmp_pa
         assert hx.escape(h["summary"]) in html_text and hx.escape(inc["root_cause"] or inc["leading"]) in html_text, fam
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_every_family_leads_on_the_web_incidents_page(family_stores):
     """The same leading explanation on `serve`'s incidents page, drawn by a real Chromium."""
     from test_web import CHROMIUM, served_page

@@ -374,7 +374,7 @@ def test_lab_recorder_that_cannot_start(labdir):
                    f"undo what it made: nodesleuth lab clean --workdir {labdir}")
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_lab_unit_that_cannot_exec_its_interpreter(labdir):
     """The lab run by a Python the namespace cannot see (hard-linked into /var/log/journal, a private tmpfs
@@ -412,7 +412,7 @@ def test_lab_without_a_python_the_namespace_can_run(labdir):
     one_line_error(p, "lab run: no python3 outside /tmp for the namespace's systemd to run")
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_lab_min_growth_refuses_a_kernel_whose_cost_does_not_grow(labdir):
     """--curve 0,200 --min-growth 1000: the cost curve is measured at 0 and 200 zombies, and no kernel's cost
@@ -448,7 +448,7 @@ def test_lab_zombies_that_do_not_accumulate(labdir):
     one_line_error(p, "lab run: the zombie count stopped growing at ", " for 60 s, short of 500", progress="lab: ")
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_lab_clean_says_when_the_count_is_not_back(tmp_path):
     """200 real zombies pinned by tmpfs pages that lab clean does not know of (another job's): clean exits 1 and
@@ -526,7 +526,7 @@ def zombie_unit_ns(request):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 @pytest.mark.parametrize("zombie_unit_ns", ["ecs.service"], indirect=True)
 def test_remedy_apply_names_the_systemctl_that_failed(zombie_unit_ns):
@@ -545,7 +545,7 @@ def test_remedy_apply_names_the_systemctl_that_failed(zombie_unit_ns):
     assert ns.systemctl("is-enabled", unit, check=False).stdout.strip() == "enabled"
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 @pytest.mark.parametrize("zombie_unit_ns", ["kubelet.service"], indirect=True)
 def test_remedy_unit_allows_a_protected_unit(zombie_unit_ns):

@@ -227,7 +227,7 @@ def test_episodes_do_not_depend_on_the_range_asked(tmp_path):
     assert outside == [] and "s before it" in doc["notes"][0]
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_per_cpu_attribution_adds_up(tmp_path):
     """Two pinned loops and one that migrates between the CPUs: no CPU's processes sum past its
     busy time, and each pinned loop tops its own CPU."""

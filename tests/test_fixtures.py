@@ -88,7 +88,7 @@ def test_healthy_node_exits_0_and_says_ok(tmp_path):
     assert npd.returncode == 0 and npd.stdout.strip() == "nodesleuth: OK"
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_hot_core_with_a_nic_reset_is_critical_and_npd_fits_80_bytes(tmp_path):
     """CPU 39 pinned on the 96-CPU fixture while ENA lines land in its kernel log: both findings,
     the hot core escalated to critical by the coincidence, and an NPD line within NPD's 80 bytes."""

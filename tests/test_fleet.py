@@ -358,7 +358,7 @@ def test_fleet_of_10000_hosts_from_a_real_tsdb(synthetic_prometheus):
         [(r["feature"], r["affected_hosts"], r["healthy_hosts"]) for r in doc["ranked"]]
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_snapshot_of_this_host_and_fleet_over_urls(tmp_path):
     p = nodesleuth("snapshot", "--seconds", "1", "--zone", "lab-zone")
     assert p.returncode == 0, p.stderr

@@ -51,7 +51,7 @@ def _ena_found_or_dropped(events: list[dict], gaps: list[list[int]], ena: dict[i
     return len(found)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 @retry_when_busy(attempts=2, pause=10.0)
 def test_devkmsg_flood_is_read_or_counted_by_record_exporter_and_check():
@@ -127,7 +127,7 @@ def _file_flood(tmp_path):
     return path, lines, ena
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_followed_file_flood_is_read_whole_by_record_and_exporter(tmp_path):
     """A file gaining 60,000 lines in 3 s: nothing is lost (the rest of a bounded tick waits in the file), every
     second still ticks, and each ENA line of the flood is found by both."""

@@ -368,7 +368,7 @@ def test_npd_plugin_in_the_image(pod):
 
 # --- the exporter in the container against the exporter on the host --------------------------------------
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_check_in_the_container_proves_the_hosts_zombie_creator(pod, tmp_path):
     """The incident's question asked from the pod, as the NPD plugin asks it: a process on the host
     keeps making memcgs that stay dying (a page of cache each); `check` in the container, with the

@@ -225,7 +225,7 @@ def test_messages_without_time_hard_lockups_and_soft_lockups(node, tmp_path):
     assert any("time unknown" in e for e in k["soft_lockup"]["evidence"])
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_uptime_only_log_from_another_host_says_wall_time_unknown(tmp_path):
     """On a live host a --kmsg file with uptime stamps came from elsewhere: its wall time is unknown until
     --boot-time is given (then boot time + uptime)."""

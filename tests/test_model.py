@@ -100,7 +100,7 @@ def test_a_real_recording_shows_every_field_where_it_is_declared(tmp_path):
     assert len(tl["panels"]["softnet"]["points"]) == len(ticks)  # every second (the prime read is the baseline)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_sections_fold_a_window_of_real_seconds(tmp_path):
     """What the 10 s tier stores of a registered section (store/tier.py calls each class's merge): a real
     recording's seconds folded, counters summed as the kernel counted them, the result storable."""

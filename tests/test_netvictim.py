@@ -46,7 +46,7 @@ def test_everything_is_undone_even_on_failure():
     assert not os.path.exists(lab.dir)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_streams_before_and_during_a_hot_core(busy_loop):
     """4 paced streams, their receive processing on CPU 1; a spinner then holds CPU 1. The report says,
     with numbers from the kernel and the streams' own sockets, what that did to them (here a user-space
@@ -77,7 +77,7 @@ def test_streams_before_and_during_a_hot_core(busy_loop):
 WORKDIR = "/var/lib/nodesleuth-lab-net-test"
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_lab_run_reports_what_its_hot_core_did_to_the_streams():
     """`nodesleuth lab run` with its network victims: the kernel makes the hot core (memcg reclaim over
     zombies, CPU 1) while 4 TCP streams' receive processing is on CPU 1. The lab reports both phases

@@ -54,7 +54,7 @@ def test_kallsyms_module_lines(tmp_path):
     assert posture.kallsyms_has(r, ("lru_gen_reparent_memcg_x",)) is False
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root  # makes memory cgroups
 def test_probe_on_this_kernel_keeps_page_cache_zombies():
     """6.18 keeps a removed memcg dying under its page cache, tmpfs and disk alike; the probe cleans up
@@ -109,7 +109,7 @@ def test_describe_per_kernel():
     assert unknown.accumulate is None  # could not read is never "does not accumulate"
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root  # reads /proc/kallsyms addresses and makes memory cgroups
 def test_check_reports_posture():
     """`check --json` carries the posture of the kernel it runs on, under `posture`."""

@@ -65,7 +65,7 @@ def _cpu_ticks(pid: int) -> int:
     return int(rest[11]) + int(rest[12])
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_real_perf_of_a_pinned_loop(tmp_path, spin):
     d = str(tmp_path / "st")

@@ -99,7 +99,7 @@ def procs():
     ps.stop()
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_direct_reader_names_the_same_live_samples_as_perf_script(tmp_path, bins, procs):
     """The same samples, taken once by the direct reader, named twice: by the reader (kallsyms, the
@@ -143,7 +143,7 @@ def test_direct_reader_names_the_same_live_samples_as_perf_script(tmp_path, bins
     assert len(tids) >= 3  # the threads, under their process
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_profile_run_direct_stores_stacks_and_leaves_nothing(tmp_path, bins, procs):
     """`profile run --method direct` runs no perf process; it stops on its duration and on SIGTERM and
@@ -221,7 +221,7 @@ def test_runner_closes_its_events(bins, procs):
     assert sum(len(b) for b in got) > 100 and r.samples == sum(len(b) for b in got)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_auto_falls_back_to_perf_record_and_says_why(tmp_path, bins, procs, monkeypatch):
     """When the direct reader cannot run (here: made to refuse), ProfileRunner uses perf record, says
@@ -316,7 +316,8 @@ def test_cpu_shares_window():
 
 PROM = f"http://127.0.0.1:{os.environ.get('NODESLEUTH_PROM_PORT', '19090')}"
 TARGETS = "/var/tmp/nodesleuth-prom-targets"
-# the README's query: every node and CPU that spent more than N (here 30%) of the window in memcg code
+# docs/profiling.md's query ("The fleet-wide profile signal"): every node and CPU that spent more than N
+# (here 30%) of the window in memcg code
 MEMCG_QUERY = 'max by (instance, cpu) (nodesleuth_profile_cpu_share_ratio{family="memcg"}) > 0.3'
 
 
@@ -328,11 +329,11 @@ def promql(q: str) -> list[dict]:
     return doc["data"]["result"]
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_prometheus_finds_the_cpu_in_memcg_code(tmp_path, bins, procs):
     """A real Prometheus scrapes an exporter that profiles this host (`--profile run`) while a
-    pinned loop reads memory.stat on CPU 1: the README's PromQL finds CPU 1 of this node, and no other
+    pinned loop reads memory.stat on CPU 1: docs/profiling.md's PromQL finds CPU 1 of this node, and no other
     CPU. Then an exporter reading a recorder's store (`--profile DIR`) says the same."""
     subprocess.run(["bash", os.path.join(HERE, "..", "scripts", "start-prometheus.sh")], check=True)
     procs.start([bins["memstat"], _memstat_file()], cpu=1, nice=-15)

@@ -76,7 +76,7 @@ def _perf_under(pid: int) -> list[int]:
     return out
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 @pytest.mark.parametrize("after", [1.7, 4.3, 7.9])
 def test_kill_9_leaves_no_process_and_no_temp_file(tmp_path, after):

@@ -38,7 +38,7 @@ def _loops_for(seconds: float) -> int:
     return max(2000, int(n * seconds / took))
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_a_burst_of_short_processes_is_attributed_to_their_parent():
     from conftest import missing
 

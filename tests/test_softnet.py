@@ -229,7 +229,7 @@ def _kernel_softnet() -> dict:
         return parse_softnet(f.read(), None)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_flood_over_veth_steered_to_one_cpu_squeezes_it_there(tmp_path):
     """A UDP flood between two network namespaces, its receive processing steered by RPS to CPU 1,
@@ -269,7 +269,7 @@ def test_flood_over_veth_steered_to_one_cpu_squeezes_it_there(tmp_path):
     assert worst["softnet"]["time_squeeze"][1] > 0 and worst["softnet"]["processed"][1] > 0
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 @retry_when_busy()
 def test_hot_core_finding_says_what_it_left_undone(busy_loop):

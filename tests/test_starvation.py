@@ -63,7 +63,7 @@ def rt_throttled() -> bool:
         return False
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_ksoftirqd_wait_rises_when_its_cpu_is_held(tmp_path):
     if (os.cpu_count() or 1) < 2:
         missing("a second CPU to starve (the test holds CPU 1)")

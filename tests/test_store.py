@@ -230,7 +230,7 @@ def test_dump_reports_damage_in_one_line_per_problem(tmp_path):
     assert len(out.stdout.splitlines()) == 1 + 4 * 9  # 4 good ticks x (8 CPUs + all)
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_record_max_size_through_the_cli(tmp_path):
     """--max-size bounds the store on disk (whole oldest segments go; the ones being written stay)."""
     d = str(tmp_path / "st")

@@ -32,7 +32,7 @@ def _kmsg(path: str, lines, seq: int) -> int:
     return seq
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_cut_of_a_real_recording_explains_the_same_elsewhere(tmp_path):
     store, kmsg = str(tmp_path / "st"), str(tmp_path / "kmsg")

@@ -133,7 +133,7 @@ def _ss_owner(netns: str) -> dict:
     return out
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_pod_netns_retransmits_and_the_process_behind_them(tmp_path):
     """Two TCP streams between two network namespaces (pods), 5% of their segments dropped at the
@@ -182,7 +182,7 @@ def test_pod_netns_retransmits_and_the_process_behind_them(tmp_path):
     assert sc["cpu_ms"] < 250  # a handful of sockets: milliseconds, never the time box
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_explain_says_what_a_nic_reset_did_to_the_connections(tmp_path):
     """Streams run clean for 14 s; then an ENA reset line (GENERATED from amzn-drivers' format, written

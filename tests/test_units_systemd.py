@@ -12,7 +12,7 @@ from nodesleuth.lab.systemd import SystemdNamespace
 pytestmark = needs_root
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_crash_looping_unit_is_found():
     with SystemdNamespace() as ns:
         start_crasher(ns, 1)

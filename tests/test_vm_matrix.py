@@ -4,7 +4,7 @@ cgroups exactly, `record` + `dump` keep them, the cost probe measures Percpu/Sla
 what the real zombies cost, and the zombie posture says what that kernel does (lru_reparent_memcg by
 symbol; the behaviour probe: tmpfs freed and disk kept on 7.2, both kept before it).
 
-Tiers (README "Tests"): CI runs the incident's generation (5.10, cgroup v1) and a kernel >= 7.1 (7.2,
+Tiers (docs/testing.md): CI runs the incident's generation (5.10, cgroup v1) and a kernel >= 7.1 (7.2,
 v2); 5.10 v2, 6.1 and 6.12 carry the `matrix` mark as well and run with `pytest -m matrix`. The
 figures beside these tests (stats read, reclaim walk, Percpu at 2 and 16 CPUs, NICs) come from
 tests/vm/matrix.py (tests/vm/README.md "Kernel matrix").
@@ -94,7 +94,7 @@ def test_counts_the_kernels_dying_memcgs_exactly(staged, kernel, hierarchy):
     assert booted.startswith(kernel + "."), booted
     assert v == (1 if hierarchy == "v1" else 2), (booted, v)
     kept = out["kernel_dying"] - out["before"]
-    if kernel in REPARENTS:  # the tmpfs half is freed at rmdir, the written half stays (README "Kernel matrix")
+    if kernel in REPARENTS:  # the tmpfs half is freed at rmdir, the written half stays (docs/kernel-matrix.md)
         assert abs(kept - ZOMBIES // 2) <= ZOMBIES // 20, (booted, kept)
     else:
         assert kept >= ZOMBIES * 0.95, (booted, kept)
@@ -128,7 +128,7 @@ def test_record_and_dump_keep_them(staged, kernel, hierarchy):
 @pytest.mark.parametrize(("kernel", "hierarchy"), MATRIX)
 def test_cost_probe_against_the_real_zombies(staged, kernel, hierarchy):
     """check's probe (empty memcgs, made and removed) against the Percpu the kernel's own zombies took
-    while they were made: ~1.8-2.9 kB per possible CPU per memcg on these kernels (README "Kernel matrix")."""
+    while they were made: ~1.8-2.9 kB per possible CPU per memcg on these kernels (docs/kernel-matrix.md)."""
     out = run(staged, kernel, hierarchy)
     booted = out["booted"]
     cost = zombie_finding(out["check"], out["memory_version"])["memcg_cost"]

@@ -523,7 +523,7 @@ def test_day_timeline_keeps_a_3_second_hot_core(tmp_path):
     assert mean["values"][5][col] < 15  # a minute's mean hides it: that is why the max is kept
 
 
-@pytest.mark.slow  # >= 9 s here (the fast tier: README "Tests")
+@pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_real_recording_busy_loop_new_frame_and_starvation_chart(tmp_path, browser, busy_loop):
     """A real recording (recorder + perf on this machine): a pinned busy loop started mid-way. Its
