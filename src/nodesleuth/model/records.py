@@ -826,7 +826,8 @@ class Hogs(Section):
     NO_METRICS = "per-process labels would be unbounded: in dump and in explain's evidence"
     WEB = "not shown: explain's evidence for the processes on a hot core (class, throttling)"
 
-    rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms"}]
+    rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms",
+    #              "pod" (model/kube.py PodRef.to_dict(), only for a process in a Kubernetes pod)}]
 
     @classmethod
     def merge(cls, vals: list["Hogs"]) -> "Hogs":

@@ -1,0 +1,127 @@
+"""Kubernetes identity from the node alone: kubelet's cgroup and log layouts on real paths (with where
+each was printed), and Debian's containerd driven through CRI as kubelet drives it (tests/cri)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Busy, check_json, finding, missing, retry_when_busy
+from nodesleuth.model.kube import from_cgroup, from_log_link, from_log_path, pod_name
+from nodesleuth.node.kube import Pods
+
+sys.path.insert(0, str(Path(__file__).parent / "cri"))
+import cri  # noqa: E402
+
+DATA = json.loads((Path(__file__).parent / "data" / "kube" / "cgroup-paths.json").read_text())
+
+
+@pytest.mark.parametrize("case", DATA["paths"], ids=lambda c: c["path"][-40:])
+def test_cgroup_paths_of_real_nodes(case):
+    ref = from_cgroup(case["path"])
+    if case["expect"] is None:
+        assert ref is None, case["source"]
+        return
+    assert ref is not None, case["source"]
+    for k, v in case["expect"].items():
+        assert getattr(ref, k) == v, (k, case["source"])
+
+
+@pytest.mark.parametrize("case", DATA["logs"], ids=lambda c: c["path"][-40:])
+def test_pod_log_layout_of_real_nodes(case):
+    lp = from_log_path(case["path"])
+    assert lp is not None, case["source"]
+    for k, v in case["expect"].items():
+        assert getattr(lp, k) == v, (k, case["source"])
+
+
+def test_container_log_links_of_real_nodes():
+    for case in DATA["links"]:
+        assert list(from_log_link(case["name"])) == case["expect"], case["source"]
+    assert from_log_link("kube-proxy-6xsx9_kube-system_kube-proxy-c269a1.log") is None  # a short id is no link
+
+
+def test_names_of_a_uid_only_pod():
+    assert pod_name({"uid": "0cb230a1-ed23-48a5-8e2c-1228cd5b6343"}) == "uid 0cb230a1-ed23-48a5-8e2c-1228cd5b6343"
+    assert pod_name({"namespace": "a", "pod": "b", "container": "c", "uid": "x"}) == "a/b/c"
+
+
+@pytest.fixture
+def kubelet():
+    if os.geteuid() != 0:
+        missing("root (containerd, cgroups)")
+    why = cri.available()
+    if why:
+        missing(why)
+    with cri.containerd() as k:
+        yield k
+
+
+def test_pid_and_restarts_named_through_cri(kubelet, tmp_path):
+    """A container started through CRI is named from the node: the cgroup path gives the uid and the
+    container id, containerd's bundle the names, kubelet's log files the restart count; read again
+    under a root that is a copy of those files (as a DaemonSet reads them under /host)."""
+    pod = kubelet.run_pod("team-a", "web-7d9f", "burstable")
+    first = kubelet.start_container(pod, "app", ["sh", "-c", "sleep 300"])
+    ref = Pods("/").of_pid(kubelet.container_pid(first))
+    assert ref is not None
+    assert (ref.namespace, ref.pod, ref.uid, ref.container, ref.container_id) == \
+        ("team-a", "web-7d9f", pod.uid, "app", first)
+    assert (ref.qos, ref.runtime, ref.sandbox, ref.restarts) == ("burstable", "containerd", False, 0)
+    kubelet.stop_container(first)
+    second = kubelet.start_container(pod, "app", ["sh", "-c", "sleep 300"])
+    pid = kubelet.container_pid(second)
+    ref = Pods("/").of_pid(pid)
+    assert (ref.container_id, ref.restarts) == (second, 1)
+    # the pause container is the pod's sandbox, not a workload
+    sandbox = Pods("/").of_cgroup(f"{pod.cgroup_parent}/{pod.sandbox_id}")
+    assert sandbox.sandbox and sandbox.pod == "web-7d9f" and sandbox.container == ""
+    # the same answers under another root: the files a DaemonSet sees under /host
+    tree = tmp_path / "host"
+    bundle = f"{cri.STATE}/io.containerd.runtime.v2.task/k8s.io/{second}/config.json"
+    (tree / bundle.lstrip("/")).parent.mkdir(parents=True)
+    shutil.copy(bundle, tree / bundle.lstrip("/"))
+    shutil.copytree("/var/log/pods", tree / "var/log/pods")
+    (tree / f"proc/{pid}").mkdir(parents=True)
+    shutil.copy(f"/proc/{pid}/cgroup", tree / f"proc/{pid}/cgroup")
+    there = Pods(str(tree)).of_pid(pid)
+    assert there == ref
+
+
+def test_a_pod_whose_bundle_is_gone_keeps_its_log_names(kubelet):
+    """After the runtime removed a container (its bundle is gone), kubelet's log directory still names
+    the pod and the container's restarts: what a churn trace's removed cgroup paths need."""
+    pod = kubelet.run_pod("team-b", "job-x", "besteffort")
+    cid = kubelet.start_container(pod, "worker", ["sh", "-c", "exit 1"])
+    kubelet.stop_container(cid)
+    ref = Pods("/").of_cgroup(f"/kubepods/besteffort/pod{pod.uid}/{cid}")
+    assert (ref.namespace, ref.pod, ref.qos, ref.container) == ("team-b", "job-x", "besteffort", "")
+    assert Pods("/").restarts(pod.uid, "worker") == 0
+
+
+@pytest.mark.slow  # >= 9 s of real sampling here
+@retry_when_busy()
+def test_check_names_the_pod_on_a_hot_core(kubelet):
+    """A container pinned to CPU 1 by its cpuset (as kubelet's static CPU manager pins one): check's
+    hot-core finding names namespace/pod/container, and its remedy is for the pod's owner."""
+    pod = kubelet.run_pod("ml-train", "ray-worker-0", "guaranteed")
+    kubelet.start_container(pod, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
+    time.sleep(0.5)
+    rc, doc = check_json("--seconds", "5", "--no-trace-churn", "--no-probe")
+    others = doc["cpus"]["0"]["busy"]
+    f = finding(doc, "hot_core", cpu=1)
+    if others >= 50:
+        raise Busy(f"CPU 0 averaged {others:.0f}% (the rule wants the others < 60%)")
+    assert f is not None, [x["title"] for x in doc["findings"]]
+    top = f["data"]["top"][0]
+    assert top["comm"] == "busybox" and top["pct"] >= 80
+    assert top["pod"]["namespace"] == "ml-train" and top["pod"]["pod"] == "ray-worker-0"
+    assert top["pod"]["container"] == "spin" and top["pod"]["uid"] == pod.uid and top["pod"]["qos"] == "guaranteed"
+    assert any("in pod ml-train/ray-worker-0/spin" in e for e in f["evidence"])
+    assert any("kubectl -n ml-train describe pod ray-worker-0" in r for r in f["remediation"])
