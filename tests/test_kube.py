@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -125,3 +126,52 @@ def test_check_names_the_pod_on_a_hot_core(kubelet):
     assert top["pod"]["container"] == "spin" and top["pod"]["uid"] == pod.uid and top["pod"]["qos"] == "guaranteed"
     assert any("in pod ml-train/ray-worker-0/spin" in e for e in f["evidence"])
     assert any("kubectl -n ml-train describe pod ray-worker-0" in r for r in f["remediation"])
+
+
+@pytest.mark.slow  # a 20 s check window
+def test_container_restart_loop_is_proven_as_the_zombie_maker(kubelet, tmp_path):
+    """A container that writes a file to a hostPath volume and exits, restarted again and again through
+    CRI as kubelet restarts a CrashLoopBackOff container: each restart is a new container cgroup, the old
+    one removed while the page cache its file holds stays charged to it. check's churn trace proves the
+    pod's containers as the creator and names namespace/pod/container with kubelet's restart count."""
+    import threading
+
+    data = Path(tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp"))
+    pod = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
+    stop = threading.Event()
+    errors = []
+
+    def loop():
+        try:
+            while not stop.is_set():
+                cid = kubelet.start_container(pod, "agent", [
+                    "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
+                    mounts={str(data): "/data"})
+                kubelet.wait_exit(cid)
+                kubelet.stop_container(cid)  # kubelet removes the dead container before the next start
+        except Exception as e:  # noqa: BLE001 -- reported by the test below
+            errors.append(e)
+
+    t = threading.Thread(target=loop, daemon=True)
+    try:
+        time.sleep(0)  # the loop starts with the check's trace running
+        t.start()
+        rc, doc = check_json("--seconds", "20", "--no-probe", timeout=180)
+    finally:
+        stop.set()
+        t.join(60)
+        shutil.rmtree(data, ignore_errors=True)  # the files go, and with them what pinned the memcgs
+    assert not errors, errors
+    restarts = pod.attempts["agent"]
+    assert restarts >= 10, restarts
+    z = next(f for f in doc["findings"] if f["kind"] == "zombie_cgroups")
+    proven = z["data"]["proven_pod"]
+    assert proven is not None, z["evidence"]
+    assert (proven["namespace"], proven["pod"], proven["uid"]) == ("batch", "agent-5f6c", pod.uid)
+    assert proven["container"] == "agent" and proven["restarts"] >= 9
+    assert any("proven creator: the containers of pod batch/agent-5f6c/agent" in e for e in z["evidence"])
+    assert any("kubectl -n batch logs agent-5f6c -c agent --previous" in r for r in z["remediation"])
+    loop_f = next(f for f in doc["findings"] if f["kind"] == "container_restart_loop")
+    assert (loop_f["data"]["pod"], loop_f["data"]["container"]) == ("agent-5f6c", "agent")
+    creators = doc["churn"]["creators"]
+    assert creators[0]["pod"]["uid"] == pod.uid

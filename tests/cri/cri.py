@@ -144,7 +144,8 @@ class Kubelet:
         pod._cfg = cfg
         return pod
 
-    def start_container(self, pod: Pod, name: str, args: list[str], cpuset: str = "") -> str:
+    def start_container(self, pod: Pod, name: str, args: list[str], cpuset: str = "",
+                        mounts: dict[str, str] | None = None) -> str:
         """Create and start container `name` in `pod` (its next restart when it ran before); `cpuset`
         pins it as kubelet's static CPU manager does (LinuxContainerResources.cpuset_cpus)."""
         pb = self.pb
@@ -158,6 +159,7 @@ class Kubelet:
             command=["/bin/busybox"], args=args, labels=labels,
             annotations={"io.kubernetes.container.restartCount": str(attempt)},
             log_path=f"{name}/{attempt}.log",
+            mounts=[pb.Mount(host_path=h, container_path=c) for h, c in (mounts or {}).items()],
             linux=pb.LinuxContainerConfig(resources=pb.LinuxContainerResources(cpuset_cpus=cpuset) if cpuset else None))
         cid = self.rt.CreateContainer(pb.CreateContainerRequest(
             pod_sandbox_id=pod.sandbox_id, config=cfg, sandbox_config=pod._cfg), timeout=120).container_id
@@ -167,6 +169,17 @@ class Kubelet:
     def container_pid(self, cid: str) -> int:
         st = self.rt.ContainerStatus(self.pb.ContainerStatusRequest(container_id=cid, verbose=True), timeout=30)
         return int(json.loads(st.info["info"])["pid"])
+
+    def wait_exit(self, cid: str, timeout: float = 30) -> int:
+        """Wait until container `cid` exited; its exit code."""
+        pb = self.pb
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid), timeout=30).status
+            if st.state == pb.CONTAINER_EXITED:
+                return st.exit_code
+            time.sleep(0.05)
+        raise TimeoutError(f"container {cid} still running after {timeout} s")
 
     def stop_container(self, cid: str, remove: bool = True) -> None:
         pb = self.pb

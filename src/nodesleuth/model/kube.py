@@ -148,3 +148,8 @@ def pod_name(d: dict) -> str:
     unknown."""
     pod = f"{d['namespace']}/{d['pod']}" if d.get("pod") else f"uid {d.get('uid', '?')}"
     return f"{pod}/{d['container']}" if d.get("container") else pod
+
+
+def pod_owner(d: dict) -> str:
+    """A pod as the maker of cgroups: namespace/pod/container, with the container's restart count."""
+    return pod_name(d) + (f" ({d['restarts']} restarts per kubelet's logs)" if d.get("restarts") is not None else "")

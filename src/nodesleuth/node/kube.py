@@ -120,5 +120,35 @@ class Pods:
                 return self.of_cgroup(paths[key])
         return None
 
+    def listing(self) -> list[dict]:
+        """Every pod kubelet keeps logs for: uid, names, and each container's restart count."""
+        out = []
+        for uid, (ns, pod) in sorted(self._by_uid.items(), key=lambda x: x[1]):
+            conts = {c: n for (u, c), n in sorted(self._restarts.items()) if u == uid}
+            out.append({"uid": uid, "namespace": ns, "pod": pod, "containers": conts})
+        return out
+
     def restarts(self, uid: str, container: str) -> int | None:
         return self._restarts.get((uid, container))
+
+
+    def owner(self, uid: str) -> dict:
+        """What the node says of pod `uid`: its names and its most restarted container (kubelet's logs:
+        the highest restart count of each container's log files)."""
+        d: dict = {"uid": uid}
+        if uid in self._by_uid:
+            d["namespace"], d["pod"] = self._by_uid[uid]
+        mine = sorted(((n, c) for (u, c), n in self._restarts.items() if u == uid), reverse=True)
+        if mine:
+            d["restarts"], d["container"] = mine[0]
+        return d
+
+
+def name_creators(creators, root: Root | str = "/") -> None:
+    """Fill in the pod names and the restarting container of churn creators under a pod (in place)."""
+    todo = [c for c in creators if c.pod]
+    if not todo:
+        return
+    pods = Pods(root)
+    for c in todo:
+        c.pod = {**c.pod, **pods.owner(c.pod["uid"])}
