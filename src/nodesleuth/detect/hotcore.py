@@ -7,7 +7,7 @@ NET_RX rate), so a check can say "ksoftirqd/1 waited 4.8 s of 5 s".
 
 from __future__ import annotations
 
-from ..model.kube import pod_name
+from ..model.kube import KUBELET_READER, is_kubelet, pod_name
 from ..model.records import softnet_on, softnet_text
 from ..remedy.actions import Action
 from .findings import Finding
@@ -43,6 +43,9 @@ def finding(e: Episode, ticks) -> Finding:
           f"CPU {e.cpu} split: user {e.usr_mean:.0f}%, sys {e.sys_mean:.0f}%, softirq {e.soft_mean:.0f}%, "
           f"irq {e.irq_mean:.0f}%",
           f"on CPU {e.cpu}: {procs}" + (" (estimate: threads that migrated were split over CPUs)" if est else "")]
+    if any(is_kubelet(p.comm) for p in e.top[:3]):
+        ev.append(KUBELET_READER + (f": with {e.sys_mean:.0f}% sys on CPU {e.cpu}, check the zombie and live memcg "
+                                    "counts (the walk grows with them)" if e.sys_mean >= 50 else ""))
     ev += describe_victim(e.cpu, v)
     sn = softnet_on(ticks, e.cpu, e.start, e.end)  # the network receive work the core left undone
     if sn:

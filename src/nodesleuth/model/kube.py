@@ -153,3 +153,14 @@ def pod_name(d: dict) -> str:
 def pod_owner(d: dict) -> str:
     """A pod as the maker of cgroups: namespace/pod/container, with the container's restart count."""
     return pod_name(d) + (f" ({d['restarts']} restarts per kubelet's logs)" if d.get("restarts") is not None else "")
+
+
+# kubelet's cAdvisor reads every container's memory.stat and walks the cgroup tree on its housekeeping
+# interval (10-15 s), and kubelet's eviction manager reads the root's memory.stat: the incident's reader
+KUBELET_READER = ("kubelet (and the cAdvisor inside it) reads every pod's memory.stat and walks the cgroup tree "
+                  "on each housekeeping pass: the incident's own reader of the memcgs")
+
+
+def is_kubelet(comm: str) -> bool:
+    """kubelet by its comm (the binary's name; its Go threads share it)."""
+    return comm == "kubelet"
