@@ -175,3 +175,72 @@ def test_container_restart_loop_is_proven_as_the_zombie_maker(kubelet, tmp_path)
     assert (loop_f["data"]["pod"], loop_f["data"]["container"]) == ("agent-5f6c", "agent")
     creators = doc["churn"]["creators"]
     assert creators[0]["pod"]["uid"] == pod.uid
+
+
+@pytest.mark.slow  # a 26 s recording
+@retry_when_busy()
+def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
+    """A recording (1 Hz ticks, churn trace) of two pods: one's container pinned to CPU 1, the other's in a
+    restart loop leaving lasting zombies. explain names the first as the process on the core and the
+    second's containers as the zombies' creator and its container's restarts as the restart loop."""
+    import subprocess
+    import threading
+
+    store = str(tmp_path / "st")
+    data = Path(tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp"))
+    hot = kubelet.run_pod("ml-train", "ray-worker-0", "guaranteed")
+    agent = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
+    stop = threading.Event()
+    errors = []
+
+    def loop():
+        try:
+            while not stop.is_set():
+                cid = kubelet.start_container(agent, "agent", [
+                    "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
+                    mounts={str(data): "/data"})
+                kubelet.wait_exit(cid)
+                kubelet.stop_container(cid)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
+                            "--duration", "26s", "--trace-churn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t = threading.Thread(target=loop, daemon=True)
+    try:
+        time.sleep(3)
+        t.start()
+        time.sleep(4)
+        spin = kubelet.start_container(hot, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
+        time.sleep(9)
+        kubelet.stop_container(spin)
+        _, err = rec.communicate(timeout=120)
+        assert rec.returncode == 0, err
+    finally:
+        stop.set()
+        t.join(60)
+        if rec.poll() is None:
+            rec.kill()
+        shutil.rmtree(data, ignore_errors=True)
+    assert not errors, errors
+    from conftest import nodesleuth
+
+    ex = nodesleuth("explain", "--store", store, "--json", timeout=300)
+    assert ex.returncode == 0, ex.stderr
+    doc = json.loads(ex.stdout)
+    incs = [i for i in doc["incidents"] if any(lk["name"] == "processes" and lk["verdict"] != "unknown"
+                                               for lk in i["links"])]
+    if not incs:
+        raise Busy(f"no hot core on CPU 1 was recorded: {[i['title'] for i in doc['incidents']]}")
+    links = {lk["name"]: lk for lk in incs[0]["links"]}
+    top = links["processes"]["data"]["top"][0]
+    assert top["comm"] == "busybox" and top["pod"]["namespace"] == "ml-train", top
+    assert (top["pod"]["pod"], top["pod"]["container"]) == ("ray-worker-0", "spin")
+    assert "in pod ml-train/ray-worker-0/spin" in links["processes"]["summary"]
+    cr = links["creator"]
+    assert cr["data"]["pod"]["namespace"] == "batch" and cr["data"]["pod"]["pod"] == "agent-5f6c", cr
+    assert cr["data"]["lasting"] >= 10, cr
+    assert "the containers of pod batch/agent-5f6c/agent" in cr["summary"], cr["summary"]
+    loop_lk = links["unit_loop"]
+    assert loop_lk["data"]["owner"] == "batch/agent-5f6c/agent" and loop_lk["data"]["restarts"] > 0, loop_lk
+    assert "container batch/agent-5f6c/agent restarted" in loop_lk["summary"]
