@@ -128,6 +128,46 @@ def test_check_names_the_pod_on_a_hot_core(kubelet):
     assert any("kubectl -n ml-train describe pod ray-worker-0" in r for r in f["remediation"])
 
 
+@pytest.mark.slow  # an exporter sampling for seconds
+def test_exporter_labels_a_hot_pod_with_bounded_series(kubelet):
+    """The exporter names a pod's container only on the bounded rows (processes >= 20% of a CPU, at most 8)
+    and exports a container's restart loop (at most 10 series)."""
+    import subprocess
+    import urllib.request
+
+    from conftest import free_port
+
+    pod = kubelet.run_pod("ml-train", "ray-worker-1", "burstable")
+    kubelet.start_container(pod, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
+    loop = kubelet.run_pod("batch", "flaky-0", "besteffort")
+    for _ in range(4):
+        cid = kubelet.start_container(loop, "worker", ["sh", "-c", "exit 1"])
+        kubelet.wait_exit(cid)
+        kubelet.stop_container(cid)
+    port = free_port()
+    exp = subprocess.Popen([sys.executable, "-m", "nodesleuth", "exporter", "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        text = ""
+        for _ in range(60):
+            time.sleep(1)
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            except OSError:
+                continue
+            if 'nodesleuth_pod_cpu_ratio{' in text and "nodesleuth_container_restarts{" in text:
+                break
+    finally:
+        exp.terminate()
+        exp.wait(30)
+    rows = [l for l in text.splitlines() if l.startswith("nodesleuth_pod_cpu_ratio{")]
+    assert any('namespace="ml-train"' in l and 'pod="ray-worker-1"' in l and 'container="spin"' in l
+               and 'cpu="1"' in l for l in rows), rows
+    assert len(rows) <= 8
+    loops = [l for l in text.splitlines() if l.startswith("nodesleuth_container_restarts{")]
+    assert any('pod="flaky-0"' in l and 'container="worker"' in l and l.endswith(" 3.0") for l in loops), loops
+    assert len(loops) <= 10
+
+
 @pytest.mark.slow  # a 20 s check window
 def test_container_restart_loop_is_proven_as_the_zombie_maker(kubelet, tmp_path):
     """A container that writes a file to a hostPath volume and exits, restarted again and again through
@@ -244,3 +284,23 @@ def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
     loop_lk = links["unit_loop"]
     assert loop_lk["data"]["owner"] == "batch/agent-5f6c/agent" and loop_lk["data"]["restarts"] > 0, loop_lk
     assert "container batch/agent-5f6c/agent restarted" in loop_lk["summary"]
+    # the web view: the incidents page (a real Chromium) and the heatmap cell's process list
+    from test_web import CHROMIUM, served_page
+
+    if not os.path.exists(CHROMIUM):
+        missing("Debian's chromium is not installed (scripts/setup-tests.sh)")
+    from playwright.sync_api import sync_playwright
+
+    core = links["saturated_core"]["data"]
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            with served_page(b, store, "/#incidents") as pg:
+                pg.wait_for_selector(".incident", timeout=60000)
+                text = pg.locator("#incidents").inner_text()
+                assert "in pod ml-train/ray-worker-0/spin" in text and "batch/agent-5f6c/agent" in text, text[:3000]
+                cell = pg.evaluate(f"fetch('/api/cell?cpu={core['cpu']}&t={(core['start'] + core['end']) / 2}')"
+                                   ".then(r => r.json())")
+                assert any(p.get("pod") == "ml-train/ray-worker-0/spin" for p in cell["procs"]), cell
+        finally:
+            b.close()

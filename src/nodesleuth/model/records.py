@@ -826,7 +826,12 @@ class Hogs(Section):
     quota throttled them (cpu.stat nr_throttled, throttled time). At most 8 a tick: bounded."""
 
     FIELD = "hogs"
-    NO_METRICS = "per-process labels would be unbounded: in dump and in explain's evidence"
+    # per-process labels would be unbounded; a pod's container is named only on these rows (>= 20% of a CPU,
+    # at most MAX a second), so the series at any scrape are at most MAX
+    METRICS = (Metric("nodesleuth_pod_cpu_ratio", "gauge", "Fraction of a CPU a Kubernetes pod's container took over "
+                      "the last interval, for the processes that took >= 20% of a CPU (at most 8 series)",
+                      ("cpu", "namespace", "pod", "container")),)
+    MAX: ClassVar[int] = 8
     WEB = "not shown: explain's evidence for the processes on a hot core (class, throttling)"
 
     rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms",
@@ -841,7 +846,17 @@ class Hogs(Section):
                 k = (r["pid"], r["cpu"])
                 if k not in best or r["pct"] > best[k]["pct"]:
                     best[k] = r
-        return cls(sorted(best.values(), key=lambda r: -r["pct"])[:8])
+        return cls(sorted(best.values(), key=lambda r: -r["pct"])[:cls.MAX])
+
+    def samples(self):
+        by: dict = {}
+        for r in self.rows:
+            p = r.get("pod")
+            if p:
+                k = (str(r["cpu"]), p.get("namespace", ""), p.get("pod", "") or p.get("uid", ""), p.get("container", ""))
+                by[k] = by.get(k, 0.0) + r["pct"] / 100
+        for k, v in list(by.items())[:self.MAX]:
+            yield "nodesleuth_pod_cpu_ratio", k, round(v, 4)
 
 
 @dataclass
