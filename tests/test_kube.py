@@ -304,3 +304,44 @@ def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
                 assert any(p.get("pod") == "ml-train/ray-worker-0/spin" for p in cell["procs"]), cell
         finally:
             b.close()
+
+
+@pytest.mark.slow  # boots a VM (QEMU TCG)
+def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
+    """The same on a pure cgroup-v2 kernel (Debian's 6.12 in QEMU, tests/vm): containerd with the cgroupfs
+    driver puts pods under /kubepods on the unified hierarchy; check names the hot pod and proves the
+    crash-looping pod's containers as the creator of its zombies."""
+    sys.path.insert(0, str(Path(__file__).parent / "vm"))
+    import vmrun
+
+    try:
+        vmrun.ensure_kernel()
+    except vmrun.VMUnavailable as e:
+        missing(f"no VM can run here: {e}")
+    why = cri.available()
+    if why and "another containerd" not in why:
+        missing(why)
+    staged = vmrun.stage_source(str(Path(__file__).parent.parent), full=True)
+    cmd = f"cd / && PYTHONPATH={staged}/src $VMRUN_PYTHON {staged}/vm/kube_scenario.py {staged}/tests 1"
+    r = vmrun.run_in_vm(cmd, cpus=2, mem="2G", timeout=900)
+    assert r.rc == 0, f"guest exited {r.rc} after {r.wall:.0f} s: {r.stderr[-3000:]}"
+    out = json.loads(r.stdout)
+    assert out["why_not"] is None, out
+    assert out["kernel"].startswith("6.12"), out["kernel"]
+    hot = out["hot"]["doc"]
+    f = finding(hot, "hot_core", cpu=1)
+    if f is None and hot["cpus"]["0"]["busy"] >= 50:
+        pytest.fail(f"the guest's CPU 0 was busy ({hot['cpus']['0']['busy']:.0f}%): no hot-core rule possible")
+    assert f is not None, [x["title"] for x in hot["findings"]]
+    top = f["data"]["top"][0]
+    assert top["pod"]["uid"] == out["hot_uid"] and top["pod"]["pod"] == "ray-worker-0", top
+    assert top["pod"]["container"] == "spin"
+    assert not out["loop_errors"], out["loop_errors"]
+    assert out["restarts"] >= 10, out["restarts"]
+    loop = out["loop"]["doc"]
+    z = next(x for x in loop["findings"] if x["kind"] == "zombie_cgroups" and x["data"]["controller"] == "memory")
+    assert z["data"]["version"] == "v2"
+    proven = z["data"]["proven_pod"]
+    assert proven is not None, z["evidence"]
+    assert (proven["namespace"], proven["pod"], proven["uid"], proven["container"]) == \
+        ("batch", "agent-5f6c", out["loop_uid"], "agent")
