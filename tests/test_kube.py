@@ -345,3 +345,28 @@ def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
     assert proven is not None, z["evidence"]
     assert (proven["namespace"], proven["pod"], proven["uid"], proven["container"]) == \
         ("batch", "agent-5f6c", out["loop_uid"], "agent")
+
+
+def test_names_read_through_a_host_mount(kubelet):
+    """As the DaemonSet reads the node: the host's / bind-mounted at another path (/host in the pod), with
+    the pod's processes named through it (kubelet's logs, containerd's bundles and /proc under --root)."""
+    import subprocess
+
+    pod = kubelet.run_pod("team-c", "api-0", "burstable")
+    cid = kubelet.start_container(pod, "api", ["sh", "-c", "sleep 300"])
+    pid = kubelet.container_pid(cid)
+    host = tempfile.mkdtemp(prefix="nodesleuth-hostview-", dir="/var/tmp")
+    code = ("import json,sys; from nodesleuth.node.kube import Pods; from nodesleuth.node.root import Root; "
+            f"r = Root({host!r}); print(r.kind); print(json.dumps(Pods(r).of_pid({pid}).to_dict()))")
+    try:
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            f"mount --rbind / {host} && exec {sys.executable} -c \"$0\"", code],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        os.rmdir(host)
+    assert p.returncode == 0, p.stderr
+    kind, doc = p.stdout.splitlines()[:2]
+    assert kind == "host"  # a live host through a mount, not a recorded tree
+    ref = json.loads(doc)
+    assert (ref["namespace"], ref["pod"], ref["container"], ref["container_id"], ref["restarts"]) == \
+        ("team-c", "api-0", "api", cid, 0)
