@@ -325,6 +325,8 @@ def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
     cmd = f"cd / && PYTHONPATH={staged}/src $VMRUN_PYTHON {staged}/vm/kube_scenario.py {staged}/tests 1"
     r = vmrun.run_in_vm(cmd, cpus=2, mem="2G", timeout=900)
     assert r.rc == 0, f"guest exited {r.rc} after {r.wall:.0f} s: {r.stderr[-3000:]}"
+    os.makedirs(Path(__file__).parent / "artifacts", exist_ok=True)
+    (Path(__file__).parent / "artifacts" / "vm-kube.json").write_text(r.stdout)
     out = json.loads(r.stdout)
     assert out["why_not"] is None, out
     assert out["kernel"].startswith("6.12"), out["kernel"]
@@ -342,7 +344,7 @@ def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
     z = next(x for x in loop["findings"] if x["kind"] == "zombie_cgroups" and x["data"]["controller"] == "memory")
     assert z["data"]["version"] == "v2"
     proven = z["data"]["proven_pod"]
-    assert proven is not None, z["evidence"]
+    assert proven is not None, (z["evidence"], loop["churn"])
     assert (proven["namespace"], proven["pod"], proven["uid"], proven["container"]) == \
         ("batch", "agent-5f6c", out["loop_uid"], "agent")
 

@@ -62,7 +62,7 @@ def main() -> None:
 
         t = threading.Thread(target=loop, daemon=True)
         t.start()
-        out["loop"] = check("--seconds", "20", "--no-probe")
+        out["loop"] = check("--seconds", "40", "--no-probe")
         stop.set()
         t.join(120)
         out["loop_errors"] = errors
