@@ -27,6 +27,8 @@ command -v go >/dev/null || need+=(golang-go)
 command -v ip >/dev/null || need+=(iproute2)
 command -v iptables >/dev/null || need+=(iptables)
 command -v ss >/dev/null || need+=(iproute2)
+# issue 39: Debian's containerd, driven through its CRI API by tests/cri as kubelet drives it
+command -v containerd >/dev/null || need+=(containerd)
 if [ ${#need[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq "${need[@]}" >/dev/null

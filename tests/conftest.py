@@ -199,7 +199,7 @@ def start_crasher(ns, exit_code: int = 1) -> None:
 # --- the suite must not leak: processes it started, cgroups it made ------------------------------
 
 LEAK_COMMS = ("perf", "unshare", "dataloader", "napi-poll", "ecs-agent", "ns-busyloop", "ns-recloop", "ns-spin",
-              "decoy-loop", "ep-loop", "pin-0", "pin-1", "roamer", "rt-hog")
+              "decoy-loop", "ep-loop", "pin-0", "pin-1", "roamer", "rt-hog", "containerd", "containerd-shim")
 
 
 def _leak_snapshot() -> tuple[set, set]:

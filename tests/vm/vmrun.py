@@ -358,8 +358,10 @@ def host_python() -> str:
     if exe:
         return exe
     exe = shutil.which("python3") or sys.executable
-    out = _run([exe, "-c", "import sys; print(sys.executable)"]).stdout.strip()
-    return os.path.realpath(out or sys.executable)
+    out = _run([exe, "-c", "import sys; print(sys.executable)"]).stdout.strip() or sys.executable
+    if (Path(out).parent.parent / "pyvenv.cfg").exists():
+        return out  # a venv's python: its site-packages come with its path (resolved, the base has none)
+    return os.path.realpath(out)
 
 
 def _venv(path: Path, python: str) -> Path:

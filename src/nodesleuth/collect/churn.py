@@ -17,6 +17,7 @@ import time
 from ..node.children import spawn, spawn_reaped
 from ..model.churn import parse_script, summarise
 from ..model.records import ChurnSummary
+from ..node.kube import name_creators
 
 EVENTS = ("cgroup:cgroup_mkdir", "cgroup:cgroup_rmdir", "cgroup:cgroup_release")
 
@@ -71,7 +72,8 @@ class ChurnTracer:
             time.sleep(0.05)
         return True
 
-    def stop(self, seconds: float) -> ChurnSummary | None:
+    def stop(self, seconds: float, root=None) -> ChurnSummary | None:
+        """The trace's summary; creators under a Kubernetes pod are named from the node at `root`."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -90,4 +92,6 @@ class ChurnTracer:
                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
         out, _ = p.communicate(timeout=120)
         shutil.rmtree(self.dir, ignore_errors=True)
-        return summarise(parse_script(out), seconds)
+        summary = summarise(parse_script(out), seconds)
+        name_creators(summary.creators, root or "/")
+        return summary

@@ -1,22 +1,27 @@
 """A closer look at the processes that took a large share of a CPU this tick (at most MAX): their
 scheduling class and real-time priority (/proc/PID/stat fields 41 and 40: a SCHED_FIFO task at 100%
 of a CPU starves that CPU's ksoftirqd), and their cgroup's CPU quota throttling (cpu.stat: v2
-nr_throttled and throttled_usec; v1 cpu controller nr_throttled and throttled_time in ns). Bounded:
-a few files per hot process per tick, nothing per cgroup of the node."""
+nr_throttled and throttled_usec; v1 cpu controller nr_throttled and throttled_time in ns), and the
+Kubernetes pod and container they run in (node/kube.py: from the cgroup path, the runtime's bundle and
+kubelet's log directories). Bounded: a few files per hot process per tick, a bundle read once per
+container, kubelet's log directories listed at most every REFRESH seconds; nothing per cgroup of the node."""
 
 from __future__ import annotations
 
 import os
+import time
 
 from ..model.errors import InputError
 from ..model.records import Hogs
 from ..node.cgroupfs import mounts, v1_mount, v2_mount
+from ..node.kube import Pods
 from ..node.pread import Preader
 from ..node.root import Root
 from .registry import collector
 
 MIN_PCT = 20.0
 MAX = 8
+REFRESH = 10.0  # seconds between listings of kubelet's log directories (pods and restart counts)
 POLICY = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "deadline"}
 
 
@@ -53,6 +58,8 @@ class HogsReader:
     def __init__(self, root: Root, reader: Preader):
         self.root, self.reader = root, reader
         self.prev: dict[str, tuple[int, float]] = {}  # cgroup -> last (nr_throttled, ms)
+        self.pods: Pods | None = None
+        self.pods_at = 0.0
         try:
             ms = mounts(root)
             v1 = v1_mount(ms, "cpu")
@@ -73,6 +80,9 @@ class HogsReader:
             return None  # it exited between the scan and now
         row = {"pid": u.pid, "comm": u.comm, "cpu": u.cpu, "pct": round(u.pct, 1),
                "policy": POLICY.get(policy, str(policy)), "rt_priority": prio, "cgroup": cg}
+        pod = self._pod(cg)
+        if pod is not None:
+            row["pod"] = pod.to_dict()
         if cg is not None:
             st = self.root.read_opt(os.path.join(self.cpu_mount, cg.lstrip("/"), "cpu.stat"))
             if st is not None:
@@ -82,6 +92,17 @@ class HogsReader:
                 row["nr_throttled"] = n - p[0] if p else None
                 row["throttled_ms"] = round(ms - p[1], 1) if p else None
         return row
+
+    def _pod(self, cg: str | None):
+        if not cg or "kubepods" not in cg:
+            return None
+        now = time.monotonic()
+        if self.pods is None:
+            self.pods, self.pods_at = Pods(self.root), now
+        elif now - self.pods_at >= REFRESH:
+            self.pods.refresh()
+            self.pods_at = now
+        return self.pods.of_cgroup(cg)
 
     def read(self, interval: float, seen=None) -> Hogs | None:
         hot = sorted((u for u in (seen.procs if seen else []) if u.pct >= MIN_PCT), key=lambda u: -u.pct)[:MAX]

@@ -171,7 +171,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
         notes.append(f"{UNMOUNTED}: {unread.pop(UNMOUNTED)}")
     for section, why in unread.items():
         notes.append(f"could not read {section}: {why}; {section} not checked")
-    churn = tracer.stop(seconds) if tracer else None
+    churn = tracer.stop(seconds, root) if tracer else None
     if tracer and churn is None and tracer.error:
         notes.append(f"cgroup churn trace failed: {tracer.error}")
 
@@ -244,5 +244,6 @@ def to_json(res: CheckResult, root: str) -> dict:
                 "seconds": round(res.churn.seconds, 2), "events": res.churn.events,
                 "released": res.churn.released, "still_dying": res.churn.still_dying,
                 "creators": [{"comm": c.comm, "pattern": c.pattern, "hierarchy": c.hierarchy, "mkdir": c.mkdir,
-                              "rmdir": c.rmdir, "unit": c.unit, "pids": sorted(c.pids)[:20]}
+                              "rmdir": c.rmdir, "unit": c.unit, "pids": sorted(c.pids)[:20],
+                              **({"pod": c.pod} if c.pod else {})}
                              for c in res.churn.creators[:20]]}}

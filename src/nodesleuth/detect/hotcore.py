@@ -7,6 +7,7 @@ NET_RX rate), so a check can say "ksoftirqd/1 waited 4.8 s of 5 s".
 
 from __future__ import annotations
 
+from ..model.kube import KUBELET_READER, is_kubelet, pod_name
 from ..model.records import softnet_on, softnet_text
 from ..remedy.actions import Action
 from .findings import Finding
@@ -34,7 +35,7 @@ def describe_victim(cpu: int, v: dict) -> list[str]:
 def finding(e: Episode, ticks) -> Finding:
     kernel = e.sys_mean + e.soft_mean + e.irq_mean
     est = any(p.estimate for p in e.top)
-    procs = ", ".join(f"{p.comm} (pid {p.pid}) {p.pct:.0f}% of the CPU = {100 * p.share:.0f}% of its busy time"
+    procs = ", ".join(f"{p.label} {p.pct:.0f}% of the CPU = {100 * p.share:.0f}% of its busy time"
                       for p in e.top[:5]) or "no process seen"
     v = victim(ticks, e.cpu, e.start, e.end)
     ev = [f"CPU {e.cpu} was {e.busy_mean:.0f}% busy (min {e.busy_min:.0f}%) for {e.seconds:.1f} s "
@@ -42,6 +43,9 @@ def finding(e: Episode, ticks) -> Finding:
           f"CPU {e.cpu} split: user {e.usr_mean:.0f}%, sys {e.sys_mean:.0f}%, softirq {e.soft_mean:.0f}%, "
           f"irq {e.irq_mean:.0f}%",
           f"on CPU {e.cpu}: {procs}" + (" (estimate: threads that migrated were split over CPUs)" if est else "")]
+    if any(is_kubelet(p.comm) for p in e.top[:3]):
+        ev.append(KUBELET_READER + (f": with {e.sys_mean:.0f}% sys on CPU {e.cpu}, check the zombie and live memcg "
+                                    "counts (the walk grows with them)" if e.sys_mean >= 50 else ""))
     ev += describe_victim(e.cpu, v)
     sn = softnet_on(ticks, e.cpu, e.start, e.end)  # the network receive work the core left undone
     if sn:
@@ -50,7 +54,12 @@ def finding(e: Episode, ticks) -> Finding:
     cmds = [f"perf record -C {e.cpu} -g -- sleep 10   # or: nodesleuth record --profile, then explain"]
     if e.top:
         p = e.top[0]
-        cmds.append(f"if {p.comm} should not run there: taskset -pc <other cpus> {p.pid}")
+        if p.pod:  # a pod's CPUs are kubelet's to set: its owner asks for them, nodesleuth never moves a pod
+            cmds.append(f"pod {pod_name(p.pod)} holds CPU {e.cpu}: its owner sets its CPU requests/limits "
+                        f"(or the CPU manager's static policy), kubectl -n {p.pod.get('namespace') or '<ns>'} "
+                        f"describe pod {p.pod.get('pod') or '<pod>'}")
+        else:
+            cmds.append(f"if {p.comm} should not run there: taskset -pc <other cpus> {p.pid}")
     if kernel >= 50:
         cmds.append("mostly kernel time: check zombie cgroups and NIC IRQ/NAPI placement "
                     "(grep Tx-Rx /proc/interrupts; IRQBALANCE_BANNED_CPUS)")

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ..model.kube import pod_name
 from ..model.rules import is_nic
 from ..model.thresholds import HOT_BUSY, HOT_SECONDS, OTHERS_MAX
 
@@ -36,6 +37,12 @@ class ProcShare:
     pct: float  # mean % of the CPU over the episode
     share: float  # pct / the CPU's mean busy %
     estimate: bool = False  # most of its share scaled or spread by the per-CPU fit (threads migrated)
+    pod: dict | None = None  # its Kubernetes pod and container (model/kube.py PodRef.to_dict), when in one
+
+    @property
+    def label(self) -> str:
+        """`comm (pid N)`, with namespace/pod/container when it runs in a pod."""
+        return f"{self.comm} (pid {self.pid})" + (f" in pod {pod_name(self.pod)}" if self.pod else "")
 
 
 @dataclass
@@ -66,7 +73,7 @@ class Episode:
                 "irq": round(self.irq_mean, 1), "others_busy": round(self.others_mean, 1),
                 "node_busy": round(self.node_mean, 1), "excess": round(self.excess, 1),
                 "top": [{"pid": p.pid, "comm": p.comm, "pct": round(p.pct, 1), "share": round(p.share, 3),
-                         "estimate": p.estimate} for p in self.top]}
+                         "estimate": p.estimate, **({"pod": p.pod} if p.pod else {})} for p in self.top]}
 
 
 @dataclass
@@ -181,7 +188,20 @@ def episodes(ticks, **kw) -> list[Episode]:
     for t in ticks:
         out += tr.feed(t)
     out += tr.close()
+    pods = pods_seen(ticks)
+    for e in out:
+        e.top = [replace(p, pod=pods.get(p.pid)) if p.pid in pods else p for p in e.top]
     return sorted(out, key=lambda e: (-e.seconds, e.cpu, e.start))
+
+
+def pods_seen(ticks) -> dict[int, dict]:
+    """pid -> its pod, for the processes the hogs collector looked at closer (those on hot cores)."""
+    out: dict[int, dict] = {}
+    for t in ticks:
+        for r in (t.hogs.rows if getattr(t, "hogs", None) else ()):
+            if r.get("pod"):
+                out[r["pid"]] = r["pod"]
+    return out
 
 
 # --- NIC events ---------------------------------------------------------------------------------

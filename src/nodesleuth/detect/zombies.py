@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..model.kube import pod_owner
 from ..model.records import Census
 from ..model.records import ChurnSummary
 from ..model.records import MemcgCost
@@ -11,6 +12,7 @@ from ..model.records import Unit
 from ..remedy.actions import Action, protected
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import proof
+from .containers import owner_commands
 from .findings import Finding, human_bytes
 from .registry import detector
 from .window import Window
@@ -82,17 +84,23 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
     rem: list[str] = []
     acts: list[Action] = []
     makers = []
-    proven_unit = None
+    proven_unit = proven_pod = None
     if churn is not None and churn.creators:
         for cr in churn.creators[:3]:
             ev.append(f"churn traced for {churn.seconds:.0f} s: {cr.comm} made {cr.mkdir} and removed "
                       f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else "")
+                      + (f" (containers of pod {pod_owner(cr.pod)})" if cr.pod else "")
                       + f"; {cr.freed} freed, {cr.still_dying} still dying at the end")
-            makers.append(cr.unit or cr.comm)
+            makers.append(f"pod {pod_owner(cr.pod)}" if cr.pod else cr.unit or cr.comm)
         top = churn.creators[0]  # the most lasting (model/churn.py)
         vd, share = proof.creator(top.still_dying, growth, dying)
         tied = None
-        if vd == proof.PROVEN:
+        if vd == proof.PROVEN and top.pod:
+            # kubelet restarts the container and the runtime makes its cgroup: the pod is the creator
+            proven_pod = top.pod
+            ev.append(f"proven creator: the containers of pod {pod_owner(top.pod)} ({top.comm} made them) left "
+                      f"{top.still_dying} cgroups dying and the dying count grew {growth:+d}")
+        elif vd == proof.PROVEN:
             hit = proof.tie(top.unit, len(top.pids), [(u, grew.get(u.id, 0)) for u in loopers])
             tied = hit[0].id if hit else None
             ev.append(f"proven creator: {top.comm} left {top.still_dying} cgroups dying and the dying count grew "
@@ -113,6 +121,12 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
                    f"systemctl mask {proven_unit})")
         acts.append(Action("disable_unit", proven_unit, f"{proven_unit} makes cgroups that stay dying",
                            protected=protected(proven_unit)))
+    if proven_pod:
+        who = pod_owner(proven_pod)
+        rem += owner_commands(proven_pod, proven_pod.get("container") or "<container>")
+        acts.append(Action("investigate", who, f"the containers of pod {who} make cgroups that stay dying "
+                           "(its owner fixes or removes it: nodesleuth never deletes a pod)",
+                           commands=owner_commands(proven_pod, proven_pod.get("container") or "<container>")))
     for s in census.dying_subtrees[:3]:
         ev.append(f"{s.dying} dying cgroups were removed from under {s.path}")
         makers.append(s.path)
@@ -126,7 +140,7 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
         rem.append("reclaim under the parent: echo 1G > /sys/fs/cgroup/<parent>/memory.reclaim "
                    "(or drop_caches)")
     rem.append("reboot if the count does not fall (cache that is mapped or in use keeps them pinned)")
-    if ctrl in ("memory", "all") and (sev == "critical" or proven_unit):
+    if ctrl in ("memory", "all") and (sev == "critical" or proven_unit or proven_pod):
         acts.append(Action("reclaim", census.dying_subtrees[0].path if census.dying_subtrees and ver == "v2" else "",
                            f"{dying} dying memory cgroups"))
     title = (f"{dying} zombie {ctrl} cgroups ({ver}): {tracked} tracked vs {live} live"
@@ -136,7 +150,7 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
                     "ratio": round(tracked / max(1, live), 1), "growth": growth, "seconds": round(seconds, 1),
                     "percpu_bytes": percpu, "slab_bytes": slab, "creators": makers,
                     "dying_subtrees": [{"path": s.path, "dying": s.dying} for s in census.dying_subtrees],
-                    "proven_unit": proven_unit,
+                    "proven_unit": proven_unit, "proven_pod": proven_pod,
                     "memcg_cost": cost.to_dict() if held else None,
                     "dying_percpu_bytes": round(dying * cost.percpu_bytes) if held else None}, acts)
 

@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from ..detect import proof
 from . import dose, families
 from ..detect.incidents import (NIC_LOOKBACK, Episode, Incident, _window, describe_event_cpu, episodes,
-                                event_cpu, victim)
+                                event_cpu, victim, pods_seen)
 from ..detect.proof import verdict
 from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS, MIN_ZOMBIES, NOT_PROVEN, OBSERVED,
                                 OTHERS_MAX, PROVE, PROVEN, UNKNOWN, ZOMBIE_AGE)
 from ..model.churn import creators
+from ..model.kube import KUBELET_READER, is_kubelet, pod_name, pod_owner
+from ..detect.containers import owner_commands
 from ..model.frames import LOCK, MEMCG, RECLAIM, SOFTIRQ
 from ..model.records import Creator, softnet_on, softnet_text, sockets_in, tcp_in
 from ..profile.parse import UNNAMED
@@ -118,7 +120,7 @@ def build(rec, inc: Incident) -> Explained:
     ex.dose = dose.response(rec, ep.cpu, inc.end)
     walk = next((h for h in hs if h.family == "memcg_walk"), None)
     if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]) and walk is not None and walk.verdict == PROVEN:
-        ex.root_cause, ex.family = chain[-1].data["unit"], "memcg_walk"
+        ex.root_cause, ex.family = chain[-1].data["unit"] or f"pod {chain[-1].data['owner']}", "memcg_walk"
     else:
         best = next((h for h in hs if h.verdict == PROVEN and h.family != "memcg_walk"), None)
         if core_ok and best is not None and best.cause:
@@ -406,17 +408,26 @@ def _processes(rec, ep: Episode, prof: CoreProfile | None) -> Link:
                   if any(p.estimate for p in ep.top) else ""))
     if not rows:
         return Link("processes", UNKNOWN, f"no per-process data on CPU {ep.cpu}", None, rule)
+    pods = pods_seen(x for x in rec.ticks if ep.start - 1 <= x.time <= ep.end + 1)
+    for r in rows:
+        if r["pid"] in pods:
+            r["pod"] = pods[r["pid"]]
     share = min(1.0, sum(r["share"] for r in rows))
     ev = [src]
     for r in rows:
         kern = "" if r["kernel"] is None else f", {pct(r['kernel'])} of it in the kernel" + (
             f" ({pct(r['memcg'])} in memcg code)" if r["memcg"] else "")
-        ev.append(f"{r['comm']} (pid {r['pid']}): {100 * r['cpu_share']:.0f}% of CPU {ep.cpu}, "
-                  f"{pct(r['share'])} of its busy time{kern}")
-    summary = ", ".join(f"{r['comm']} (pid {r['pid']}) {pct(r['share'])}" for r in rows[:3]) + " of the busy time"
+        ev.append(f"{_who(r)}: {100 * r['cpu_share']:.0f}% of CPU {ep.cpu}, "
+                  f"{pct(r['share'])} of its busy time{kern}" + (f"; {KUBELET_READER}" if is_kubelet(r["comm"]) else ""))
+    summary = ", ".join(f"{_who(r)} {pct(r['share'])}" for r in rows[:3]) + " of the busy time"
     return Link("processes", verdict(share), summary, share, rule, ev,
                 {"top": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows],
                  "source": rows[0]["source"]})
+
+
+def _who(r: dict) -> str:
+    """`comm (pid N)`, with namespace/pod/container for a process in a pod."""
+    return f"{r['comm']} (pid {r['pid']})" + (f" in pod {pod_name(r['pod'])}" if r.get("pod") else "")
 
 
 def _functions(ep: Episode, prof: CoreProfile | None) -> Link:
@@ -545,12 +556,14 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
     if d0 is not None and d1 is not None and d0.memory_dying() is not None and d1.memory_dying() is not None:
         growth = d1.memory_dying() - d0.memory_dying()
     top = cs[0]
+    _name_pods(rec, cs)
     vd, share = proof.creator(top.still_dying, growth, d1.memory_dying() if d1 else None)
     ev = []
     for c in cs[:4]:
         life = (f"; lifetime of freed ones: median {statistics.median(c.lifetimes):.2f} s, max {max(c.lifetimes):.2f} s"
                 if c.lifetimes else "")
-        ev.append(f"{c.comm} made {c.mkdir} cgroups like {c.pattern} from {len(c.pids)} processes "
+        ev.append(f"{c.comm} made {c.mkdir} cgroups like {c.pattern}"
+                  + (f" (containers of pod {pod_owner(c.pod)})" if c.pod else "") + f" from {len(c.pids)} processes "
                   f"({iso(c.first)} .. {iso(c.last)}); removed {c.rmdir}: {c.still_dying} stayed dying "
                   f">= {ZOMBIE_AGE:.0f} s, {c.freed} freed sooner, {c.young} too recent to tell{life}")
     if growth is not None:
@@ -564,15 +577,56 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
                       else f"{top.still_dying} stayed dying, {top.freed} freed within {ZOMBIE_AGE:.0f} s, "
                            f"{top.young} too recent"))
     else:
-        summary = (f"{top.comm} ({top.pattern}): {top.still_dying} lasting zombies"
+        summary = ((f"the containers of pod {pod_name(top.pod)} ({top.comm}, {top.pattern})" if top.pod
+                    else f"{top.comm} ({top.pattern})") + f": {top.still_dying} lasting zombies"
                    + (f" = {pct(share)} of the dying growth" if share is not None else "")
                    + ("" if vd != CONTRIBUTING or growth is None or growth >= PROVE * top.still_dying else
                       f", but the dying count grew only {growth:+d}"))
     data = {"comm": top.comm, "pattern": top.pattern, "made": top.mkdir, "removed": top.rmdir,
             "lasting": top.still_dying, "freed_fast": top.freed, "young": top.young, "processes": len(top.pids),
-            "unit_by_path": top.unit, "dying_growth": growth,
+            "unit_by_path": top.unit, "dying_growth": growth, "pod": top.pod,
             "median_lifetime": round(statistics.median(top.lifetimes), 3) if top.lifetimes else None}
     return Link("creator", vd, summary, share, rule, ev, data), {"creator": top}
+
+
+def _kube(rec, t0: float | None = None, t1: float | None = None) -> list:
+    """The recording's Kube snapshots (pods and restart counts) between t0 and t1 (all when None)."""
+    return [x.kube for x in rec.ticks if getattr(x, "kube", None) is not None
+            and (t0 is None or x.time >= t0) and (t1 is None or x.time <= t1)]
+
+
+def _name_pods(rec, cs) -> None:
+    """Names for creators under a pod, from the last snapshot that knew the pod's uid (in place)."""
+    snaps = _kube(rec)
+    for c in cs:
+        if c.pod:
+            known = next((s.by_uid()[c.pod["uid"]] for s in reversed(snaps) if c.pod["uid"] in s.by_uid()), None)
+            if known:
+                conts = known.get("containers") or {}
+                top = max(conts.items(), key=lambda kv: kv[1], default=None)
+                c.pod = {**c.pod, "namespace": known["namespace"], "pod": known["pod"],
+                         **({"container": top[0], "restarts": top[1]} if top else {})}
+
+
+def _pod_loop(rec, inc: Incident, creator: Link, c: Creator, rule: str) -> Link:
+    """The restart loop of a pod's container: its restarts over the recording (kubelet's counts), proven
+    when the creator (its containers' cgroups) is proven and the container restarted."""
+    pod = c.pod
+    snaps = _kube(rec, None, inc.end + ZOMBIE_AGE * 4)
+    name = pod.get("container", "")
+    counts = [p.get("containers", {}).get(name) for s in snaps for p in s.pods if p["uid"] == pod["uid"]]
+    counts = [n for n in counts if n is not None]
+    d = counts[-1] - counts[0] if len(counts) >= 2 else (counts[-1] if counts else 0)
+    vd = PROVEN if creator.verdict == PROVEN and d > 0 else NOT_PROVEN
+    who = pod_name(pod)
+    ev = [f"tied to {c.comm} by cgroup path: the cgroups it made sit under pod {pod.get('namespace', '')}/"
+          f"{pod.get('pod', '')} (uid {pod['uid']}, QoS {pod.get('qos', '?')})",
+          f"kubelet's logs count {counts[-1] if counts else '?'} restarts of container {name or '?'}"
+          + (f", {d:+d} over the recording" if len(counts) >= 2 else "")]
+    summary = (f"container {who} restarted {d} times ({counts[-1] if counts else '?'} in all)"
+               + ("" if vd == PROVEN else "; its cgroups are not shown to stay dying"))
+    return Link("unit_loop", vd, summary, 1.0 if vd == PROVEN else 0.0, rule, ev,
+                {"unit": None, "pod": pod, "owner": who, "restarts": d, "tied": True, "tied_by": "pod cgroup path"})
 
 
 def _loopers(rec, t0: float, t1: float) -> list:
@@ -599,6 +653,8 @@ def _unit(rec, inc: Incident, creator: Link, found: dict) -> Link:
             f"({lo}-{hi} per restart); proven when tied and the creator is proven")
     loopers = _loopers(rec, rec.start, inc.end)
     c: Creator | None = found.get("creator")
+    if c is not None and c.pod:  # a container's restart loop: kubelet restarts it, the pod is the owner
+        return _pod_loop(rec, inc, creator, c, rule)
     unit, how, d = None, "", 0
     if c is not None:
         hit = proof.tie(c.unit, len(c.pids), loopers)
@@ -666,7 +722,7 @@ def _leading(ex: Explained, ep: Episode, prof: CoreProfile | None) -> str:
         where = ""
         if p.get("kernel") is not None:
             where = ", user space" if p["kernel"] < 0.5 else f", {pct(p['kernel'])} in the kernel"
-        return f"{p['comm']} (pid {p['pid']}), {pct(p['cpu_share'])} of CPU {ep.cpu}{where}"
+        return f"{_who(p)}, {pct(p['cpu_share'])} of CPU {ep.cpu}{where}"
     return f"CPU {ep.cpu} saturated (sys {ep.sys_mean:.0f}%), by what is unknown"
 
 
@@ -674,8 +730,14 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
     acts: list[Action] = []
     if ex.root_cause and ex.family == "memcg_walk":
         unit = ex.link("unit_loop").data
-        acts.append(Action("disable_unit", unit["unit"], f"{unit['unit']} is proven to make the zombies that cost "
-                           f"CPU {ep.cpu}", protected=unit.get("protected", False)))
+        if unit.get("pod"):  # its owner fixes or removes the workload: nodesleuth never deletes a pod
+            pod = unit["pod"]
+            acts.append(Action("investigate", unit["owner"], f"the containers of pod {unit['owner']} are proven to "
+                               f"make the zombies that cost CPU {ep.cpu}",
+                               commands=owner_commands(pod, pod.get("container") or "<container>")))
+        else:
+            acts.append(Action("disable_unit", unit["unit"], f"{unit['unit']} is proven to make the zombies that "
+                               f"cost CPU {ep.cpu}", protected=unit.get("protected", False)))
     res = ex.link("resource")
     if res is not None and res.verdict == PROVEN and res.data.get("dying") and ex.family in ("", "memcg_walk"):
         # cgroup v2: reclaim under the parent the zombies were removed from (memory.reclaim), else the node

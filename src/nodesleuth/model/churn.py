@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from . import kube
 from .records import CgEvent, ChurnSummary, Creator
 
 
@@ -17,15 +18,22 @@ LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<pid>-?\d+)(?:/(?P<tid>\d+))?\s+(?:\[
 
 
 _HEX = re.compile(r"[0-9a-f]{12,}|\d+")
+_POD = re.compile(r"^(?:[a-z0-9_]+-)?(?:kubepods-(?:burstable-|besteffort-)?)?pod[0-9a-fA-F_-]+(?:\.slice)?$")
 
 
 def path_pattern(path: str) -> str:
-    """Group churn by shape: /docker/<64 hex> -> /docker/*, /lab/ecs-123 -> /lab/ecs-*."""
-    return "/".join(_HEX.sub("*", p) for p in path.split("/"))
+    """Group churn by shape: /docker/<64 hex> -> /docker/*, /lab/ecs-123 -> /lab/ecs-*. A Kubernetes pod's
+    own cgroup (`pod<uid>`, `kubepods-...-pod<uid>.slice`) is kept whole: the pod is what a restart loop
+    is blamed on, so two pods' containers are two creators."""
+    return "/".join(p if _POD.match(p) else _HEX.sub("*", p) for p in path.split("/"))
 
 
 def unit_of_path(path: str) -> str | None:
-    """The systemd unit a cgroup path sits under (deepest .service/.scope component)."""
+    """The systemd unit a cgroup path sits under (deepest .service/.scope component); none for a
+    Kubernetes container's scope (cri-containerd-<id>.scope is one restart of a container, not a unit:
+    its pod is its owner)."""
+    if kube.from_cgroup(path) is not None:
+        return None
     for comp in reversed(path.split("/")):
         if comp.endswith((".service", ".scope")):
             return comp
@@ -43,13 +51,13 @@ def parse_script(text: str) -> list[CgEvent]:
 
 
 def creators(events: list[CgEvent], trace_end: float, age: float) -> list[Creator]:
-    """Per creator (comm, path pattern): what it made and removed, and which of those stayed dying.
+    """Per creator (hierarchy, comm, path pattern): what it made and removed, and which of those stayed dying.
 
     A removed cgroup is lasting when it was still dying `age` seconds after its rmdir (released later,
     or not by the trace's end); freed when released sooner; young when the trace ended less than
     `age` after its rmdir. With age 0 (a check's few seconds, which cannot wait) every cgroup not
     released by the end is lasting. Most lasting first."""
-    by: dict[tuple[str, str], Creator] = {}
+    by: dict[tuple[int, str, str], Creator] = {}  # per hierarchy: runc and systemd make a cgroup in every v1 one
     made_by: dict[tuple[int, int], Creator] = {}
     units: dict[int, Counter] = {}
     rmdir_at: dict[tuple[int, int], tuple[float, Creator]] = {}
@@ -59,10 +67,12 @@ def creators(events: list[CgEvent], trace_end: float, age: float) -> list[Creato
             pat = path_pattern(e.path)
             comm = e.comm
             if comm.startswith(":") and comm[1:].isdigit():  # perf did not know the comm yet: same shape,
-                comm = next((k[0] for k in by if k[1] == pat), comm)  # same creator
-            c = by.get((comm, pat))
+                comm = next((k[1] for k in by if k[2] == pat), comm)  # same creator
+            c = by.get((e.hierarchy, comm, pat))
             if c is None:
-                c = by[(comm, pat)] = Creator(comm, pat, e.hierarchy, first=e.time)
+                ref = kube.from_cgroup(e.path)
+                c = by[(e.hierarchy, comm, pat)] = Creator(comm, pat, e.hierarchy, first=e.time,
+                                              pod={"uid": ref.uid, "qos": ref.qos} if ref else None)
             c.mkdir += 1
             c.pids.add(e.pid)
             c.last = e.time

@@ -613,6 +613,7 @@ class Tick:
     sockets: Sockets | None = None
     kernel_log: KernelLog | None = None
     stat_read: StatRead | None = None
+    kube: "Kube | None" = None
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
@@ -683,6 +684,8 @@ class Creator:
     lifetimes: list = field(default_factory=list)  # rmdir -> release, seconds, of the released ones
     first: float = 0.0  # first and last mkdir
     last: float = 0.0
+    pod: dict | None = None  # the Kubernetes pod its cgroups sit under (model/kube.py PodRef.to_dict(); names and
+    #                          the restarting container filled from the node by node/kube.py name_creators)
 
 
 @dataclass
@@ -823,10 +826,16 @@ class Hogs(Section):
     quota throttled them (cpu.stat nr_throttled, throttled time). At most 8 a tick: bounded."""
 
     FIELD = "hogs"
-    NO_METRICS = "per-process labels would be unbounded: in dump and in explain's evidence"
+    # per-process labels would be unbounded; a pod's container is named only on these rows (>= 20% of a CPU,
+    # at most MAX a second), so the series at any scrape are at most MAX
+    METRICS = (Metric("nodesleuth_pod_cpu_ratio", "gauge", "Fraction of a CPU a Kubernetes pod's container took over "
+                      "the last interval, for the processes that took >= 20% of a CPU (at most 8 series)",
+                      ("cpu", "namespace", "pod", "container")),)
+    MAX: ClassVar[int] = 8
     WEB = "not shown: explain's evidence for the processes on a hot core (class, throttling)"
 
-    rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms"}]
+    rows: list  # [{"pid", "comm", "cpu", "pct", "policy", "rt_priority", "cgroup", "nr_throttled", "throttled_ms",
+    #              "pod" (model/kube.py PodRef.to_dict(), only for a process in a Kubernetes pod)}]
 
     @classmethod
     def merge(cls, vals: list["Hogs"]) -> "Hogs":
@@ -837,7 +846,17 @@ class Hogs(Section):
                 k = (r["pid"], r["cpu"])
                 if k not in best or r["pct"] > best[k]["pct"]:
                     best[k] = r
-        return cls(sorted(best.values(), key=lambda r: -r["pct"])[:8])
+        return cls(sorted(best.values(), key=lambda r: -r["pct"])[:cls.MAX])
+
+    def samples(self):
+        by: dict = {}
+        for r in self.rows:
+            p = r.get("pod")
+            if p:
+                k = (str(r["cpu"]), p.get("namespace", ""), p.get("pod", "") or p.get("uid", ""), p.get("container", ""))
+                by[k] = by.get(k, 0.0) + r["pct"] / 100
+        for k, v in list(by.items())[:self.MAX]:
+            yield "nodesleuth_pod_cpu_ratio", k, round(v, 4)
 
 
 @dataclass
@@ -885,3 +904,38 @@ class KernelLog(Section):
         yield "nodesleuth_kernel_log_bounded_reads", (), t.get("bounded", self.bounded)
         if self.behind_bytes is not None:
             yield "nodesleuth_kernel_log_behind_bytes", (), self.behind_bytes
+
+
+@dataclass
+class Kube(Section):
+    """The Kubernetes pods kubelet runs on this node as the node itself records them (node/kube.py: kubelet's
+    /var/log/pods), with each container's restart count (the highest N of its N.log files): names for the
+    uids that cgroup paths carry, and the restart loops of containers, a Kubernetes form of a crash-looping
+    unit. Written when it changed, and at least once a minute."""
+
+    FIELD = "kube"
+    METRICS = (Metric("nodesleuth_container_restarts", "gauge",
+                      "Restarts of a container in a restart loop (kubelet's log files), for at most "
+                      f"{10} containers with >= {CRASH_LOOP_RESTARTS} restarts: namespace, pod, container labels",
+                      ("namespace", "pod", "container")),)
+    WEB = "not shown: names processes and zombie creators in check, explain and the incidents page"
+    LOOP_SERIES: ClassVar[int] = 10  # the most restart-loop series /metrics carries (bounded cardinality)
+
+    pods: list  # [{"uid", "namespace", "pod", "containers": {name: restarts}}]
+
+    @classmethod
+    def merge(cls, vals: list["Kube"]) -> "Kube":
+        """A window of seconds: the last listing (a state, not a counter)."""
+        return vals[-1]
+
+    def loops(self, minimum: int = CRASH_LOOP_RESTARTS) -> list[tuple[dict, str, int]]:
+        """(pod, container, restarts) of the containers restarted at least `minimum` times, most first."""
+        out = [(p, c, n) for p in self.pods for c, n in p.get("containers", {}).items() if n >= minimum]
+        return sorted(out, key=lambda x: (-x[2], x[0].get("namespace", ""), x[0].get("pod", ""), x[1]))
+
+    def by_uid(self) -> dict[str, dict]:
+        return {p["uid"]: p for p in self.pods}
+
+    def samples(self):
+        for p, c, n in self.loops()[:self.LOOP_SERIES]:
+            yield "nodesleuth_container_restarts", (p.get("namespace", ""), p.get("pod", ""), c), float(n)

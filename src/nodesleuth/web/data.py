@@ -12,6 +12,8 @@ import threading
 
 import numpy as np
 
+from ..detect.incidents import pods_seen
+from ..model.kube import pod_name
 from ..profile import query as pq
 from ..store import rollup, tier as tiers
 from ..store.catalog import PROFILE, ROLLUP
@@ -146,9 +148,11 @@ def cell(reader: StoreReader, cpu: int, t: float, resolution: int) -> dict:
         return {"cpu": cpu, "t": t, "span": 1, "missing": True}
     u = best.cpu[cpu]
     who = sorted((p for p in best.procs if p.cpu == cpu), key=lambda p: -p.pct)[:3]
+    pods = pods_seen([best])  # the pods of the processes that took a large share of a CPU (hogs rows)
     doc = {"cpu": cpu, "t": best.time - best.interval, "span": best.interval, "busy": round(u.busy, 1),
            "usr": u.usr, "sys": u.sys, "soft": u.soft, "irq": u.irq, "iowait": u.iowait,
-           "procs": [{"comm": p.comm, "pid": p.pid, "pct": round(p.pct, 1), "estimate": p.estimate} for p in who]}
+           "procs": [{"comm": p.comm, "pid": p.pid, "pct": round(p.pct, 1), "estimate": p.estimate,
+                      **({"pod": pod_name(pods[p.pid])} if p.pid in pods else {})} for p in who]}
     if isinstance(best, tiers.CoarseTick):
         doc.update({"tier": best.tier, "busy_max": best.bmax.get(cpu), "hot_seconds": (best.hot or {}).get(cpu)})
     return doc

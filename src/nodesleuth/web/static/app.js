@@ -255,7 +255,7 @@ function bindHeatmap(cv, tl) {
       if (d.missing) more = "\n(no sample recorded for this cell)";
       else if (d.span === 60) more = `\nminute mean busy ${d.busy_mean}%, max ${d.busy_max}%, sys ${d.sys}%`;
       else more = `\n%usr ${d.usr.toFixed(0)}  %sys ${d.sys.toFixed(0)}  %soft ${d.soft.toFixed(0)}  %irq ${d.irq.toFixed(0)}` +
-        (d.procs.length ? `\ntop: ` + d.procs.map(p => `${p.comm}[${p.pid}] ${p.pct}%${p.estimate ? "~" : ""}`).join(", ") : "\ntop: nothing sampled");
+        (d.procs.length ? `\ntop: ` + d.procs.map(p => `${p.comm}[${p.pid}]${p.pod ? " (pod " + p.pod + ")" : ""} ${p.pct}%${p.estimate ? "~" : ""}`).join(", ") : "\ntop: nothing sampled");
       showTip(head + more, ev);
     }, 60);
   };

@@ -1,0 +1,374 @@
+"""Kubernetes identity from the node alone: kubelet's cgroup and log layouts on real paths (with where
+each was printed), and Debian's containerd driven through CRI as kubelet drives it (tests/cri)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Busy, check_json, finding, missing, retry_when_busy
+from nodesleuth.model.kube import from_cgroup, from_log_link, from_log_path, pod_name
+from nodesleuth.node.kube import Pods
+
+sys.path.insert(0, str(Path(__file__).parent / "cri"))
+import cri  # noqa: E402
+
+DATA = json.loads((Path(__file__).parent / "data" / "kube" / "cgroup-paths.json").read_text())
+
+
+@pytest.mark.parametrize("case", DATA["paths"], ids=lambda c: c["path"][-40:])
+def test_cgroup_paths_of_real_nodes(case):
+    ref = from_cgroup(case["path"])
+    if case["expect"] is None:
+        assert ref is None, case["source"]
+        return
+    assert ref is not None, case["source"]
+    for k, v in case["expect"].items():
+        assert getattr(ref, k) == v, (k, case["source"])
+
+
+@pytest.mark.parametrize("case", DATA["logs"], ids=lambda c: c["path"][-40:])
+def test_pod_log_layout_of_real_nodes(case):
+    lp = from_log_path(case["path"])
+    assert lp is not None, case["source"]
+    for k, v in case["expect"].items():
+        assert getattr(lp, k) == v, (k, case["source"])
+
+
+def test_container_log_links_of_real_nodes():
+    for case in DATA["links"]:
+        assert list(from_log_link(case["name"])) == case["expect"], case["source"]
+    assert from_log_link("kube-proxy-6xsx9_kube-system_kube-proxy-c269a1.log") is None  # a short id is no link
+
+
+def test_names_of_a_uid_only_pod():
+    assert pod_name({"uid": "0cb230a1-ed23-48a5-8e2c-1228cd5b6343"}) == "uid 0cb230a1-ed23-48a5-8e2c-1228cd5b6343"
+    assert pod_name({"namespace": "a", "pod": "b", "container": "c", "uid": "x"}) == "a/b/c"
+
+
+@pytest.fixture
+def kubelet():
+    if os.geteuid() != 0:
+        missing("root (containerd, cgroups)")
+    why = cri.available()
+    if why:
+        missing(why)
+    with cri.containerd() as k:
+        yield k
+
+
+def test_pid_and_restarts_named_through_cri(kubelet, tmp_path):
+    """A container started through CRI is named from the node: the cgroup path gives the uid and the
+    container id, containerd's bundle the names, kubelet's log files the restart count; read again
+    under a root that is a copy of those files (as a DaemonSet reads them under /host)."""
+    pod = kubelet.run_pod("team-a", "web-7d9f", "burstable")
+    first = kubelet.start_container(pod, "app", ["sh", "-c", "sleep 300"])
+    ref = Pods("/").of_pid(kubelet.container_pid(first))
+    assert ref is not None
+    assert (ref.namespace, ref.pod, ref.uid, ref.container, ref.container_id) == \
+        ("team-a", "web-7d9f", pod.uid, "app", first)
+    assert (ref.qos, ref.runtime, ref.sandbox, ref.restarts) == ("burstable", "containerd", False, 0)
+    kubelet.stop_container(first)
+    second = kubelet.start_container(pod, "app", ["sh", "-c", "sleep 300"])
+    pid = kubelet.container_pid(second)
+    ref = Pods("/").of_pid(pid)
+    assert (ref.container_id, ref.restarts) == (second, 1)
+    # the pause container is the pod's sandbox, not a workload
+    sandbox = Pods("/").of_cgroup(f"{pod.cgroup_parent}/{pod.sandbox_id}")
+    assert sandbox.sandbox and sandbox.pod == "web-7d9f" and sandbox.container == ""
+    # the same answers under another root: the files a DaemonSet sees under /host
+    tree = tmp_path / "host"
+    bundle = f"{cri.STATE}/io.containerd.runtime.v2.task/k8s.io/{second}/config.json"
+    (tree / bundle.lstrip("/")).parent.mkdir(parents=True)
+    shutil.copy(bundle, tree / bundle.lstrip("/"))
+    shutil.copytree("/var/log/pods", tree / "var/log/pods")
+    (tree / f"proc/{pid}").mkdir(parents=True)
+    shutil.copy(f"/proc/{pid}/cgroup", tree / f"proc/{pid}/cgroup")
+    there = Pods(str(tree)).of_pid(pid)
+    assert there == ref
+
+
+def test_a_pod_whose_bundle_is_gone_keeps_its_log_names(kubelet):
+    """After the runtime removed a container (its bundle is gone), kubelet's log directory still names
+    the pod and the container's restarts: what a churn trace's removed cgroup paths need."""
+    pod = kubelet.run_pod("team-b", "job-x", "besteffort")
+    cid = kubelet.start_container(pod, "worker", ["sh", "-c", "exit 1"])
+    kubelet.stop_container(cid)
+    ref = Pods("/").of_cgroup(f"/kubepods/besteffort/pod{pod.uid}/{cid}")
+    assert (ref.namespace, ref.pod, ref.qos, ref.container) == ("team-b", "job-x", "besteffort", "")
+    assert Pods("/").restarts(pod.uid, "worker") == 0
+
+
+@pytest.mark.slow  # >= 9 s of real sampling here
+@retry_when_busy()
+def test_check_names_the_pod_on_a_hot_core(kubelet):
+    """A container pinned to CPU 1 by its cpuset (as kubelet's static CPU manager pins one): check's
+    hot-core finding names namespace/pod/container, and its remedy is for the pod's owner."""
+    pod = kubelet.run_pod("ml-train", "ray-worker-0", "guaranteed")
+    kubelet.start_container(pod, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
+    time.sleep(0.5)
+    rc, doc = check_json("--seconds", "5", "--no-trace-churn", "--no-probe")
+    others = doc["cpus"]["0"]["busy"]
+    f = finding(doc, "hot_core", cpu=1)
+    if others >= 50:
+        raise Busy(f"CPU 0 averaged {others:.0f}% (the rule wants the others < 60%)")
+    assert f is not None, [x["title"] for x in doc["findings"]]
+    top = f["data"]["top"][0]
+    assert top["comm"] == "busybox" and top["pct"] >= 80
+    assert top["pod"]["namespace"] == "ml-train" and top["pod"]["pod"] == "ray-worker-0"
+    assert top["pod"]["container"] == "spin" and top["pod"]["uid"] == pod.uid and top["pod"]["qos"] == "guaranteed"
+    assert any("in pod ml-train/ray-worker-0/spin" in e for e in f["evidence"])
+    assert any("kubectl -n ml-train describe pod ray-worker-0" in r for r in f["remediation"])
+
+
+@pytest.mark.slow  # an exporter sampling for seconds
+def test_exporter_labels_a_hot_pod_with_bounded_series(kubelet):
+    """The exporter names a pod's container only on the bounded rows (processes >= 20% of a CPU, at most 8)
+    and exports a container's restart loop (at most 10 series)."""
+    import subprocess
+    import urllib.request
+
+    from conftest import free_port
+
+    pod = kubelet.run_pod("ml-train", "ray-worker-1", "burstable")
+    kubelet.start_container(pod, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
+    loop = kubelet.run_pod("batch", "flaky-0", "besteffort")
+    for _ in range(4):
+        cid = kubelet.start_container(loop, "worker", ["sh", "-c", "exit 1"])
+        kubelet.wait_exit(cid)
+        kubelet.stop_container(cid)
+    port = free_port()
+    exp = subprocess.Popen([sys.executable, "-m", "nodesleuth", "exporter", "--listen", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        text = ""
+        for _ in range(60):
+            time.sleep(1)
+            try:
+                text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            except OSError:
+                continue
+            if 'nodesleuth_pod_cpu_ratio{' in text and "nodesleuth_container_restarts{" in text:
+                break
+    finally:
+        exp.terminate()
+        exp.wait(30)
+    rows = [l for l in text.splitlines() if l.startswith("nodesleuth_pod_cpu_ratio{")]
+    assert any('namespace="ml-train"' in l and 'pod="ray-worker-1"' in l and 'container="spin"' in l
+               and 'cpu="1"' in l for l in rows), rows
+    assert len(rows) <= 8
+    loops = [l for l in text.splitlines() if l.startswith("nodesleuth_container_restarts{")]
+    assert any('pod="flaky-0"' in l and 'container="worker"' in l and l.endswith(" 3.0") for l in loops), loops
+    assert len(loops) <= 10
+
+
+@pytest.mark.slow  # a 20 s check window
+def test_container_restart_loop_is_proven_as_the_zombie_maker(kubelet, tmp_path):
+    """A container that writes a file to a hostPath volume and exits, restarted again and again through
+    CRI as kubelet restarts a CrashLoopBackOff container: each restart is a new container cgroup, the old
+    one removed while the page cache its file holds stays charged to it. check's churn trace proves the
+    pod's containers as the creator and names namespace/pod/container with kubelet's restart count."""
+    import threading
+
+    data = Path(tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp"))
+    pod = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
+    stop = threading.Event()
+    errors = []
+
+    def loop():
+        try:
+            while not stop.is_set():
+                cid = kubelet.start_container(pod, "agent", [
+                    "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
+                    mounts={str(data): "/data"})
+                kubelet.wait_exit(cid)
+                kubelet.stop_container(cid)  # kubelet removes the dead container before the next start
+        except Exception as e:  # noqa: BLE001 -- reported by the test below
+            errors.append(e)
+
+    t = threading.Thread(target=loop, daemon=True)
+    try:
+        time.sleep(0)  # the loop starts with the check's trace running
+        t.start()
+        rc, doc = check_json("--seconds", "20", "--no-probe", timeout=180)
+    finally:
+        stop.set()
+        t.join(60)
+        shutil.rmtree(data, ignore_errors=True)  # the files go, and with them what pinned the memcgs
+    assert not errors, errors
+    restarts = pod.attempts["agent"]
+    assert restarts >= 10, restarts
+    z = next(f for f in doc["findings"] if f["kind"] == "zombie_cgroups")
+    proven = z["data"]["proven_pod"]
+    assert proven is not None, z["evidence"]
+    assert (proven["namespace"], proven["pod"], proven["uid"]) == ("batch", "agent-5f6c", pod.uid)
+    assert proven["container"] == "agent" and proven["restarts"] >= 9
+    assert any("proven creator: the containers of pod batch/agent-5f6c/agent" in e for e in z["evidence"])
+    assert any("kubectl -n batch logs agent-5f6c -c agent --previous" in r for r in z["remediation"])
+    loop_f = next(f for f in doc["findings"] if f["kind"] == "container_restart_loop")
+    assert (loop_f["data"]["pod"], loop_f["data"]["container"]) == ("agent-5f6c", "agent")
+    creators = doc["churn"]["creators"]
+    assert creators[0]["pod"]["uid"] == pod.uid
+
+
+@pytest.mark.slow  # a 26 s recording
+@retry_when_busy()
+def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
+    """A recording (1 Hz ticks, churn trace) of two pods: one's container pinned to CPU 1, the other's in a
+    restart loop leaving lasting zombies. explain names the first as the process on the core and the
+    second's containers as the zombies' creator and its container's restarts as the restart loop."""
+    import subprocess
+    import threading
+
+    store = str(tmp_path / "st")
+    data = Path(tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp"))
+    hot = kubelet.run_pod("ml-train", "ray-worker-0", "guaranteed")
+    agent = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
+    stop = threading.Event()
+    errors = []
+
+    def loop():
+        try:
+            while not stop.is_set():
+                cid = kubelet.start_container(agent, "agent", [
+                    "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
+                    mounts={str(data): "/data"})
+                kubelet.wait_exit(cid)
+                kubelet.stop_container(cid)
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
+                            "--duration", "26s", "--trace-churn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t = threading.Thread(target=loop, daemon=True)
+    try:
+        time.sleep(3)
+        t.start()
+        time.sleep(4)
+        spin = kubelet.start_container(hot, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
+        time.sleep(9)
+        kubelet.stop_container(spin)
+        _, err = rec.communicate(timeout=120)
+        assert rec.returncode == 0, err
+    finally:
+        stop.set()
+        t.join(60)
+        if rec.poll() is None:
+            rec.kill()
+        shutil.rmtree(data, ignore_errors=True)
+    assert not errors, errors
+    from conftest import nodesleuth
+
+    ex = nodesleuth("explain", "--store", store, "--json", timeout=300)
+    assert ex.returncode == 0, ex.stderr
+    doc = json.loads(ex.stdout)
+    incs = [i for i in doc["incidents"] if any(lk["name"] == "processes" and lk["verdict"] != "unknown"
+                                               for lk in i["links"])]
+    if not incs:
+        raise Busy(f"no hot core on CPU 1 was recorded: {[i['title'] for i in doc['incidents']]}")
+    links = {lk["name"]: lk for lk in incs[0]["links"]}
+    top = links["processes"]["data"]["top"][0]
+    assert top["comm"] == "busybox" and top["pod"]["namespace"] == "ml-train", top
+    assert (top["pod"]["pod"], top["pod"]["container"]) == ("ray-worker-0", "spin")
+    assert "in pod ml-train/ray-worker-0/spin" in links["processes"]["summary"]
+    cr = links["creator"]
+    assert cr["data"]["pod"]["namespace"] == "batch" and cr["data"]["pod"]["pod"] == "agent-5f6c", cr
+    assert cr["data"]["lasting"] >= 10, cr
+    assert "the containers of pod batch/agent-5f6c/agent" in cr["summary"], cr["summary"]
+    loop_lk = links["unit_loop"]
+    assert loop_lk["data"]["owner"] == "batch/agent-5f6c/agent" and loop_lk["data"]["restarts"] > 0, loop_lk
+    assert "container batch/agent-5f6c/agent restarted" in loop_lk["summary"]
+    # the web view: the incidents page (a real Chromium) and the heatmap cell's process list
+    from test_web import CHROMIUM, served_page
+
+    if not os.path.exists(CHROMIUM):
+        missing("Debian's chromium is not installed (scripts/setup-tests.sh)")
+    from playwright.sync_api import sync_playwright
+
+    core = links["saturated_core"]["data"]
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            with served_page(b, store, "/#incidents") as pg:
+                pg.wait_for_selector(".incident", timeout=60000)
+                text = pg.locator("#incidents").inner_text()
+                assert "in pod ml-train/ray-worker-0/spin" in text and "batch/agent-5f6c/agent" in text, text[:3000]
+                cell = pg.evaluate(f"fetch('/api/cell?cpu={core['cpu']}&t={(core['start'] + core['end']) / 2}')"
+                                   ".then(r => r.json())")
+                assert any(p.get("pod") == "ml-train/ray-worker-0/spin" for p in cell["procs"]), cell
+        finally:
+            b.close()
+
+
+@pytest.mark.slow  # boots a VM (QEMU TCG)
+def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
+    """The same on a pure cgroup-v2 kernel (Debian's 6.12 in QEMU, tests/vm): containerd with the cgroupfs
+    driver puts pods under /kubepods on the unified hierarchy; check names the hot pod and proves the
+    crash-looping pod's containers as the creator of its zombies."""
+    sys.path.insert(0, str(Path(__file__).parent / "vm"))
+    import vmrun
+
+    try:
+        vmrun.ensure_kernel()
+    except vmrun.VMUnavailable as e:
+        missing(f"no VM can run here: {e}")
+    why = cri.available()
+    if why and "another containerd" not in why:
+        missing(why)
+    staged = vmrun.stage_source(str(Path(__file__).parent.parent), full=True)
+    cmd = f"cd / && PYTHONPATH={staged}/src $VMRUN_PYTHON {staged}/vm/kube_scenario.py {staged}/tests 1"
+    r = vmrun.run_in_vm(cmd, cpus=2, mem="2G", timeout=900)
+    assert r.rc == 0, f"guest exited {r.rc} after {r.wall:.0f} s: {r.stderr[-3000:]}"
+    os.makedirs(Path(__file__).parent / "artifacts", exist_ok=True)
+    (Path(__file__).parent / "artifacts" / "vm-kube.json").write_text(r.stdout)
+    out = json.loads(r.stdout)
+    assert out["why_not"] is None, out
+    assert out["kernel"].startswith("6.12"), out["kernel"]
+    hot = out["hot"]["doc"]
+    f = finding(hot, "hot_core", cpu=1)
+    if f is None and hot["cpus"]["0"]["busy"] >= 50:
+        pytest.fail(f"the guest's CPU 0 was busy ({hot['cpus']['0']['busy']:.0f}%): no hot-core rule possible")
+    assert f is not None, [x["title"] for x in hot["findings"]]
+    top = f["data"]["top"][0]
+    assert top["pod"]["uid"] == out["hot_uid"] and top["pod"]["pod"] == "ray-worker-0", top
+    assert top["pod"]["container"] == "spin"
+    assert not out["loop_errors"], out["loop_errors"]
+    assert out["restarts"] >= 10, out["restarts"]
+    loop = out["loop"]["doc"]
+    z = next(x for x in loop["findings"] if x["kind"] == "zombie_cgroups" and x["data"]["controller"] == "memory")
+    assert z["data"]["version"] == "v2"
+    proven = z["data"]["proven_pod"]
+    assert proven is not None, (z["evidence"], loop["churn"])
+    assert (proven["namespace"], proven["pod"], proven["uid"], proven["container"]) == \
+        ("batch", "agent-5f6c", out["loop_uid"], "agent")
+
+
+def test_names_read_through_a_host_mount(kubelet):
+    """As the DaemonSet reads the node: the host's / bind-mounted at another path (/host in the pod), with
+    the pod's processes named through it (kubelet's logs, containerd's bundles and /proc under --root)."""
+    import subprocess
+
+    pod = kubelet.run_pod("team-c", "api-0", "burstable")
+    cid = kubelet.start_container(pod, "api", ["sh", "-c", "sleep 300"])
+    pid = kubelet.container_pid(cid)
+    host = tempfile.mkdtemp(prefix="nodesleuth-hostview-", dir="/var/tmp")
+    code = ("import json,sys; from nodesleuth.node.kube import Pods; from nodesleuth.node.root import Root; "
+            f"r = Root({host!r}); print(r.kind); print(json.dumps(Pods(r).of_pid({pid}).to_dict()))")
+    try:
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            f"mount --rbind / {host} && exec {sys.executable} -c \"$0\"", code],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        os.rmdir(host)
+    assert p.returncode == 0, p.stderr
+    kind, doc = p.stdout.splitlines()[:2]
+    assert kind == "host"  # a live host through a mount, not a recorded tree
+    ref = json.loads(doc)
+    assert (ref["namespace"], ref["pod"], ref["container"], ref["container_id"], ref["restarts"]) == \
+        ("team-c", "api-0", "api", cid, 0)
