@@ -7,7 +7,7 @@ Stdlib only (Python 3.11); apt-get / pip are invoked as subprocesses.
     try:
         k = ensure_kernel()
     except VMUnavailable as e:
-        pytest.skip(str(e))
+        missing(str(e))  # tests/conftest.py: a failure under CI=true
     rc, out, err = run_in_vm("cat /sys/fs/cgroup/cgroup.controllers", cpus=16)
 
 Two back ends, same interface:
