@@ -358,8 +358,12 @@ def host_python() -> str:
     if exe:
         return exe
     exe = shutil.which("python3") or sys.executable
-    out = _run([exe, "-c", "import sys; print(sys.executable)"]).stdout.strip()
-    return os.path.realpath(out or sys.executable)
+    out = _run([exe, "-c", "import sys; print(sys.executable); print(sys.prefix != sys.base_prefix)"]).stdout.split()
+    if len(out) == 2 and out[1] == "True":
+        # a venv's python (CI's fresh one): keep its own path, so the guest reads its pyvenv.cfg and uses
+        # its site-packages (what pyproject declares), not the base interpreter's
+        return os.path.join(os.path.realpath(os.path.dirname(out[0])), os.path.basename(out[0]))
+    return os.path.realpath(out[0] if out else sys.executable)
 
 
 def _venv(path: Path, python: str) -> Path:
