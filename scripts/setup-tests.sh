@@ -5,8 +5,16 @@
 # Debian's chromium for the web view's browser tests (driven by Playwright from PyPI, no download),
 # Debian's golang for `go tool pprof` reading the pprof export, atop for the recorder benchmark,
 # podman/runc/mmdebstrap/buildah for the container image tests, prometheus-node-exporter, iproute2 and
-# iptables for the softnet/TCP tests (issue 29).
+# iptables for the softnet/TCP tests (issue 29), python3-venv where `python3 -m venv` cannot make a venv
+# with pip (stock Debian: issue 36).
+#
+# Python packages: only what pyproject declares (`pip install -e ".[test]"`). With an argument, into a
+# fresh virtual environment made there (as .ci/run does: the suite then tests the project, not what the
+# machine's Python happens to have); without one, into python3 itself (a developer's own environment).
+#   bash scripts/setup-tests.sh [VENV-DIR]
 set -euo pipefail
+venv="${1:-}"
+[ -z "$venv" ] || venv="$(realpath -m "$venv")"
 export DEBIAN_FRONTEND=noninteractive
 need=()
 command -v mpstat >/dev/null || need+=(sysstat)
@@ -54,4 +62,17 @@ if [ ${#img[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${img[@]}" >/dev/null
 fi
-python3 -m pip install -q -e ".[test]"
+# `python3 -m venv` needs ensurepip, which Debian ships apart (python3-venv): probe it for real
+probe="$(mktemp -d /var/tmp/nodesleuth-venv-probe.XXXXXX)"
+if ! python3 -m venv "$probe/v" >/dev/null 2>&1 || [ ! -x "$probe/v/bin/pip" ]; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+fi
+rm -rf "$probe"
+cd "$(dirname "$0")/.."
+if [ -n "$venv" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/python3" -m pip install -q -e ".[test]"
+else
+    python3 -m pip install -q -e ".[test]"
+fi

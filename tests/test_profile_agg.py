@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, nodesleuth
+from conftest import free_port, missing, nodesleuth
 from fixtures.perfscript import make_capture
 from nodesleuth.store.catalog import HEAT, HEAT_ALL
 from nodesleuth.profile.agg import Aggregator
@@ -405,7 +405,7 @@ def test_profiler_imports_numpy_without_a_thread_pool():
     CPU s for the import on this 2-CPU machine): importing nodesleuth first keeps it at one thread,
     unless the user set OPENBLAS_NUM_THREADS. Measured in a clean environment, before and after."""
     if (os.cpu_count() or 1) < 2:
-        pytest.skip("one CPU: OpenBLAS starts no workers, so nothing could fail here")
+        missing("a second CPU: on one, OpenBLAS starts no workers, so nothing could fail here")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                                                             "MKL_NUM_THREADS")}
     count = "import os, sys; {}; import numpy; print(len(os.listdir('/proc/self/task')))"

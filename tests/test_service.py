@@ -16,27 +16,36 @@ pytestmark = needs_root
 UNIT = os.path.join(os.path.dirname(__file__), "..", "deploy", "systemd", "nodesleuth-record.service")
 
 
-def test_unit_file_records_under_systemd():
-    # the namespace (and the unit, PrivateTmp=yes) have their own /tmp: keep the store on disk outside
-    # /tmp, and when this checkout (which the editable install imports from) is under /tmp or /var/tmp,
-    # give the unit a copy of the package outside it
+def _under_tmp() -> list[str]:
+    """Where this interpreter and the nodesleuth it imports live, when that is under /tmp or /var/tmp (a
+    venv or a clone there, as many people try a project): the namespace's systemd and the unit
+    (PrivateTmp=yes) each get a fresh /tmp, so these must be bound into both, read-only."""
     import nodesleuth
 
+    places = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+              os.path.dirname(os.path.dirname(os.path.realpath(nodesleuth.__file__)))}
+    under = {os.path.realpath(p) for p in places if os.path.realpath(p).startswith(("/tmp/", "/var/tmp/"))}
+    return sorted(p for p in under if not any(p.startswith(q + "/") for q in under))
+
+
+def test_unit_file_records_under_systemd():
+    # the namespace (and the unit, PrivateTmp=yes) have their own /tmp: keep the store on disk outside
+    # /tmp, and when the interpreter or this checkout is under /tmp or /var/tmp, keep those visible
     base = f"/var/lib/nodesleuth-svc-test-{os.getpid()}"
     store = os.path.join(base, "store")
-    pkg = os.path.dirname(os.path.realpath(nodesleuth.__file__))
     state_dir_existed = os.path.exists("/var/lib/nodesleuth")  # StateDirectory= makes it on the shared disk
     shutil.rmtree(store, ignore_errors=True)
     with open(UNIT) as f:
         text = f.read()
     assert "CPUQuota=20%" in text and "MemoryMax=128M" in text and "Restart=on-failure" in text
+    assert "PrivateTmp=yes" in text
     text = text.replace("/usr/local/bin/nodesleuth record --store /var/lib/nodesleuth",
                         f"{sys.executable} -m nodesleuth record --store {store}")
+    keep = _under_tmp()
+    if keep:
+        text = text.replace("[Service]", "[Service]\n" + "".join(f"BindReadOnlyPaths={p}\n" for p in keep), 1)
     try:
-        with SystemdNamespace() as ns:
-            if pkg.startswith(("/tmp/", "/var/tmp/")):
-                shutil.copytree(pkg, os.path.join(base, "src", "nodesleuth"))
-                text = text.replace("[Service]", f"[Service]\nEnvironment=PYTHONPATH={base}/src", 1)
+        with SystemdNamespace(keep=keep) as ns:
             ns.install_unit("nodesleuth-record.service", text)
             ns.systemctl("start", "nodesleuth-record.service")
             deadline = time.time() + 30

@@ -14,7 +14,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import needs_root, nodesleuth, recording
+from conftest import missing, needs_root, nodesleuth, recording
 from nodesleuth.model.procfs import parse_netstat
 from nodesleuth.model.records import TCP_COUNTERS, Tcp
 
@@ -241,8 +241,7 @@ def _incidents_page_shows(store: str, sender: int) -> None:
     from test_web import ARGS, CHROMIUM, served_page
 
     if not os.path.exists(CHROMIUM):
-        print("chromium not installed: the web incidents page was not checked")
-        return
+        missing(f"chromium ({CHROMIUM}): the web incidents page of the TCP impact is checked in it")
     from playwright.sync_api import sync_playwright
 
     from conftest import ART

@@ -13,6 +13,7 @@ jobs' cgroups that appeared meanwhile.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -40,9 +41,29 @@ def _top_cgroups() -> set[str]:
     return out
 
 
+def _private_tmp(mount: str, keep: list[str]) -> str:
+    """sh that replaces `mount` with a fresh tmpfs in which each path of `keep` under it stays visible,
+    read-only (an interpreter or a checkout under /tmp that a unit runs): the tmpfs is made at /mnt,
+    the kept paths bound into it, and the whole moved onto `mount`."""
+    inside = [p for p in keep if p.startswith(mount.rstrip("/") + "/")]
+    inside = [p for p in inside if not any(p.startswith(q + "/") for q in inside)]  # the outermost only
+    if not inside:
+        return f"mount -t tmpfs tmpfs {mount}"
+    steps = ["mount -t tmpfs tmpfs /mnt"]
+    for p in inside:
+        dst = shlex.quote("/mnt/" + os.path.relpath(p, mount))
+        steps += [f"mkdir -p {dst}", f"mount --rbind {shlex.quote(p)} {dst}", f"mount -o remount,bind,ro {dst}"]
+    steps.append(f"mount --move /mnt {mount}")
+    return " && ".join(steps)
+
+
 class SystemdNamespace:
-    def __init__(self, unit: str = "basic.target"):
+    """`keep`: host paths under /tmp or /var/tmp that stay visible (read-only) in the namespace's
+    private /tmp and /var/tmp, e.g. the interpreter's prefix when a venv lives in /tmp."""
+
+    def __init__(self, unit: str = "basic.target", keep: list[str] | tuple[str, ...] = ()):
         self.unit = unit
+        self.keep = sorted({os.path.realpath(p) for p in keep})
         self.proc: subprocess.Popen | None = None
         self.pid: int | None = None  # systemd's host PID
         self._before: set[str] = set()
@@ -50,9 +71,9 @@ class SystemdNamespace:
     def start(self, timeout: float = 120.0) -> int:
         self._before = _top_cgroups()
         # private /tmp and /var/tmp (the namespace's systemd-tmpfiles would otherwise empty the host's),
-        # a private copy of /etc/systemd/system (enable/disable/mask must not touch the host's), and
+        # kept read-only: self.keep), a private copy of /etc/systemd/system (enable/disable/mask must not touch the host's), and
         # a private journal
-        boot = ("mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /var/tmp && "
+        boot = (f"{_private_tmp('/tmp', self.keep)} && {_private_tmp('/var/tmp', self.keep)} && "
                 "cp -a /etc/systemd/system /tmp/.etc-systemd && mount -t tmpfs tmpfs /etc/systemd/system && "
                 "cp -a /tmp/.etc-systemd/. /etc/systemd/system/ && rm -rf /tmp/.etc-systemd && "
                 "{ [ ! -d /var/log/journal ] || mount -t tmpfs tmpfs /var/log/journal; } && "
