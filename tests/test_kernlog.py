@@ -637,3 +637,79 @@ def test_a_flood_bound_read_resumes_after_the_last_record(tmp_path, utc, name):
         got += [x.message for x in r.read()[0]]
     r.close()
     assert got == want and r.truncated >= len(want) - 1
+
+
+# ---------------------------------------------------------------- whole real files (issue 41 part 4)
+
+WHOLE = os.path.join(os.path.dirname(__file__), "data", "kernel-log", "whole")
+
+
+def _whole(name: str):
+    return _read(os.path.join(WHOLE, name))
+
+
+def test_a_journal_opening_with_userland_lines_keeps_wall_times_and_reads_only_kernel_lines(utc):
+    """journalctl-homeserver-userland-first.txt: 50+ systemd/acpid/NetworkManager lines before the first kernel line
+    (the first 50 lines hold none). Its form comes from all its lines: journal short, each kernel line with its wall
+    time; the 253 userland lines are skipped, never matched against the kernel rules."""
+    path = os.path.join(WHOLE, "journalctl-homeserver-userland-first.txt")
+    lines = open(path, encoding="utf-8").read().split("\n")
+    assert not any(" kernel: " in x for x in lines[:51])
+    assert detect(lines[:50]) == "journal-short"  # other programs' lines carry the form's stamps too
+    r, recs, events = _whole("journalctl-homeserver-userland-first.txt")
+    assert r.format == "journal-short"
+    kernel = [x for x in lines if " homeserver kernel: " in x]
+    assert len(recs) == len(kernel) == 37
+    other = [x for x in lines if x.strip() and not x[0].isspace() and not x.startswith("-- ") and " kernel: " not in x]
+    assert r._parser.skipped == len(other) == 253  # systemd[1], acpid, NetworkManager, ... lines
+    assert all(x.wall is not None for x in recs)
+    t = time.gmtime(recs[0].wall)
+    assert (t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec) == (1, 30, 9, 37, 25)
+    assert recs[0].message == "EDAC amd64: Node 0: DRAM ECC disabled."
+    assert not any("systemd" in x.message.split(":")[0] for x in recs)
+    assert events == []
+
+
+def test_a_full_journal_dump_reads_its_kernel_lines_with_wall_times(utc):
+    path = os.path.join(WHOLE, "journalctl-full-homeserver.txt")
+    lines = open(path, encoding="utf-8").read().split("\n")
+    r, recs, _ = _whole("journalctl-full-homeserver.txt")
+    assert r.format == "journal-short"
+    assert len(recs) == sum(1 for x in lines if " homeserver kernel: " in x) == 173
+    other = [x for x in lines if x.strip() and not x[0].isspace() and not x.startswith("-- ") and " kernel: " not in x]
+    assert r._parser.skipped == len(other) == 156  # systemd, NetworkManager, ...: never matched against the rules
+    assert all(x.wall is not None for x in recs)
+    assert recs[0].message.startswith("Linux version 5.3.0-29-generic")
+
+
+def test_a_syslog_interleaving_userland_lines_keeps_each_watchdog_events_wall_time(utc):
+    """/var/log/messages of 2001: kernel lines among amd, ypbind, PAM-securetty, syslogd 'last message repeated'
+    lines and the sender's '[ ... ]' elisions. 7 NETDEV WATCHDOG lines: 7 events, each at its own minute:second."""
+    r, recs, events = _whole("messages-tulip-2001.txt")
+    assert r.format == "journal-short"
+    wd = [e for e in events if e.reason == "NetdevWatchdog"]
+    assert [time.strftime("%H:%M:%S", time.gmtime(e.time)) for e in wd] == [
+        "16:08:07", "16:08:15", "16:08:23", "16:09:03", "16:09:59", "16:10:07", "16:10:15"]
+    assert all(e.ifname == "eth0" for e in wd)
+    assert not any("ypbind" in x.message or "securetty" in x.message for x in recs)
+
+
+def test_overlapping_pstore_records_count_each_event_once():
+    """The EFI pstore records of one crash overlap (Oops#1 PartN and Panic#2 PartN+1 hold the same lines): each
+    igc 'Detected Tx Unit Hang' (one every 2 s from 885.9 s to 911.9 s) is one event, not two."""
+    path = os.path.join(WHOLE, "pstore-dmesg-efi-igc.txt")
+    text = open(path, encoding="utf-8").read()
+    lines_with_hang = [x for x in text.split("\n") if "Detected Tx Unit Hang" in x]
+    distinct = sorted({x.split("]")[0] for x in lines_with_hang})
+    assert len(lines_with_hang) > len(distinct)  # the file repeats them
+    r, recs, events = _whole("pstore-dmesg-efi-igc.txt")
+    assert r.format == "dmesg-r"
+    hangs = [e for e in events if "Tx Unit Hang" in e.message]
+    assert len(hangs) == len(distinct)
+    assert sorted({e.usec for e in hangs}) == sorted(e.usec for e in hangs)
+    recorded = [x for x in text.split("\n") if x.startswith("<")]  # the records' dmesg -r lines, repeats included
+    assert (len(recorded), len(set(recorded))) == (317, 202)
+    assert (len(recs), r.repeated) == (202, 115)
+    assert len(hangs) == 14
+    resets = [e for e in events if e.reason == "IgcResetAdapter"]
+    assert text.count("Reset adapter") == 3 and sorted(e.usec for e in resets) == [913490303, 963734557]

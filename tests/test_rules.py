@@ -221,12 +221,12 @@ def test_rules_cover_sixty_driver_families_with_unique_reasons():
 
 def test_rules_readme_table_is_current():
     """src/nodesleuth/rules/README.md's table (rules, sources, real/generated line counts per driver family) is what
-    tests/tools/kernel_rules/rules_readme.py writes from the rules file and the corpora."""
+    scripts/kernel_rules/rules_readme.py writes from the rules file and the corpora."""
     import sys
 
-    tool = os.path.join(os.path.dirname(__file__), "tools", "kernel_rules", "rules_readme.py")
+    tool = os.path.join(os.path.dirname(__file__), "..", "scripts", "kernel_rules", "rules_readme.py")
     p = subprocess.run([sys.executable, tool, "--check"], capture_output=True, text=True)
-    assert p.returncode == 0, "run python3 tests/tools/kernel_rules/rules_readme.py " + p.stderr
+    assert p.returncode == 0, "run python3 scripts/kernel_rules/rules_readme.py " + p.stderr
 
 
 def _lines() -> list[str]:
@@ -314,3 +314,76 @@ def test_every_pattern_means_the_same_in_node_problem_detector():
         if py != gomatch:
             diff.append((line, [RULES[i].reason for i in py], [RULES[i].reason for i in gomatch]))
     assert not diff, diff[:10]
+
+
+def test_rules_file_rebuilds_byte_for_byte_from_the_committed_inputs():
+    """scripts/kernel_rules/build.py makes kernel-net.json from inputs.json.gz (the printk formats with file,
+    function, versions and code context) and rules.json (the rule definitions): the shipped file is exactly that."""
+    import sys
+
+    tool = os.path.join(os.path.dirname(__file__), "..", "scripts", "kernel_rules", "build.py")
+    p = subprocess.run([sys.executable, tool, "--check"], capture_output=True, text=True)
+    assert p.returncode == 0, "run python3 scripts/kernel_rules/build.py: " + p.stdout + p.stderr
+
+
+def _classify():
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scripts", "kernel_rules"))
+    import classify
+
+    return classify
+
+
+def test_every_rule_has_a_path_class_and_its_severity_follows_it():
+    """Each format carries the class its code path gives it, each rule the class of its formats, and the severity
+    follows the class: a status or register dump is info (it never makes a finding), a failed reset critical."""
+    cl = _classify()
+    doc = json.load(open(os.path.join(os.path.dirname(__file__), "..", "src", "nodesleuth", "rules", "kernel-net.json")))
+    by = {}
+    for r in doc["rules"]:
+        x = r["x-nodesleuth"]
+        assert x["path_class"] in cl.CLASSES, r["reason"]
+        assert x["severity"] in cl.SEVERITY[x["path_class"]], (r["reason"], x["path_class"], x["severity"])
+        assert x["formats"] and all(f["path_class"] in cl.CLASSES for f in x["formats"]), r["reason"]
+        assert x["path_class"] == cl.rule_class([f["path_class"] for f in x["formats"]]), r["reason"]
+        by[r["reason"]] = x
+    # read in the code: e100 prints scb.status in its TX-timeout task at debug level, 0x00 included
+    assert (by["E100ScbStatus"]["path_class"], by["E100ScbStatus"]["severity"]) == ("status_dump", "info")
+    assert by["FecTXRingDump"]["severity"] == by["ForcedethDumpingTxRegisters"]["severity"] == "info"
+    assert by["ENATriggerReset"]["path_class"] == "reset_started"  # ena_timer_service queues reset_task after it
+    assert by["ENADeviceReset"]["path_class"] == "reset_done"
+    assert by["I40ePFResetFailed"]["path_class"] == "reset_failed"
+    assert by["NetdevWatchdog"]["path_class"] == "tx_timeout"
+    assert by["Mlx5HealthIssueObservedSeverity"]["path_class"] == "firmware_health"
+    assert by["HungTask"]["path_class"] == "hang_detected"
+
+
+def test_path_class_reads_the_text_function_and_code_after_the_printk():
+    cl = _classify()
+    f = {"format": "scb.status=0x%02X\n", "function": "e100_tx_timeout_task"}
+    assert cl.classify(f, "tx_timeout") == "status_dump"
+    f = {"format": "tx_timeout count: %llu, queue id: %d, SW_NTU: 0x%x\n", "function": "hns3_dump_queue_stats"}
+    assert cl.classify(f, "tx_timeout") == "status_dump"  # the word is a field name of a dump
+    f = {"format": "Initiating reset due to tx timeout\n", "function": "be_tx_timeout"}
+    assert cl.classify(f, "tx_timeout") == "reset_started"
+    f = {"format": "Trigger reset is on\n", "function": "ena_timer_service"}
+    assert cl.classify(f, "reset_start") == "reset_started"
+    # no event word: the code after the printk decides (a reset work queued there)
+    code = ["x"] * 12 + ['\tnetif_err(adapter, drv, netdev, "Foo %d\\n", q);', "\tqueue_work(ena_wq, &adapter->reset_task);"]
+    f = {"format": "Foo %d\n", "function": "ena_check", "context": {"code": code, "before": 12}}
+    assert cl.classify(f, "hang") == "reset_started"
+    assert cl.classify({**f, "context": {}}, "hang") == "hang_detected"
+
+
+def test_a_status_dump_line_makes_no_nic_finding():
+    """E100ScbStatus still matches (the line is kept as an informational event) but makes no finding."""
+    from nodesleuth.detect.nic import findings
+
+    line = "e100 0000:00:0e.0: eth0: scb.status=0x00"
+    ev = match(Record(1, 4, 0, line), RULES, 0.0)
+    assert ev is not None and ev.reason == "E100ScbStatus" and ev.severity == "info"
+    assert findings([ev], None, None) == []
+    line = "ena 0000:20:03.0: Trigger reset is on"
+    ev2 = match(Record(2, 4, 0, line), RULES, 0.0)
+    assert ev2 is not None and len(findings([ev, ev2], None, None)) == 1

@@ -58,6 +58,7 @@ class KmsgReader:
     CHUNK = 8 << 20  # bytes of a file read per call at most (a flood is also bounded by max_records)
     REPORT_LINES = 400  # lines after a lockup header searched for its stack trace
     SEEN = 50000  # records remembered to recognise them when a rewritten file is read again
+    DETECT_LINES = 20000  # lines (of the first MiB) a file's form is detected from
 
     def __init__(self, root: Root, path: str | None = None, rules: list[Rule] | None = None,
                  max_records: int = 10000, boot: float | str | None = "root"):
@@ -93,6 +94,8 @@ class KmsgReader:
         self._parser: LineParser | None = None
         self._replay = False  # reading a rewritten file: skip records reported before
         self._fps: OrderedDict = OrderedDict()
+        self._last_fp: tuple | None = None  # the previous record's (usec, wall, text), and whether it was skipped
+        self._last_dup = False
         self._cursor_i: dict[str, int] = {}
         self._by_reason = {r.reason: r for r in self.rules}
         self._follow: tuple[KernelEvent, Rule, int] | None = None  # an event whose next lines add detail
@@ -219,10 +222,12 @@ class KmsgReader:
         if self._parser is None:
             if not data.strip():
                 return
-            head = [ln.decode(errors="replace") for ln in data[:1 << 20].split(b"\n")[:51]]
+            # the form from every line of the first MiB, not the first few: a full journal or syslog may open with
+            # hundreds of userland lines before its first kernel line
+            head = [ln.decode(errors="replace") for ln in data[:1 << 20].split(b"\n")[:self.DETECT_LINES + 1]]
             if not settled and b"\n" not in data:
                 return  # not even one complete line yet
-            self.format = detect(head[:50] if len(head) > 50 or settled else head[:-1])
+            self.format = detect(head[:self.DETECT_LINES] if len(head) > self.DETECT_LINES or settled else head[:-1])
             self._parser = LineParser(self.format, self.path)
         p = self._parser
         units, used = split_units(self.format, data, final=settled and at_end)
@@ -256,8 +261,8 @@ class KmsgReader:
             self._head = (n, hashlib.sha1(self._fh.read(n)).digest())
 
     def _seen(self, rec: Record) -> bool:
-        """A record reported before: a journal entry whose cursor is not past the last one of its journal, or, in
-        a rewritten file being read again, the same time and text as one reported."""
+        """A record reported before: a journal entry whose cursor is not past the last one of its journal, or the
+        same time and text as one read (a rewritten file read again, overlapping pstore records)."""
         if rec.cursor:
             sid, _, i = rec.cursor.partition(":")
             if int(i) <= self._cursor_i.get(sid, -1):
@@ -265,10 +270,20 @@ class KmsgReader:
                 return True
             self._cursor_i[sid] = int(i)
             return False
-        fp = (rec.usec, rec.wall, rec.message)
-        if self._replay and fp in self._fps:
+        # /dev/kmsg records carry the kernel's sequence number: the same number is the same record (a flood prints
+        # one text at one microsecond many times, under different numbers); other forms number lines as read
+        fp = (rec.usec, rec.wall, rec.message, rec.seq if self.format == "kmsg" else None)
+        # a record with the same since-boot time (and wall time) and text as one read: a rewritten file read again,
+        # or pstore/ramoops records that overlap (each dmesg-efi-* / dmesg-ramoops-* part repeats the lines of the
+        # one before; a concatenation of them holds every line twice)
+        # one time and text printed several times in a row (a low-resolution clock: '[ 259.670000] nfs: server ...
+        # not responding' five times) are lines of their own, unless they repeat a run already skipped
+        last, self._last_fp = self._last_fp, fp
+        if self._replay and fp in self._fps or rec.usec is not None and fp in self._fps and (fp != last or self._last_dup):
             self.repeated += 1
+            self._last_dup = True
             return True
+        self._last_dup = False
         self._fps[fp] = None
         if len(self._fps) > self.SEEN:
             self._fps.popitem(last=False)

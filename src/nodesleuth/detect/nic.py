@@ -17,7 +17,8 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
              since: float | None = None, ticks: list | None = None) -> list[Finding]:
     out = []
     # events without a wall time (an uptime-only log from elsewhere) are kept: their age is unknown
-    evs = [e for e in events if is_nic(e) and (since is None or e.time is None or e.time >= since)]
+    # a status or register dump ("info": its printk reports a state, not an event) makes no finding
+    evs = [e for e in events if is_nic(e) and e.severity != "info" and (since is None or e.time is None or e.time >= since)]
     # dev_* lines name only the PCI address; netdev_* lines name both: join them on the address
     bus_if = {e.fields["bus"]: e.ifname for e in evs if e.ifname and e.fields.get("bus")}
     bus_if.update({n.bus: n.ifname for n in (last or []) if n.bus})

@@ -196,8 +196,23 @@ def parse_kmsg(line: str, path: str) -> Record | None:
     return Record(seq, prio & 7, usec, msg.rstrip("\n"))
 
 
+# journal / syslog forms print every program's lines with the same stamp: "host prog[pid]: msg". A file of such a form
+# (a full `journalctl` dump, /var/log/messages, a kern.log opening with NetworkManager lines) is recognised by all its
+# lines, kernel or not; only its kernel lines become records (LineParser skips the others).
+_OTHER = r"(?:(?P<host>\S+) )?(?!kernel(?:\[\d+\])?:)[^\s:\[]+(?:\[\d+\])?: ?"
+USERLAND: dict[str, re.Pattern] = {
+    name: re.compile(FORMATS[name].pattern.replace(_KERNEL, _OTHER, 1))
+    for name in ("journal-short-iso", "journal-short-full", "journal-short-unix", "journal-short")
+}
+USERLAND["journal-short-syslogd"] = re.compile(  # syslogd's own lines: "Feb 15 16:08:55 host last message repeated 4 times"
+    r"^(?:[^\W\d_]{3,12}\.?|\d{1,2}月) [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ last message repeated \d+ times?\s*$")
+
+
 def detect(head: list[str]) -> str:
-    """The form of a file from its first lines: the grammar most of them follow."""
+    """The form of a file from its lines (give it as many as there are, not only the first: a journal's kernel
+    lines may start after hundreds of userland ones): the grammar most of them follow. In a journal or syslog,
+    other programs' lines count for the form (they carry the same stamps); the form needs one kernel line at
+    least, or, with none, wins only when nothing else matches."""
     lines = [x for x in head if x.strip() and not x[0].isspace() and not x.startswith("-- ")]
     if not lines:
         return "bare"
@@ -209,11 +224,15 @@ def detect(head: list[str]) -> str:
         return "journal-json"
     if VERBOSE_HEAD.match(lines[0]):
         return "journal-verbose"
-    best, hits = "bare", 0
+    best, hits, kern = "bare", 0, 0
+    syslogd = USERLAND["journal-short-syslogd"]
     for name, rx in FORMATS.items():
         n = sum(1 for x in lines if rx.match(x))
-        if n > hits:
-            best, hits = name, n
+        other = USERLAND.get(name)
+        m = sum(1 for x in lines if not rx.match(x) and (other.match(x) or (name == "journal-short" and syslogd.match(x)))) \
+            if other else 0
+        if (n + m, n) > (hits, kern):
+            best, hits, kern = name, n + m, n
     return best if hits * 2 >= len(lines) else "bare"  # a stray stamped line does not make a form
 
 

@@ -10,11 +10,11 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RULES = os.path.join(ROOT, "src", "nodesleuth", "rules", "kernel-net.json")
 README = os.path.join(ROOT, "src", "nodesleuth", "rules", "README.md")
 DATA = os.path.join(ROOT, "tests", "data", "kernel-log")
-BEGIN, END = "<!-- TABLE BEGIN (tests/tools/kernel_rules/rules_readme.py) -->", "<!-- TABLE END -->"
+BEGIN, END = "<!-- TABLE BEGIN (scripts/kernel_rules/rules_readme.py) -->", "<!-- TABLE END -->"
 
 
 def _vkey(v: str):

@@ -1,7 +1,8 @@
 """Frame -> driver map for tying a lockup's stack trace to a NIC driver (issue 28 part 3), read from the drivers'
 sources: every `.ndo_start_xmit = f` and every `netif_napi_add*(dev, napi, f, ...)` (and 5.10's netif_tx_napi_add)
 in drivers/net/{ethernet,usb,hyperv,vmxnet3} and drivers/net/{virtio_net,xen-netfront}.c of the Debian trees
-5.10/6.1/6.12/7.2; the module a file belongs to from its directory's Makefile (kbuild: '-' -> '_'); a driver's
+5.10/6.1/6.12/7.2 (usage: build_frames.py KSRC, KSRC holding linux-5.10 ... linux-7.2 unpacked from
+Debian's linux-source packages 5.10.223, 6.1.176, 6.12.117, 7.2.13); the module a file belongs to from its directory's Makefile (kbuild: '-' -> '_'); a driver's
 function-name prefixes from those functions' names. Writes src/nodesleuth/rules/nic-frames.json."""
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import os
 import re
 import sys
 
-KSRC = "/work/scratch/ksrc"
+KSRC = sys.argv[1] if len(sys.argv) > 1 else "ksrc"  # holds linux-5.10/ ... linux-7.2/ (Debian linux-source trees)
 TREES = {"5.10": "linux-5.10", "6.1": "linux-6.1", "6.12": "linux-6.12", "7.2": "linux-7.2"}
 DEB = {"5.10": "5.10.223", "6.1": "6.1.176", "6.12": "6.12.117", "7.2": "7.2.13"}
 DIRS = ["drivers/net/ethernet", "drivers/net/usb", "drivers/net/hyperv", "drivers/net/vmxnet3"]
 FILES = ["drivers/net/virtio_net.c", "drivers/net/xen-netfront.c"]
-OUT = "/work/wt/kernlog/src/nodesleuth/rules/nic-frames.json"
-RULES = "/work/wt/kernlog/src/nodesleuth/rules/kernel-net.json"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(ROOT, "src", "nodesleuth", "rules", "nic-frames.json")
+RULES = os.path.join(ROOT, "src", "nodesleuth", "rules", "kernel-net.json")
 NOT_FUNC = {"NULL", "poll", "napi", "fn", "cb", "poll_fn", "handler", "func", "xmit", "napi_poll", "poll_func"}
 GENERIC = {"free", "send", "get", "set", "init", "handle", "process", "hw", "sw", "common", "generic", "rio", "xl",
            "lib", "new", "old", "vf", "pf", "usb", "spi", "ti", "fsl", "mtk", "mv", "ns", "skb", "queue", "ring",
