@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import click
 
+from .common import StableGroup
 
-@click.group()
+
+@click.group(cls=StableGroup)
 @click.version_option(package_name="nodesleuth")
 def main() -> None:
     """Find the hidden causes of intermittent CPU starvation on Linux nodes, with evidence."""

@@ -9,7 +9,7 @@ import orjson
 
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import main
-from .common import clean_up_on_term, one_line_errors
+from .common import clean_up_on_term, deprecated, one_line_errors
 
 
 @main.command()
@@ -25,6 +25,8 @@ from .common import clean_up_on_term, one_line_errors
 @click.option("--lookback", default=3600.0, show_default=True, help="Ignore kernel-log events older than this (s).")
 @click.option("--trace-churn/--no-trace-churn", "trace", default=True, show_default=True,
               help="Trace cgroup mkdir/rmdir with perf while sampling, to name who makes zombies.")
+@deprecated("--trace/--no-trace", into="trace", use={"--trace": "--trace-churn", "--no-trace": "--no-trace-churn"},
+            default=None)  # 0.1.0-0.2.0
 @click.option("--systemd-pid", type=int, help="Inspect the systemd that is PID 1 of this PID's namespace.")
 @click.option("--threads/--no-threads", default=True, show_default=True, help="Attribute CPU per thread.")
 @click.option("--zombie-warn", default=ZOMBIE_WARN, show_default=True, help="Dying cgroups that make a warning.")

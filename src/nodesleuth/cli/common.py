@@ -117,3 +117,77 @@ def _listen(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InputError(text, "not HOST:PORT (e.g. 127.0.0.1:8080)")
     return host, int(port)
+
+
+# --- released names kept working (docs/interface.md "Deprecation policy"; every released name: cli/released.json) ---
+
+class Deprecated(click.Option):
+    """A released option kept as a hidden alias of today's one. Given, it prints one line on stderr naming its
+    replacement and hands its value to today's parameter `into` (through `convert(value, current)`, `current`
+    being that parameter's value so far); today's name, when given too, wins. `into=None`: the option's
+    behaviour became the default and it does nothing. Only StableCommand applies it."""
+
+    def __init__(self, decls, *, into: str | None, use: dict[str, str] | str, convert=None, **kw):
+        super().__init__(decls, hidden=True, **kw)
+        self.into, self.convert = into, convert or (lambda value, current: value)
+        self.use = use if isinstance(use, dict) else {o: use for o in self.opts + self.secondary_opts}
+
+    def spelling(self, value) -> str:
+        """The name the caller typed (a flag pair: which side, from the value it gave)."""
+        if self.is_flag and self.secondary_opts and not value:
+            return self.secondary_opts[0]
+        return self.opts[0]
+
+
+def deprecated(*decls: str, into: str | None, use: dict[str, str] | str, convert=None, **kw):
+    """`@deprecated("--no-trace", into="trace", use="--no-trace-churn", ...)`: the one way a command keeps a
+    released name (see Deprecated); `use` names the replacement, per spelling for a flag pair."""
+    if all(d.startswith("-") for d in decls):  # its own parameter name, never today's
+        decls += ("deprecated_" + decls[0].split("/")[0].lstrip("-").replace("-", "_"),)
+    return click.option(*decls, cls=Deprecated, into=into, use=use, convert=convert, **kw)
+
+
+def deprecation(old: str, use: str) -> str:
+    """The one line a deprecated name prints (a replacement is an option or a sentence)."""
+    return f"nodesleuth: {old} is deprecated; {'use ' + use if use.startswith('-') else use}"
+
+
+class StableCommand(click.Command):
+    """A command whose Deprecated options are applied when it parses (so make_context already holds
+    today's parameters) and never reach the command's function."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        from click.core import ParameterSource
+
+        rest = super().parse_args(ctx, args)
+        given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+        for p in self.params:
+            if not isinstance(p, Deprecated):
+                continue
+            value = ctx.params.pop(p.name, None)
+            if ctx.get_parameter_source(p.name) not in given:
+                continue
+            old = p.spelling(value)
+            click.echo(deprecation(old, p.use[old]), err=True)
+            if p.into is not None and ctx.get_parameter_source(p.into) not in given:
+                ctx.params[p.into] = p.convert(value, ctx.params.get(p.into))
+        return rest
+
+
+class StableGroup(click.Group):
+    """The CLI's groups: their commands and subgroups are stable ones too."""
+
+    command_class = StableCommand
+    group_class = type  # subgroups are StableGroups
+
+
+def _port_into_listen(port: int, listen: str) -> str:
+    """serve's released --port N: today's --listen with its host kept and port N."""
+    host, _ = _listen(listen)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _bind_into_listen(bind: str, listen: str) -> str:
+    """serve's released --bind HOST: today's --listen with host HOST and its port kept."""
+    _, port = _listen(listen)
+    return f"[{bind}]:{port}" if ":" in bind else f"{bind}:{port}"

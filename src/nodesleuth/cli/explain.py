@@ -9,7 +9,7 @@ import orjson
 
 from ..model.errors import InputError
 from . import main
-from .common import one_line_errors, _times, _warn, _write_text
+from .common import deprecated, one_line_errors, _times, _warn, _write_text
 
 
 @main.command()
@@ -23,6 +23,7 @@ from .common import one_line_errors, _times, _warn, _write_text
 @click.option("--html", "html_out", type=click.Path(), help="Also write an HTML report here.")
 @click.option("--trace-churn", "trace", type=float, metavar="SECONDS",
               help="First trace cgroup churn live for this many seconds and print creators.")
+@deprecated("--trace", into="trace", use="--trace-churn", type=float)  # 0.1.0-0.2.0
 @one_line_errors
 def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
     """Rebuild event -> hot core -> process -> function -> zombie cgroups -> creating unit -> fix,

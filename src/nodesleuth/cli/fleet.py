@@ -8,7 +8,7 @@ import click
 
 from ..model.errors import InputError
 from . import main
-from .common import _listen, one_line_errors
+from .common import _bind_into_listen, _listen, _port_into_listen, deprecated, one_line_errors
 
 
 @main.command()
@@ -127,6 +127,8 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
               help="HOST:PORT to serve on (as the exporter's --listen); anything but loopback requires a token.")
 @click.option("--token", envvar="NODESLEUTH_TOKEN", help="Token required on every request (default: generated "
               "when --listen is not loopback).")
+@deprecated("--port", into="listen", use="--listen HOST:PORT", type=int, convert=_port_into_listen)  # 0.1.0-0.2.0
+@deprecated("--bind", into="listen", use="--listen HOST:PORT", convert=_bind_into_listen)  # 0.1.0-0.2.0
 @one_line_errors
 def serve(store, listen, token):
     """Web view (waitress): CPU timeline, subsecond heatmaps, flame graphs, incidents. Off loopback, open

@@ -9,7 +9,7 @@ import click
 from ..model.errors import InputError
 from ..store.catalog import HEAT, PROFILE
 from . import main
-from .common import one_line_errors, _size, _duration, _range, _warn, _progress
+from .common import deprecated, one_line_errors, _size, _duration, _range, _warn, _progress
 
 
 @main.group()
@@ -31,6 +31,8 @@ def profile() -> None:
                    "$NODESLEUTH_PROFILER): direct where possible, else perf record, and says why.")
 @click.option("--chunked", is_flag=True, hidden=True,
               help="The former pipeline: one full perf script per chunk (benchmarks and tests compare with it).")
+@deprecated("--stream", into="method", use="--method perf", is_flag=True,
+            convert=lambda value, current: "perf")  # 0.2.0: one long-lived perf script, today perf record's path
 @one_line_errors
 def profile_run(store, freq, rotate, buffer_kb, duration, retention, max_size, method, chunked):
     """Profile every CPU continuously into STORE (without the 1 Hz recorder): cpu-clock at FREQ Hz with

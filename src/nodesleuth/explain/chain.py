@@ -54,6 +54,7 @@ class Link:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "verdict": self.verdict, "confidence": self.confidence,
+                "status": "unknown" if self.verdict == UNKNOWN else "found",  # explain/v1's field, kept for its readers
                 "share": None if self.share is None else round(self.share, 4), "rule": self.rule,
                 "summary": self.summary, "evidence": self.evidence, "data": self.data}
 
