@@ -143,3 +143,14 @@ def test_read_only_cgroup_fs_holds_the_probe(tmp_path):
     assert f"cgroup file system read-only: {mc.host_mount} is mounted ro" in note
     assert not os.path.exists(d)  # nothing measured, nothing kept
     assert "read-only" in doc["posture"]["problem"]
+
+
+def test_the_recorder_reads_the_state_and_shares_its_directory(tmp_path):
+    """In the DaemonSet the recorder's store and the probe state are one hostPath: a store directory that
+    holds only probes.json is still a new, empty store; the recorder says where the cost came from."""
+    d = tmp_path / "store"
+    probe_state.save(LIVE, str(d), MemcgCost(2989.4, 18659.6, 1140, 4, 2, "v1"), None, None, "probe not run")
+    r = _cli("record", "--store", str(d), "--root", "/", "--duration", "2s", "--no-threads", "--state-dir", str(d))
+    assert r.returncode == 0, r.stderr
+    assert f"memcg cost and zombie posture from {d}/probes.json (measured " in r.stderr
+    assert (d / "probes.json").exists() and len(os.listdir(d)) > 1  # the store was written beside it
