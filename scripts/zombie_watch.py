@@ -42,6 +42,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=1)
     ap.add_argument("--settle", type=float, default=45.0)
+    ap.add_argument("--log", help="append each run's output here")
+    ap.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the text")
     ap.add_argument("cmd", nargs="+")
     a = ap.parse_args()
     hier = memory_root()
@@ -53,9 +55,12 @@ def main() -> None:
     before = dying_now()
     pids, t0 = [], time.monotonic()
     for _ in range(a.n):
-        p = subprocess.Popen(a.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(a.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         pids.append(p.pid)
-        p.wait()
+        out, _ = p.communicate()
+        if a.log:
+            with open(a.log, "a") as f:
+                f.write(f"--- pid {p.pid} exit {p.returncode}\n{out}")
     wall = time.monotonic() - t0
     time.sleep(a.settle)
     after = dying_now()
@@ -78,6 +83,14 @@ def main() -> None:
         else:
             released.add(cid)
     left = sorted(p for c, p in made.items() if c not in released)
+    if a.json:
+        import json
+
+        print(json.dumps({"runs": a.n, "wall_s": round(wall, 2), "made": len(made),
+                          "removed": len(removed & made.keys()), "released": len(released & made.keys()),
+                          "still_dying": left, "settle_s": a.settle, "node_dying_before": before,
+                          "node_dying_after": after, "pids": pids}))
+        sys.exit(1 if left else 0)
     print(f"runs {a.n} of {' '.join(a.cmd)}: {wall:.1f} s wall ({wall / a.n:.2f} s a run); memory cgroups made "
           f"{len(made)}, removed {len(removed & made.keys())}, released {len(released & made.keys())}, "
           f"still dying after {a.settle:g} s: {len(left)}")
