@@ -154,3 +154,43 @@ def test_the_recorder_reads_the_state_and_shares_its_directory(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"memcg cost and zombie posture from {d}/probes.json (measured " in r.stderr
     assert (d / "probes.json").exists() and len(os.listdir(d)) > 1  # the store was written beside it
+
+
+@needs_root  # the exporter's first start probes (makes memory cgroups)
+def test_the_exporter_probes_once_a_boot_and_then_reads_the_state(tmp_path):
+    import signal
+    import time
+
+    from conftest import free_port
+
+    d = tmp_path / "state"
+    mc = memcg()
+
+    def start():
+        return subprocess.Popen([sys.executable, "-m", "nodesleuth", "exporter", "--listen", f"127.0.0.1:{free_port()}",
+                                 "--state-dir", str(d)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    p = start()
+    try:
+        deadline = time.time() + 240
+        while not (d / "probes.json").exists() and p.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert (d / "probes.json").exists(), "the first start of this boot did not probe"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    first = json.load(open(d / "probes.json"))
+    p = start()
+    try:
+        seen = False
+        deadline = time.time() + 20  # the probe would start 5 s after the start
+        while time.time() < deadline:
+            seen |= os.path.isdir(os.path.join(mc.mount, f"nodesleuth-posture-{p.pid}"))
+            seen |= os.path.isdir(os.path.join(mc.mount, f"nodesleuth-probe-{p.pid}"))
+            time.sleep(0.05)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        err = p.communicate(timeout=60)[1]
+    assert not seen  # the second start made no memory cgroup
+    assert json.load(open(d / "probes.json")) == first
+    assert f"memcg cost and zombie posture from {d}/probes.json (measured " in err, err
