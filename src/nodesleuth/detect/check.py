@@ -197,6 +197,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
     if stored is not None:
         post.probe, post.problem = stored.posture, stored.posture_problem
         notes.append(f"memcg cost and zombie posture from {stored.source()}")
+        if why:  # measured, but the state could not be written: the next check will not find it
+            notes.append(why)
         if stored.cost_problem and dying:
             notes.append(f"Percpu per memcg not measured: {stored.cost_problem}")
         if stored.posture_problem and dying:
