@@ -44,6 +44,13 @@ def _watch(n: int, *cmd: str, settle: float = 45.0) -> dict:
     return json.loads(r.stdout)
 
 
+def _keep(name: str, runs: dict, control: dict) -> None:
+    """The measured numbers, for docs/probes.md and the issue's closing note (tests/artifacts/)."""
+    os.makedirs(os.path.join(HERE, "artifacts"), exist_ok=True)
+    with open(os.path.join(HERE, "artifacts", f"probe-zombies-{name}.json"), "w") as f:
+        json.dump({"runs": runs, "control": control, "tolerance": _tolerance(control)}, f, indent=1)
+
+
 def _tolerance(control: dict) -> float:
     return 5 + 3 * math.sqrt(2 * max(control["node_dying_after"] - control["node_dying_before"], 1))
 
@@ -68,6 +75,7 @@ def test_100_npd_checks_leave_the_dying_count_where_doing_nothing_leaves_it(tmp_
     assert runs["made"] == 0, runs  # --npd never probes: not one memory cgroup of its own
     assert os.listdir(tmp_path) == []  # and measured nothing it could keep
     control = _watch(1, "sleep", str(runs["wall_s"]))
+    _keep("npd", runs, control)
     d_runs = runs["node_dying_after"] - runs["node_dying_before"]
     d_ctl = control["node_dying_after"] - control["node_dying_before"]
     assert d_runs - d_ctl <= _tolerance(control), (runs, control)
@@ -80,6 +88,7 @@ def test_10_probe_runs_free_every_memcg_they_make(tmp_path):
     assert runs["made"] >= 10 * 100, runs
     assert runs["still_dying"] == [] and runs["released"] == runs["made"], runs
     control = _watch(1, "sleep", str(runs["wall_s"]))
+    _keep("probe", runs, control)
     d_runs = runs["node_dying_after"] - runs["node_dying_before"]
     d_ctl = control["node_dying_after"] - control["node_dying_before"]
     assert d_runs - d_ctl <= _tolerance(control), (runs, control)
