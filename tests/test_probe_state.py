@@ -194,3 +194,17 @@ def test_the_exporter_probes_once_a_boot_and_then_reads_the_state(tmp_path):
     assert not seen  # the second start made no memory cgroup
     assert json.load(open(d / "probes.json")) == first
     assert f"memcg cost and zombie posture from {d}/probes.json (measured " in err, err
+
+
+def test_npd_line_says_where_the_cost_came_from_within_80_bytes():
+    from nodesleuth.detect.check import CheckResult
+    from nodesleuth.detect.findings import Finding
+    from nodesleuth.report.text import NPD_MAX, npd_line
+
+    f = Finding("zombie_cgroups", "critical", "68680 dying memory cgroups (cgroup v1 memory), 286x the live count",
+                [], [], data={"cost_source": "/var/lib/nodesleuth/probes.json (measured 3 h ago, this boot)"})
+    line = npd_line(CheckResult([f], {}, {}))
+    assert line.endswith(" [cost: 3 h ago]") and len(line.encode()) <= NPD_MAX
+    f.data["cost_source"] = "not measured on this boot"
+    line = npd_line(CheckResult([f], {}, {}))
+    assert line.endswith(" [cost: unmeasured]") and len(line.encode()) <= NPD_MAX
