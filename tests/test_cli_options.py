@@ -520,8 +520,9 @@ def test_exporter_interval_and_kmsg(tmp_path):
 @pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_check_no_probe(tmp_path):
-    """With dying memcgs the check measures what one costs here (makes and removes empty memcgs); --no-probe does
-    not: no cost in the finding, and its evidence says the per-memcg cost was not measured."""
+    """With --probe the check measures what one costs here (makes and removes empty memcgs); --no-probe (with no
+    state of this boot kept) does not: no cost in the finding, and its evidence says the per-memcg cost was not
+    measured (on this boot)."""
     from conftest import check_json, memcg, zombie_finding
     from nodesleuth.lab import zombies as zl
     from nodesleuth.node.cgroupfs import make_zombies
@@ -530,8 +531,8 @@ def test_check_no_probe(tmp_path):
     data = str(tmp_path / "pins")
     try:
         assert make_zombies(1200, parent, data) == 1200
-        _, probed = check_json("--seconds", "1", "--no-trace-churn")
-        _, plain = check_json("--seconds", "1", "--no-trace-churn", "--no-probe")
+        _, probed = check_json("--seconds", "1", "--no-trace-churn", "--probe", "--state-dir", str(tmp_path / "st"))
+        _, plain = check_json("--seconds", "1", "--no-trace-churn", "--no-probe", "--state-dir", str(tmp_path / "none"))
     finally:
         zl.clear(parent, data)
     fp, fn = zombie_finding(probed), zombie_finding(plain)
@@ -539,6 +540,8 @@ def test_check_no_probe(tmp_path):
     assert any("memory cost measured here" in e for e in fp["evidence"])
     assert fn["data"]["memcg_cost"] is None and fn["data"]["dying_percpu_bytes"] is None
     assert any("per-memcg cost not measured" in e for e in fn["evidence"]), fn["evidence"]
+    assert any(e == "per-memcg cost: not measured on this boot" for e in fn["evidence"]), fn["evidence"]
+    assert plain["probes"] is None and probed["probes"]["source"] == "measured"
 
 
 @pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)

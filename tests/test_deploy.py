@@ -49,3 +49,27 @@ def test_alert_thresholds_are_the_rules_thresholds():
     assert int(re.search(r"> (\d+)", z).group(1)) == th.ZOMBIE_WARN
     cl = rules["NodesleuthCrashLoopingUnit"]["expr"]
     assert int(re.search(r">= (\d+)", cl).group(1)) == th.CRASH_LOOP_RESTARTS
+
+
+def test_npd_plugin_never_probes_and_the_exporter_keeps_the_probe_state_writable():
+    """NPD runs `check --npd` every minute on every node: as shipped it must never make memcgs (--npd
+    never probes, and no --probe is passed); the exporter, which probes once a boot, writes its result
+    to --state-dir, so that path must be a writable hostPath (the host root stays read-only)."""
+    from click.testing import CliRunner
+
+    from nodesleuth.cli import main
+    from nodesleuth.collect.probe_state import STATE_DIR
+
+    doc = json.load(open(os.path.join(ROOT, "deploy/npd/nodesleuth-plugin-monitor.json")))
+    for rule in doc["rules"]:
+        assert rule["args"][:2] == ["check", "--npd"] and "--probe" not in rule["args"]
+    ds = yaml.safe_load(open(os.path.join(ROOT, "deploy/kubernetes/daemonset.yaml")))
+    spec = ds["spec"]["template"]["spec"]
+    exp = next(c for c in spec["containers"] if c["name"] == "exporter")
+    state_dir = exp["args"][exp["args"].index("--state-dir") + 1] if "--state-dir" in exp["args"] else STATE_DIR
+    mount = next(m for m in exp["volumeMounts"] if m["mountPath"] == state_dir)
+    assert not mount.get("readOnly")
+    vol = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert vol["hostPath"]["path"] == state_dir  # survives the pod: measured once a boot, not once a start
+    helps = CliRunner().invoke(main, ["exporter", "--help"]).output
+    assert "--state-dir" in helps

@@ -193,3 +193,26 @@ def test_host_tests_that_make_cgroups_pass_on_pure_v2(staged):  # noqa: ARG001 (
     summary = (r.stdout.strip().splitlines() or [""])[-1]
     assert r.rc == 0 and " passed" in summary and "failed" not in summary and "error" not in summary, (
         f"guest {r.kernel} rc {r.rc}: {summary}\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}")
+
+
+VM_NPD_RUNS, VM_PROBE_RUNS = 20, 3  # one `check --npd` takes ~15 s under TCG here (docs/probes.md): 100 would be 25 min
+
+
+def test_v2_probes_leave_no_zombies(staged):
+    """Exact on v2 (issue 38): after N x `check --npd` and M x `check --probe` (cost probe + posture probe on
+    tmpfs and ext4), the root's nr_dying_descendants is back where it was: every memcg the probes made is
+    freed, no `nodesleuth-*` tree or pinning directory is left, and `--npd` measured nothing."""
+    out = guest(staged, "probe_zombies.py", VM_NPD_RUNS, VM_PROBE_RUNS, "/tmp/probe-state", cpus=2, timeout=2400,
+                disk_mb=256)
+    assert out["kernel"].startswith("6.12"), out["kernel"]
+    assert "error" not in out["npd"] and "error" not in out["probe"], out
+    before = out["before"]["nr_dying_descendants"]
+    assert out["after_npd"]["nr_dying_descendants"] == before, out
+    assert out["after_probe"]["nr_dying_descendants"] == before, out
+    if "nr_dying_subsys_memory" in out["before"]:
+        assert out["after_probe"]["nr_dying_subsys_memory"] == out["before"]["nr_dying_subsys_memory"], out
+    assert out["trees_left"] == [] and out["pins_left"] == [], out
+    st = out["state"]
+    assert st is not None and st["posture"]["exact"] is True and st["posture"]["left"] == 0, st
+    assert set(st["posture"]["kinds"]) == {"tmpfs", "disk"}, st
+    assert st["cost"] and st["cost"]["version"] == "v2", st

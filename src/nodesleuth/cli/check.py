@@ -7,6 +7,7 @@ import sys
 import click
 import orjson
 
+from ..collect.probe_state import STATE_DIR
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import main
 from .common import clean_up_on_term, deprecated, one_line_errors
@@ -32,11 +33,16 @@ from .common import clean_up_on_term, deprecated, one_line_errors
 @click.option("--zombie-warn", default=ZOMBIE_WARN, show_default=True, help="Dying cgroups that make a warning.")
 @click.option("--zombie-crit", default=ZOMBIE_CRIT, show_default=True, help="Dying cgroups that make it critical.")
 @click.option("--rules", type=click.Path(), help="Kernel-log rules file (NPD kernel-monitor shape).")
-@click.option("--probe/--no-probe", default=True, show_default=True,
-              help="When memcgs are dying, measure what one costs here (makes and removes empty memcgs).")
+@click.option("--probe/--no-probe", default=None,
+              help="--probe: measure now what one memcg costs here and whether this kernel keeps removed memcgs "
+                   "dying (makes and removes memcgs; refused while a guard holds: docs/probes.md), and keep the "
+                   "result for this boot in --state-dir. Without it no probe runs: the results this boot kept are "
+                   "read (--npd never probes).")
+@click.option("--state-dir", default=STATE_DIR, show_default=True, type=click.Path(),
+              help="Where the probes' results of this boot are kept (a writable hostPath in the DaemonSet).")
 @one_line_errors
 def check(root, seconds, as_json, npd, kmsg, boot_time, lookback, trace, systemd_pid, threads, zombie_warn,
-          zombie_crit, rules, probe):
+          zombie_crit, rules, probe, state_dir):
     """Say whether this node has the problem class now, and why. Exit 0 OK, 1 problem, 2 unknown."""
     from ..detect.check import CheckOptions, run_check, to_json
     from ..report.text import npd_line, render
@@ -47,7 +53,8 @@ def check(root, seconds, as_json, npd, kmsg, boot_time, lookback, trace, systemd
     res = run_check(CheckOptions(root=root, seconds=seconds, kmsg=kmsg, lookback=lookback, trace=trace,
                                  boot_time=parse_time(boot_time) if boot_time else None,
                                  ns_pid=systemd_pid, threads=threads, zombie_warn=zombie_warn,
-                                 zombie_crit=zombie_crit, rules=rules, probe=probe))
+                                 zombie_crit=zombie_crit, rules=rules, probe=probe,
+                                 state_dir=state_dir, npd=npd))
     if as_json:
         sys.stdout.buffer.write(orjson.dumps(to_json(res, root), option=orjson.OPT_INDENT_2) + b"\n")
     elif npd:

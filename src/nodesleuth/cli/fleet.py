@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..collect.probe_state import STATE_DIR
 from ..model.errors import InputError
 from . import main
 from .common import _bind_into_listen, _listen, _port_into_listen, deprecated, one_line_errors
@@ -23,8 +24,11 @@ from .common import _bind_into_listen, _listen, _port_into_listen, deprecated, o
               "store directory (record --profile) is read.")
 @click.option("--profile-window", default="60s", show_default=True, help="Window of the profile shares.")
 @click.option("--profile-freq", default=49, show_default=True, help="Sampling rate per CPU with --profile run.")
+@click.option("--state-dir", default=STATE_DIR, show_default=True, type=click.Path(),
+              help="Where the probes' results of this boot are kept: read at start; when this boot has none, "
+                   "the probes run once and write them (docs/probes.md).")
 @one_line_errors
-def exporter(root, listen, interval, zone, systemd_pid, kmsg, profile, profile_window, profile_freq):
+def exporter(root, listen, interval, zone, systemd_pid, kmsg, profile, profile_window, profile_freq, state_dir):
     """Prometheus/OpenMetrics endpoint (/metrics) and a host snapshot (/snapshot) for fleet analysis."""
     from ..fleet.exporter import serve
     from .common import _duration, clean_up_on_term
@@ -32,7 +36,7 @@ def exporter(root, listen, interval, zone, systemd_pid, kmsg, profile, profile_w
     clean_up_on_term()  # its zombie probe removes its cgroups when the kubelet stops it
 
     serve(root, listen, interval, zone, systemd_pid, kmsg, log=lambda m: click.echo(m, err=True), profile=profile,
-          profile_window=_duration(profile_window), profile_freq=profile_freq)
+          profile_window=_duration(profile_window), profile_freq=profile_freq, state_dir=state_dir)
 
 @main.command()
 @click.option("--root", default="/", show_default=True)

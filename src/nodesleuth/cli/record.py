@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..collect.probe_state import STATE_DIR
 from . import main
 from .common import one_line_errors, _size, _duration, _range, _warn, _progress
 
@@ -43,10 +44,12 @@ from .common import one_line_errors, _size, _duration, _range, _warn, _progress
                    "loses when it is full are counted and stored; raise it on a machine too busy to drain it.")
 @click.option("--trace-churn", is_flag=True,
               help="Also trace cgroup mkdir/rmdir/release with perf: who creates cgroups, zombie lifetimes.")
+@click.option("--state-dir", default=STATE_DIR, show_default=True, type=click.Path(),
+              help="Where the probes' results of this boot are kept (read at start; the recorder never probes).")
 @one_line_errors
 def record(store, root, interval, duration, tier_1s, tier_10s, tier_1m, retention, max_size, segment, live_every,
            units_every, systemd_pid, units_timeout, kmsg, threads, quiet, profile, profile_freq, profile_rotate,
-           profile_buffer, trace_churn):
+           profile_buffer, trace_churn, state_dir):
     """Record per-CPU, per-process, cgroup, kernel-log, NIC and unit data every second into STORE:
     1 s ticks, 10 s aggregates and per-minute rollups, each kept as long as its tier says."""
     from ..record.recorder import RecordOptions, Recorder
@@ -61,6 +64,13 @@ def record(store, root, interval, duration, tier_1s, tier_10s, tier_1m, retentio
                         units_every=units_every, units_timeout=units_timeout, threads=threads, ns_pid=systemd_pid, kmsg=kmsg, profile=profile,
                         profile_freq=profile_freq, profile_rotate=profile_rotate,
                         profile_buffer_kb=profile_buffer, churn=trace_churn)
+    if not quiet:  # what one memcg costs here, as measured once this boot (collect/probe_state.py)
+        from ..collect import probe_state
+        from ..node.root import Root
+
+        got, note = probe_state.load(Root(root), state_dir)
+        click.echo("nodesleuth record: " + (f"memcg cost and zombie posture from {got.source()}" if got else note),
+                   err=True)
     status = None
     if not quiet and sys.stderr.isatty():
         def status(rec, tick):

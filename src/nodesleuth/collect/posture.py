@@ -100,6 +100,18 @@ def _dying_under(mc: Memcg, parent: str) -> int | None:
         return None
 
 
+def _charged_pages(parent: str) -> int | None:
+    """v1: bytes of page cache, anonymous memory and swap charged to `parent` and its descendants, dying
+    ones included (memory.stat's hierarchical total_cache + total_rss + total_swap); None when unreadable."""
+    p = os.path.join(parent, "memory.stat")
+    try:
+        with open(p) as f:
+            st = dict(line.split() for line in f if line.strip())
+        return sum(int(st.get(k, 0)) for k in ("total_cache", "total_rss", "total_swap"))
+    except (OSError, ValueError):
+        return None
+
+
 def _quiet_count(mc: Memcg, quiet: float = 1.0, limit: float = 10.0) -> int | None:
     """v1's node-wide count once it has not moved for `quiet` s: cgroups removed a moment ago (the cost
     probe's) are freed asynchronously and must not be in the baseline the probe's own are counted from."""
@@ -192,6 +204,11 @@ def _probe(root: Root, mc: Memcg, rel: str, kinds: dict[str, str], n: int, wait:
             drop_pin_dir(data)
 
         def left() -> int | None:
+            if mc.version == 1 and all(_charged_pages(made[k][0]) == 0 for k in made):
+                # v1 has no per-parent dying count, and the node-wide one moves with other jobs' cgroups:
+                # but a kind's parent counts its dying children's pages (memory.stat total_*), and with no
+                # page charged under it nothing pins them (6.x reparents their kernel objects): none left
+                return 0
             d = list(dying(list(made)).values())
             # a dying memcg pins its parent: the kind's parent and the probe's own top stay dying with it
             return None if None in d else sum(d) + sum(1 for x in d if x) + (1 if any(d) else 0)

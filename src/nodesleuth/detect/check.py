@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ..model.records import ChurnSummary
 from ..collect.cgroups import UNMOUNTED
 from ..collect.churn import ChurnTracer
-from ..collect import memcg_cost, posture
+from ..collect import posture, probe_state
 from ..collect.kmsg import boot_wall_time
 from ..model.mpstat import unchanged, utilisation
 from ..node.root import Root
@@ -41,7 +41,9 @@ class CheckOptions:
     zombie_warn: int = ZOMBIE_WARN
     zombie_crit: int = ZOMBIE_CRIT
     rules: str | None = None
-    probe: bool = True  # measure what one memcg costs here (live host, when memcgs are dying)
+    probe: bool | None = None  # True: run the probes now and keep their results (probe_state); else read them
+    state_dir: str = probe_state.STATE_DIR  # where the probes' results of this boot are kept
+    npd: bool = False  # node-problem-detector's call: never probes
 
 
 @dataclass
@@ -60,6 +62,7 @@ class CheckResult:
     root: dict = field(default_factory=dict)  # the root read and its kind (node/root.py): live | host | tree
     posture: ZombiePosture | None = None  # does this kernel keep removed memcgs dying (collect/posture.py)
     kernel_log: dict | None = None  # the kernel-log reader's account (collect/sampler.py kmsg_account)
+    probes: dict | None = None  # where the cost and posture figures came from (probe_state.Stored.to_dict)
 
     @property
     def exit_code(self) -> int:
@@ -178,18 +181,33 @@ def run_check(opt: CheckOptions) -> CheckResult:
     events = list(old_events) + [e for t in ticks for e in t.events] + tail
     now = time.time() if root.live else max([e.time for e in events if e.time is not None], default=time.time())
     last = ticks[-1]
-    cost = None
     dying = _memcgs_dying(last)
-    if opt.probe and root.live and dying:
-        try:
-            cost = memcg_cost.probe(root)
-        except InputError as e:
-            notes.append(f"Percpu per memcg not measured: {e}")
-    # whether this kernel keeps removed memcgs dying at all: measured (after the window, so the probe's
-    # own cgroups are never in its counts or its churn trace) where memcgs are dying, else said statically
-    post = posture.posture(root, run_probe=bool(opt.probe and root.live and dying))
-    if post.problem and dying and opt.probe and root.live:
-        notes.append(f"zombie posture not measured: {post.problem}")
+    # what one memcg costs and whether this kernel keeps removed memcgs dying: measured at most once per
+    # boot and kernel (collect/probe_state.py), after the window so the probes' own cgroups are never in
+    # its counts or its churn trace; `--npd` never probes
+    stored, why = None, None
+    if opt.probe and not opt.npd:
+        stored, why = probe_state.measure(root, opt.state_dir)
+    if stored is None:
+        got, note = probe_state.load(root, opt.state_dir) if root.live else (None, None)
+        stored = got
+        why = "; ".join(x for x in (why, note) if x) or None
+    cost = stored.cost if stored else None
+    post = posture.read(root)
+    if stored is not None:
+        post.probe, post.problem = stored.posture, stored.posture_problem
+        notes.append(f"memcg cost and zombie posture from {stored.source()}")
+        if why:  # measured, but the state could not be written: the next check will not find it
+            notes.append(why)
+        if stored.cost_problem and dying:
+            notes.append(f"Percpu per memcg not measured: {stored.cost_problem}")
+        if stored.posture_problem and dying:
+            notes.append(f"zombie posture not measured: {stored.posture_problem}")
+    else:
+        post.problem = why or "probe not run (a recorded tree)"
+        if why and (dying or opt.probe):
+            notes.append(why + ("" if opt.probe or not root.live else " (run `nodesleuth check --probe` or the "
+                                "exporter to measure once)"))
     age = None
     if opt.ns_pid is None:  # MainPID is a PID of the inspected namespace: only ours can be looked up
         from ..collect.units import process_age
@@ -199,6 +217,10 @@ def run_check(opt: CheckOptions) -> CheckResult:
                     opt.zombie_warn, opt.zombie_crit, age)
     found: list[Finding] = registry.run(window)
     correlate(found)
+    for f in found:  # where the per-memcg cost came from, beside the figure
+        if f.kind == "zombie_cgroups":
+            f.data["cost_source"] = stored.source() if stored is not None else "not measured on this boot"
+            f.evidence.append(f"per-memcg cost: {'from ' + stored.source() if stored is not None and cost else 'not measured on this boot'}")
     cpu_window = "interval"
     avg = {}
     if stat0 is not None and stat1 is not None:
@@ -220,7 +242,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
               "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
     return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes, units1, unread,
                        cpu_window, {"path": root.path, "kind": root.kind, "description": root.describe()}, post,
-                       kernel_log)
+                       kernel_log, None if stored is None else stored.to_dict())
 
 
 def _memcgs_dying(t: Tick) -> bool:
@@ -239,7 +261,7 @@ def to_json(res: CheckResult, root: str) -> dict:
             "posture": None if res.posture is None else {**res.posture.to_dict(),
                                                            "says": posture.describe(res.posture)},
             "unread": [{"section": k, "problem": v} for k, v in res.unread.items()],
-            "kernel_log": res.kernel_log,
+            "kernel_log": res.kernel_log, "probes": res.probes,
             "churn": None if res.churn is None else {
                 "seconds": round(res.churn.seconds, 2), "events": res.churn.events,
                 "released": res.churn.released, "still_dying": res.churn.still_dying,

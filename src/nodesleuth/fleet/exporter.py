@@ -46,6 +46,7 @@ class State:
         self.unit_objs = []  # collect.units.Unit, from the sampler
         self.enabled: list[str] = []  # enabled services (list-unit-files costs PID 1: every ENABLED_EVERY s)
         self.posture = None  # model.records.ZombiePosture, taken once (collect/posture.py)
+        self.probes = None  # collect.probe_state.Stored: the probes' results of this boot, where they came from
 
 
 class NodesleuthCollector(Collector):
@@ -184,8 +185,12 @@ ENABLED_EVERY = 600.0
 
 class SamplerThread(threading.Thread):
     def __init__(self, root: Root, state: State, interval: float = 1.0, ns_pid: int | None = None,
-                 kmsg: bool | str = True, zone: str | None = None):
+                 kmsg: bool | str = True, zone: str | None = None, state_dir: str | None = None, log=None):
         super().__init__(daemon=True, name="nodesleuth-exporter")
+        from ..collect.probe_state import STATE_DIR
+
+        self.state_dir = state_dir or STATE_DIR  # the probes' results of this boot (collect/probe_state.py)
+        self.log = log or (lambda m: None)
         self.state = state
         self.root, self.ns_pid, self.zone = root, ns_pid, zone
         self.facts_t = self.enabled_t = -1e18
@@ -244,19 +249,32 @@ class SamplerThread(threading.Thread):
                     st.incidents["nic_reset"] += 1
 
     def _posture(self) -> None:
-        """Once, on its own thread, a few seconds after start: the kernel's zombie posture with its
-        behaviour probe (2 x 50 memcgs made, removed, their files deleted: the fleet can then ask which
-        nodes' kernels keep zombies at all)."""
-        from ..collect import posture
+        """Once, on its own thread, a few seconds after start: the kernel's zombie posture and what one
+        memcg costs, from the probes' state of this boot (collect/probe_state.py); when this boot has
+        none, both probes run now (unless a guard holds) and their result is kept for every later
+        check and exporter start: the fleet can then ask which nodes' kernels keep zombies at all."""
+        from ..collect import posture, probe_state
 
         try:
-            p = posture.posture(self.root, run_probe=self.root.live)
+            p = posture.read(self.root)
+            stored, note = probe_state.load(self.root, self.state_dir) if self.root.live else (None, None)
+            if stored is None and self.root.live:
+                stored, why = probe_state.measure(self.root, self.state_dir)
+                note = (why or note) if stored is None else why
+            if stored is not None:
+                p.probe, p.problem = stored.posture, stored.posture_problem
+                self.log(f"nodesleuth exporter: memcg cost and zombie posture from {stored.source()}")
+            else:
+                p.problem = note or "probe not run (a recorded tree)"
+            if note:
+                self.log(f"nodesleuth exporter: {note}")
         except (InputError, OSError):
             with self.state.lock:
                 self.state.errors += 1
             return
         with self.state.lock:
             self.state.posture = p
+            self.state.probes = stored
 
     def run(self) -> None:
         old = self.sampler.prime()  # what the kernel ring still holds counts too (NPD's lookback)
@@ -310,7 +328,7 @@ class SnapshotCache:
 
 def serve(root: str, listen: str, interval: float, zone: str | None, systemd_pid: int | None,
           kmsg: str | None, log=print, profile: str | None = None, profile_window: float = 60.0,
-          profile_freq: int = 49) -> None:
+          profile_freq: int = 49, state_dir: str | None = None) -> None:
     """The exporter's HTTP server: /metrics (prometheus-client's WSGI app) and /snapshot (cached).
     profile: `run` (profile this host here) or a recorder's store: per-CPU code-family shares."""
     import json
@@ -325,7 +343,7 @@ def serve(root: str, listen: str, interval: float, zone: str | None, systemd_pid
     r = Root(root)
     state = State()
     kmsg_src = kmsg or (r.exists("/dev/kmsg") and os.access(r.join("/dev/kmsg"), os.R_OK))
-    th = SamplerThread(r, state, interval, systemd_pid, kmsg_src, zone)
+    th = SamplerThread(r, state, interval, systemd_pid, kmsg_src, zone, state_dir, log)
     th.refresh_facts()  # the info metrics are there from the first scrape
     th.start()
     source = None

@@ -19,6 +19,7 @@ class Mount:
     fstype: str  # "cgroup" (v1) or "cgroup2"
     path: str  # host-absolute mount point
     controllers: tuple[str, ...]  # v1 controllers (super options); empty for cgroup2
+    read_only: bool = False  # mounted ro (the per-mount options, mountinfo's 6th field)
 
 
 def parse_mountinfo(text: str, path: str) -> list[Mount]:
@@ -32,13 +33,14 @@ def parse_mountinfo(text: str, path: str) -> list[Mount]:
             rf = right.split()
             mnt = lf[4].replace("\\040", " ")
             fstype, opts = rf[0], rf[2] if len(rf) > 2 else ""
+            ro = "ro" in lf[5].split(",")
         except (ValueError, IndexError):
             raise InputError(path, f"malformed line {line[:80]!r}") from None
         if fstype == "cgroup":
             ctrls = tuple(o for o in opts.split(",") if o not in ("rw", "ro") and "=" not in o)
-            out.append(Mount("cgroup", mnt, ctrls))
+            out.append(Mount("cgroup", mnt, ctrls, ro))
         elif fstype == "cgroup2":
-            out.append(Mount("cgroup2", mnt, ()))
+            out.append(Mount("cgroup2", mnt, (), ro))
     return out
 
 
@@ -181,17 +183,26 @@ def online_columns(text: str) -> list[int]:
         return []
 
 
-def parse_psi_some_total(text: str) -> int | None:
-    """The `some ... total=N` microseconds of a /proc/pressure/* file."""
+def _psi_some(text: str, key: str, kind=int):
     for line in text.splitlines():
         if line.startswith("some "):
             for tok in line.split():
-                if tok.startswith("total="):
+                if tok.startswith(key + "="):
                     try:
-                        return int(tok[6:])
+                        return kind(tok[len(key) + 1:])
                     except ValueError:
                         return None
     return None
+
+
+def parse_psi_some_total(text: str) -> int | None:
+    """The `some ... total=N` microseconds of a /proc/pressure/* file."""
+    return _psi_some(text, "total")
+
+
+def parse_psi_some_avg10(text: str) -> float | None:
+    """The `some avg10=X` percentage (of the last 10 s some task stalled) of a /proc/pressure/* file."""
+    return _psi_some(text, "avg10", float)
 
 
 def parse_int(path: str, text: str, what: str) -> int:

@@ -28,6 +28,12 @@ WALK_DYING_SHARE = 0.5  # memory-cgroup code on a hot core is a walk over zombie
 # the memcgs is dying (and >= MIN_ZOMBIES); with fewer it is reclaim's walk over live ones (explain/families.py)
 CRASH_LOOP_RESTARTS = 3  # a unit that restarted this often and did not succeed is crash-looping
 
+# --- when a probe (collect/memcg_cost.py, collect/posture.py) must not make memcgs (collect/probe_state.py) ---
+MEMCG_ID_MAX = 65535  # the memory controller's IDs are 16 bits (mm/memcontrol.c MEM_CGROUP_ID_MAX)
+PROBE_MAX_ID_SHARE = 0.8  # no probe when memory cgroups (live + dying) hold more than this share of the IDs
+PROBE_MAX_MEMCGS = 20000  # nor when this many memory cgroups exist already (each more makes every walk longer)
+PROBE_MAX_MEM_PSI = 10.0  # nor when /proc/pressure/memory `some avg10` is above this % (reclaim is busy)
+
 THRESHOLDS = {"hot_busy_pct": HOT_BUSY, "hot_seconds": HOT_SECONDS, "others_max_pct": OTHERS_MAX,
               "prove_share": PROVE, "contribute_share": CONTRIBUTE, "zombie_age_seconds": ZOMBIE_AGE,
               "min_zombies": MIN_ZOMBIES, "restarts_tie": list(RESTARTS_TIE),

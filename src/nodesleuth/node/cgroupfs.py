@@ -171,6 +171,7 @@ def scratch_tree(mc: "Memcg", kind: str) -> Iterator[str]:
 
 
 _MAKERS: set[int] = set()  # make_zombies' children running now
+_MADE = 0  # make_zombies calls by this process (names its files)
 _PINS: set[str] = set()  # directories of files that pin a probe's zombies, removed at exit if still there
 
 
@@ -414,7 +415,14 @@ def make_zombies(n: int, parent: str, data_dir: str, file_bytes: int = 8192, pre
     """Create n dying memcgs under `parent` (a directory of the memory controller's hierarchy, made if
     missing) from a forked child; returns how many were made. The child joins each new cgroup, writes
     its file there, and leaves for a leaf of its own (`parent/_leave`: on cgroup v2 a cgroup whose
-    children have controllers may hold no process), so the caller's membership never changes."""
+    children have controllers may hold no process), so the caller's membership never changes.
+
+    The files are created (empty) here, before the fork, outside the new cgroups: creating a file on a
+    disk file system reads or allocates metadata blocks (ext4's inode table: one 4 KB block per 16
+    inodes) into the block device's page cache, charged to whichever memcg touched them first, and they
+    stay cached after the file is deleted. Created inside, they kept every 16th memcg dying after its
+    file was gone (measured on this host: 3 of 50 plus their 2 parents, docs/probes.md). So the only
+    pages a new cgroup is charged with are its file's own data, which go when the file is deleted."""
     os.makedirs(parent, exist_ok=True)
     os.makedirs(data_dir, exist_ok=True)
     if os.path.exists(os.path.join(parent, "cgroup.subtree_control")):
@@ -424,6 +432,11 @@ def make_zombies(n: int, parent: str, data_dir: str, file_bytes: int = 8192, pre
     leave = os.path.join(parent, "_leave")
     os.makedirs(leave, exist_ok=True)
     home = own_cgroup(parent)
+    global _MADE
+    _MADE += 1
+    names = [os.path.join(data_dir, f"{prefix}{i}-{os.getpid()}-{_MADE}") for i in range(n)]
+    for name in names:  # metadata charged to the caller, not to the cgroups made below (see above)
+        os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
     libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: a threaded parent's child does little
     caller = os.getpid()
     r, w = os.pipe()
@@ -441,8 +454,11 @@ def make_zombies(n: int, parent: str, data_dir: str, file_bytes: int = 8192, pre
                 cg = os.path.join(parent, f"{prefix}{i}-{me}")
                 os.mkdir(cg)
                 enter(cg, me)
-                with open(os.path.join(data_dir, f"{prefix}{i}-{me}"), "wb") as f:
-                    f.write(payload)
+                fd = os.open(names[i], os.O_WRONLY)  # exists: only its data pages are charged here
+                try:
+                    os.write(fd, payload)
+                finally:
+                    os.close(fd)
                 enter(leave, me)
                 os.rmdir(cg)
                 made += 1

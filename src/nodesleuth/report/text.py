@@ -51,6 +51,10 @@ def npd_line(res: CheckResult) -> str:
     if not probs:
         return "nodesleuth: OK" if res.exit_code == 0 else "nodesleuth: UNKNOWN (could not read: see --json notes)"
     more = f" (+{len(probs) - 1} more)" if len(probs) > 1 else ""
+    if probs[0].kind == "zombie_cgroups":  # where its cost figure came from: the state file's age, or none
+        src = probs[0].data.get("cost_source", "")
+        more += " [cost: " + (src[src.index("(measured ") + 10:-1].replace(" ago, this boot", " ago") if "(measured " in src
+                              else "unmeasured") + "]"
     title = probs[0].title
     room = NPD_MAX - len(more.encode())
     if len(title.encode()) > room:

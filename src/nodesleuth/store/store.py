@@ -56,7 +56,10 @@ def check_store(directory: str, for_writing: bool = False) -> int:
             raise InputError(directory, f"store schema {schema} was written by a newer nodesleuth "
                              f"({meta.get('written_by', '?')}); this version reads up to schema {SCHEMA}")
         return schema
-    names = set(os.listdir(directory))
+    from ..collect.probe_state import STATE_FILE
+
+    # the probes' state file (collect/probe_state.py) may share the directory: the DaemonSet's hostPath
+    names = set(os.listdir(directory)) - {STATE_FILE}
     if names & set(V1_STREAMS):
         return 1  # nodesleuth 0.1 wrote no description file
     if names - {"LOCK", WORK} and not for_writing:
