@@ -53,9 +53,10 @@ def python_files(dirs=SCANNED) -> list[str]:
     return sorted(out)
 
 
-def local_modules(dirs=SCANNED) -> set[str]:
+def local_modules(dirs=SCANNED + ("scripts",)) -> set[str]:
     """What a test can import from the repository itself: the top-level names SCANNED, and every module
-    and package inside them (tests put their own directories on sys.path)."""
+    and package inside them and scripts/ (tests put their own directories, and the generators' under
+    scripts/, on sys.path)."""
     names = {"nodesleuth", *dirs}
     for d in dirs:
         for base, subdirs, files in os.walk(os.path.join(REPO, d)):
