@@ -18,6 +18,8 @@ from ..collect.sampler import CHECK, Sampler
 from ..model.records import ZombiePosture
 from ..model.records import Tick
 from ..node.systemd import read_units
+from ..node import journal
+from ..model.procfs import parse_meminfo
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import registry
 from .incidents import NIC_LOOKBACK, may_have_starved
@@ -195,8 +197,14 @@ def run_check(opt: CheckOptions) -> CheckResult:
         from ..collect.units import process_age
 
         age = lambda pid: process_age(root, pid)  # noqa: E731
+    log_lines, why = journal.failure_lines(root, now - opt.lookback)
+    if why and root.live:
+        notes.append(f"cgroup mkdir failures in the journal not looked for: {why}")
+    mi = root.read_opt("/proc/meminfo")
+    swap = parse_meminfo(mi, keys=("SwapTotal",)).get("SwapTotal") if mi else None
     window = Window(ticks, seconds, census0, nics0, units0, units1, events, now - opt.lookback, churn, cost,
-                    opt.zombie_warn, opt.zombie_crit, age)
+                    opt.zombie_warn, opt.zombie_crit, age, root.read_opt("/proc/sys/kernel/osrelease"),
+                    None if swap is None else swap // 1024, log_lines)
     found: list[Finding] = registry.run(window)
     correlate(found)
     cpu_window = "interval"

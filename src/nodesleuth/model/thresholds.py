@@ -28,7 +28,14 @@ WALK_DYING_SHARE = 0.5  # memory-cgroup code on a hot core is a walk over zombie
 # the memcgs is dying (and >= MIN_ZOMBIES); with fewer it is reclaim's walk over live ones (explain/families.py)
 CRASH_LOOP_RESTARTS = 3  # a unit that restarted this often and did not succeed is crash-looping
 
+# --- the memory controller's 65,535 IDs (model/memcg_ids.py says which memcgs hold one on which kernel) ----
+MEMCG_IDS_WARN = 0.75  # share of the IDs held (at most) that makes a warning
+MEMCG_IDS_CRIT = 0.90  # and a critical finding: a few thousand more mkdirs and pods cannot start
+MEMCG_IDS_HORIZON = 86400.0  # s: growth that exhausts the IDs within this is a warning whatever the share
+
 THRESHOLDS = {"hot_busy_pct": HOT_BUSY, "hot_seconds": HOT_SECONDS, "others_max_pct": OTHERS_MAX,
               "prove_share": PROVE, "contribute_share": CONTRIBUTE, "zombie_age_seconds": ZOMBIE_AGE,
               "min_zombies": MIN_ZOMBIES, "restarts_tie": list(RESTARTS_TIE),
-              "zombie_warn": ZOMBIE_WARN, "zombie_crit": ZOMBIE_CRIT, "walk_dying_share": WALK_DYING_SHARE, "crash_loop_restarts": CRASH_LOOP_RESTARTS}
+              "zombie_warn": ZOMBIE_WARN, "zombie_crit": ZOMBIE_CRIT, "walk_dying_share": WALK_DYING_SHARE, "crash_loop_restarts": CRASH_LOOP_RESTARTS,
+              "memcg_ids_warn": MEMCG_IDS_WARN, "memcg_ids_crit": MEMCG_IDS_CRIT,
+              "memcg_ids_horizon_seconds": MEMCG_IDS_HORIZON}
