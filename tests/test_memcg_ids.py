@@ -95,3 +95,34 @@ def test_live_memcgs_near_the_limit_on_6_12(tmp_path, live):
     f = finding(doc, "memcg_ids")
     assert f is not None and f["severity"] == "critical"
     assert f["data"]["ids_held_high"] == live and f["data"]["ratio"] == round(live / ID_MAX, 4)
+
+
+def test_exporter_serves_ids_used_with_the_kernel_rule(tmp_path):
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from conftest import free_port
+    from prometheus_client.parser import text_string_to_metric_families
+
+    root = _node(tmp_path, "3.10.0-693.el7.x86_64", 64734, 240, 0)
+    port = free_port()
+    exp = subprocess.Popen([sys.executable, "-m", "nodesleuth", "exporter", "--root", root, "--listen",
+                            f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL)
+    try:
+        fams = {}
+        for _ in range(120):
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+                fams = {f.name: f for f in text_string_to_metric_families(body)}
+                if "nodesleuth_memcg_ids_used" in fams:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        assert fams["nodesleuth_memcg_ids_used"].samples[0].value == 64734
+        assert fams["nodesleuth_memcg_ids_used_ratio"].samples[0].value == round(64734 / ID_MAX, 4)
+    finally:
+        exp.terminate()
+        exp.wait()

@@ -19,7 +19,7 @@ from ..model.records import ZombiePosture
 from ..model.records import Tick
 from ..node.systemd import read_units
 from ..node import journal
-from ..model.procfs import parse_meminfo
+from ..model.memcg_ids import node_rule
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import registry
 from .incidents import NIC_LOOKBACK, may_have_starved
@@ -200,11 +200,10 @@ def run_check(opt: CheckOptions) -> CheckResult:
     log_lines, why = journal.failure_lines(root, now - opt.lookback)
     if why and root.live:
         notes.append(f"cgroup mkdir failures in the journal not looked for: {why}")
-    mi = root.read_opt("/proc/meminfo")
-    swap = parse_meminfo(mi, keys=("SwapTotal",)).get("SwapTotal") if mi else None
+    osrelease = root.read_opt("/proc/sys/kernel/osrelease")
+    _, swap = node_rule(osrelease, root.read_opt("/proc/meminfo"))
     window = Window(ticks, seconds, census0, nics0, units0, units1, events, now - opt.lookback, churn, cost,
-                    opt.zombie_warn, opt.zombie_crit, age, root.read_opt("/proc/sys/kernel/osrelease"),
-                    None if swap is None else swap // 1024, log_lines)
+                    opt.zombie_warn, opt.zombie_crit, age, osrelease, swap, log_lines)
     found: list[Finding] = registry.run(window)
     correlate(found)
     cpu_window = "interval"

@@ -88,6 +88,12 @@ def id_use(live: int, dying: int, rule: IdRule | None, swap_total_kib: int | Non
     return IdUse(live, dying, live, live + dying, rule, swap)
 
 
+def node_rule(osrelease: str | None, meminfo: str | None) -> tuple[IdRule | None, int | None]:
+    """(rule, SwapTotal KiB) from the texts of /proc/sys/kernel/osrelease and /proc/meminfo (None: unread)."""
+    m = re.search(r"^SwapTotal:\s+(\d+) kB", meminfo or "", re.M)
+    return rule_for(release(osrelease or "")), int(m.group(1)) if m else None
+
+
 # --- the failures already logged: a cgroup mkdir that got ENOSPC or ENOMEM -------------------------------
 # The forms, each seen in a public report (tests/data/memcg-ids/failures.json has the lines and URLs):
 # kubelet:  "... failed to create container for [kubepods besteffort pod...] : mkdir /sys/fs/cgroup/memory/kubepods/...: no space left on device"
