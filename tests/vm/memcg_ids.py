@@ -153,8 +153,10 @@ def probe_ids(prefix: str, k: int, disk: str, out: dict, key: str, tmpfs_kib: in
     r["seconds"] = round(time.monotonic() - t0, 1)
     r["dying_hold_id"] = fit < made // 2
     log(f"{key}: {r}")
-    rmdir_all(prefix + "p", fit)
     out[key] = r
+    # back to the limit for the next probe: the probe's own mkdirs stay, and more fill what is free
+    more, _ = mkdir_until_fail(prefix + "f", CAP)
+    out.setdefault("refill", []).append((prefix, fit, more))
 
 
 def swap_used() -> int:
@@ -212,6 +214,9 @@ def main() -> int:
                 # 1 MiB of tmpfs per memcg under a 256 KiB memory.max: most of it goes to swap
                 probe_ids("s", K // 4, disk, out, "dying_swap", tmpfs_kib=1024, limit=262144)
     t0 = time.monotonic()
+    for prefix, fit, more in out.get("refill", []):
+        rmdir_all(prefix + "p", fit)
+        rmdir_all(prefix + "f", more)
     rmdir_all("l", out["live_filled"])
     out["cleanup_seconds"] = round(time.monotonic() - t0, 1)
     print(json.dumps(out))
