@@ -10,7 +10,7 @@ import pytest
 
 from conftest import check_json, finding, nodesleuth
 from fixtures.trees import make_v1_node
-from nodesleuth.model.memcg_ids import ID_MAX, id_use, mkdir_failure, release, rule_for
+from nodesleuth.model.memcg_ids import ID_MAX, id_use, mkdir_errno, mkdir_failure, release, rule_for
 
 HERE = os.path.dirname(__file__)
 
@@ -21,6 +21,8 @@ def test_rule_per_kernel():
     for k in ("4.8.0", "5.10.0-32-amd64", "6.1.0-50-amd64", "6.12.95+deb12-amd64", "7.2.13+deb14-amd64"):
         assert rule_for(release(k)).dying_hold == "swap", k
     assert rule_for(release("")) is None
+    assert [mkdir_errno(release(k)) for k in ("3.10.0", "5.10.0", "6.1.0", "6.12.95", "7.2.13")] == \
+        ["ENOSPC", "ENOSPC", "ENOSPC", "EBUSY", "EBUSY"]
     r = rule_for(release("6.1.0"))
     assert id_use(300, 60000, r, 0).high == 300  # no swap: dying memcgs hold no ID
     assert (id_use(300, 60000, r, 1 << 20).low, id_use(300, 60000, r, 1 << 20).high) == (300, 60300)
@@ -95,6 +97,8 @@ def test_live_memcgs_near_the_limit_on_6_12(tmp_path, live):
     f = finding(doc, "memcg_ids")
     assert f is not None and f["severity"] == "critical"
     assert f["data"]["ids_held_high"] == live and f["data"]["ratio"] == round(live / ID_MAX, 4)
+    # 6.12 allocates the IDs from an xarray: a full one makes mkdir fail with EBUSY (measured in the VM)
+    assert 'fails with EBUSY ("device or resource busy" on kernel 6.12)' in " ".join(f["evidence"])
 
 
 def test_exporter_serves_ids_used_with_the_kernel_rule(tmp_path):

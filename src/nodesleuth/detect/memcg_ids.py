@@ -3,7 +3,7 @@ swap that keep theirs: model/memcg_ids.py), how fast they go, and the cgroup mkd
 
 from __future__ import annotations
 
-from ..model.memcg_ids import ID_MAX, id_use, mkdir_failure, release, rule_for
+from ..model.memcg_ids import ID_MAX, id_use, mkdir_errno, mkdir_failure, release, rule_for
 from ..model.thresholds import MEMCG_IDS_CRIT, MEMCG_IDS_HORIZON, MEMCG_IDS_WARN
 from .findings import Finding
 from .registry import detector
@@ -22,7 +22,9 @@ def findings(w: Window) -> list[Finding]:
     rel = release(w.release or "")
     rule = rule_for(rel)
     last = _held(w.last.census, rule, w.swap_total_kib)
-    failures = [f for f in (mkdir_failure(line) for line in w.log_lines) if f is not None]
+    code = mkdir_errno(rel)
+    failures = [f for f in (mkdir_failure(line) for line in w.log_lines) if f is not None
+                and (f.errno != "EBUSY" or code == "EBUSY")]  # EBUSY names the ID space only on 6.12+
     if last is None:
         return []
     first = _held(w.census0, rule, w.swap_total_kib) or last
@@ -31,10 +33,10 @@ def findings(w: Window) -> list[Finding]:
     rate = growth / w.seconds if w.seconds > 0 else 0.0
     left = ID_MAX - last.high
     eta = left / rate if rate > 0 else None
-    sev = ("critical" if share >= MEMCG_IDS_CRIT or any(f.errno == "ENOSPC" for f in failures)
+    sev = ("critical" if share >= MEMCG_IDS_CRIT or any(f.errno in ("ENOSPC", "EBUSY") for f in failures)
            else "warning" if share >= MEMCG_IDS_WARN or (eta is not None and eta <= MEMCG_IDS_HORIZON) or failures
            else "info")
-    if rule is None and sev == "critical" and not any(f.errno == "ENOSPC" for f in failures):
+    if rule is None and sev == "critical" and not any(f.errno in ("ENOSPC", "EBUSY") for f in failures):
         sev = "warning"  # the share is an upper bound when the kernel's rule is unknown
     if sev == "info":
         return []  # far from the limit: nothing to say on every check
@@ -63,7 +65,8 @@ def findings(w: Window) -> list[Finding]:
         ev.append(f"cgroup creation already failed ({f.who}, {f.errno}): {f.line[:300]}")
     if len(failures) > 5:
         ev.append(f"... {len(failures) - 5} more failed cgroup mkdirs in the log")
-    why = (f"why pods fail: mkdir of a new memory cgroup fails with ENOSPC (\"no space left on device\") when all "
+    said = "no space left on device" if code == "ENOSPC" else "device or resource busy"
+    why = (f"why pods fail: mkdir of a new memory cgroup fails with {code} (\"{said}\" on kernel {k or '?'}) when all "
            f"{ID_MAX} IDs are held; kubelet cannot create the pod's cgroup (FailedCreatePodContainer) and runc the "
            f"container's. Held now: {last.live} live + {why_dying}")
     ev.append(why)

@@ -49,6 +49,14 @@ RULES: tuple[IdRule, ...] = (
 )
 
 
+def mkdir_errno(rel: tuple[int, int] | None) -> str:
+    """What a memcg mkdir fails with when no ID is free: idr_alloc's -ENOSPC until the IDs moved to an xarray,
+    whose xa_alloc returns -EBUSY when the range is full (measured: ENOSPC on 5.10, EBUSY on 6.12.95;
+    tests/vm/memcg_ids.py). The xarray change was posted in August 2024 (the 6.12 cycle): releases between
+    6.1 and 6.12 are not measured here."""
+    return "EBUSY" if rel is not None and rel >= (6, 12) else "ENOSPC"
+
+
 def release(text: str) -> tuple[int, int] | None:
     """(major, minor) of a kernel release string (`uname -r`, /proc/sys/kernel/osrelease)."""
     m = re.match(r"\s*(\d+)\.(\d+)", text or "")
@@ -100,7 +108,7 @@ def node_rule(osrelease: str | None, meminfo: str | None) -> tuple[IdRule | None
 # runc (docker, containerd): "... applying cgroup configuration for process caused \"mkdir /sys/fs/cgroup/memory/docker/...: no space left on device\""
 # coreutils mkdir: "mkdir: cannot create directory '/sys/fs/cgroup/memory/test/test-100': No space left on device"
 # lxc:      "utils.c:mkdir_p:253 - No space left on device - failed to create directory '/sys/fs/cgroup/memory//lxc/...'"
-_ERR = r"(?P<{}>no space left on device|cannot allocate memory)"
+_ERR = r"(?P<{}>no space left on device|cannot allocate memory|device or resource busy)"
 FAILURE = re.compile(
     r"mkdir (?P<path>/sys/fs/cgroup/\S*?):? " + _ERR.format("err")
     + r"|cannot create directory .(?P<path2>/sys/fs/cgroup/[^'\u2019\s]*).: " + _ERR.format("err2")
@@ -111,7 +119,7 @@ FAILURE = re.compile(
 @dataclass(frozen=True)
 class MkdirFailure:
     path: str
-    errno: str  # ENOSPC | ENOMEM
+    errno: str  # ENOSPC | EBUSY (6.12+: the IDs' xarray is full) | ENOMEM
     who: str  # kubelet | runc | mkdir | lxc | containerd | unknown
     line: str
 
@@ -128,4 +136,5 @@ def mkdir_failure(line: str) -> MkdirFailure | None:
            else "mkdir" if m.group("path2") else "lxc" if m.group("path3")
            else "runc" if "applying cgroup configuration" in low or "oci runtime" in low or "runc" in low
            else "containerd" if "containerd" in low else "unknown")
-    return MkdirFailure(path, "ENOSPC" if err.startswith("no space") else "ENOMEM", who, line.strip())
+    code = "ENOSPC" if err.startswith("no space") else "EBUSY" if err.startswith("device") else "ENOMEM"
+    return MkdirFailure(path, code, who, line.strip())

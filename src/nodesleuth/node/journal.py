@@ -10,7 +10,7 @@ import subprocess
 from .children import run
 from .root import Root
 
-GREP = "no space left on device|cannot allocate memory"
+GREP = "no space left on device|cannot allocate memory|device or resource busy"
 
 
 def failure_lines(root: Root, since: float, timeout: float = 10.0) -> tuple[list[str], str | None]:
