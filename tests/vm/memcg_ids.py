@@ -99,8 +99,11 @@ def mkdir_until_fail_from(prefix: str, start: int, want: int) -> tuple[int, str 
 
 def charge(path: str, disk: str, tag: str, tmpfs_kib: int = 4, limit: int | None = None) -> None:
     """Move this process into `path`, write the files that keep it dying, come back."""
-    if limit is not None:
+    if limit is not None:  # a child charges the tmpfs pages under the limit (this Python would be OOM-killed)
         open(f"{path}/memory.max", "w").write(str(limit))
+        subprocess.run(["sh", "-c", f"echo $$ > {path}/cgroup.procs && exec dd if=/dev/urandom "
+                        f"of=/dev/shm/{tag} bs=64k count={tmpfs_kib // 64}"], check=True, capture_output=True)
+        return
     open(f"{path}/cgroup.procs", "w").write(str(os.getpid()))
     try:
         with open(f"{disk}/{tag}", "wb") as f:
@@ -150,6 +153,7 @@ def probe_ids(prefix: str, k: int, disk: str, out: dict, key: str, tmpfs_kib: in
     r["mkdir_fit_after"] = fit
     r["mkdir_error"] = err
     r["tracked"] = memory_line().get("num_cgroups")
+    r["cgroup_stat"] = stat(V2)
     r["seconds"] = round(time.monotonic() - t0, 1)
     r["dying_hold_id"] = fit < made // 2
     log(f"{key}: {r}")
@@ -195,11 +199,15 @@ def main() -> int:
     out["dying_before"] = dying_memory(V2)
     t0 = time.monotonic()
     n, err = mkdir_until_fail("l", CAP)
-    out["live_filled"] = n
+    out["live_filled"] = n  # the probes below take theirs off this count (the live ones they rmdir)
+    out["filled"] = n
     out["fill_error"] = err
     out["fill_seconds"] = round(time.monotonic() - t0, 1)
     out["at_limit"] = memory_line()
-    out["ids_used_at_limit"] = out["at_limit"]["num_cgroups"]
+    st = stat(V2)  # 6.12+: the memory csses themselves (7.2's /proc/cgroups has no num_cgroups)
+    out["at_limit_cgroup_stat"] = st
+    out["ids_used_at_limit"] = (st["nr_subsys_memory"] if "nr_subsys_memory" in st  # the root's own included
+                                else out["at_limit"].get("num_cgroups"))
     log(f"filled: {n} live, {err}")
     if hold:
         p = subprocess.run(hold, shell=True, capture_output=True, text=True)
@@ -211,8 +219,8 @@ def main() -> int:
             if why:
                 out["swap"] = why
             else:
-                # 1 MiB of tmpfs per memcg under a 256 KiB memory.max: most of it goes to swap
-                probe_ids("s", K // 4, disk, out, "dying_swap", tmpfs_kib=1024, limit=262144)
+                # 1 MiB of tmpfs per memcg under a 512 KiB memory.max: most of it goes to swap
+                probe_ids("s", K // 4, disk, out, "dying_swap", tmpfs_kib=1024, limit=524288)
     t0 = time.monotonic()
     for prefix, fit, more in out.get("refill", []):
         rmdir_all(prefix + "p", fit)
