@@ -41,7 +41,7 @@ RULES: tuple[IdRule, ...] = (
            "mem_cgroup_private_id_put(memcg, 1)) -> mem_cgroup_id_remove() releases the ID at offline; swap "
            "entries hold references (mem_cgroup_id_get_online/_get_many in __mem_cgroup_try_charge_swap, "
            "mem_cgroup_swapout); commit 73f576c04b94 (4.8)",
-           "tests/vm/memcg_ids.py on 5.10, 6.12, 7.2 (6.1 not measured): benchmarks/results/memcg_ids.json"),
+           "tests/vm/memcg_ids.py on 5.10, 6.1, 6.12, 7.2: benchmarks/results/memcg_ids.json"),
     IdRule((0, 0), "all",
            "before 4.8 the memcg ID is the css ID (mem_cgroup_id() = css.id), freed with the css: a dying "
            "memcg keeps it (commit 73f576c04b94's message; runc#1725 and kubernetes#61937 on 3.10)",
@@ -51,7 +51,7 @@ RULES: tuple[IdRule, ...] = (
 
 def mkdir_errno(rel: tuple[int, int] | None) -> str:
     """What a memcg mkdir fails with when no ID is free: idr_alloc's -ENOSPC until the IDs moved to an xarray,
-    whose xa_alloc returns -EBUSY when the range is full (measured: ENOSPC on 5.10, EBUSY on 6.12.95;
+    whose xa_alloc returns -EBUSY when the range is full (measured: ENOSPC on 5.10 and 6.1, EBUSY on 6.12 and 7.2;
     tests/vm/memcg_ids.py). The xarray change was posted in August 2024 (the 6.12 cycle): releases between
     6.1 and 6.12 are not measured here."""
     return "EBUSY" if rel is not None and rel >= (6, 12) else "ENOSPC"
