@@ -71,6 +71,28 @@ groups:
           severity: warning
         annotations:
           summary: "{{{{ $labels.instance }}}}: {{{{ $value | humanize }}}} dying memory cgroups per live one"
+      - alert: NodesleuthMemcgIdsNearExhaustion
+        # the memory controller's 65535 IDs (model/memcg_ids.py): at >= {_num(th.MEMCG_IDS_CRIT * 100)}% a few thousand
+        # more memcg mkdirs fail with ENOSPC and pods cannot start (kubelet FailedCreatePodContainer)
+        expr: |
+          nodesleuth_memcg_ids_used_ratio >= {_num(th.MEMCG_IDS_CRIT)}
+        for: 5m
+        labels:
+          severity: critical
+        annotations:
+          summary: "{{{{ $labels.instance }}}}: {{{{ $value | humanizePercentage }}}} of the 65535 memory cgroup IDs held: new pods' cgroups will fail with ENOSPC"
+          runbook: "nodesleuth check (finding memcg_ids: who makes the memcgs, live vs dying); drop_caches; reboot if pods already fail"
+      - alert: NodesleuthMemcgIdsFillingUp
+        expr: |
+          nodesleuth_memcg_ids_used_ratio >= {_num(th.MEMCG_IDS_WARN)}
+          or (predict_linear(nodesleuth_memcg_ids_used[1h], {_num(th.MEMCG_IDS_HORIZON)}) >= 65535
+              and nodesleuth_memcg_ids_used_ratio >= 0.1)
+        for: 15m
+        labels:
+          severity: warning
+        annotations:
+          summary: "{{{{ $labels.instance }}}}: {{{{ $value }}}} memory cgroup IDs used and filling up (65535 max)"
+          runbook: "nodesleuth check; look for a crash-looping unit or pod making memcgs"
       - alert: NodesleuthNICResets
         # the driver's reset counter moved, or its kernel log said so (any driver); one alert per device
         # when both did (`or on (instance, device)`: the counter's, which names the counter)

@@ -118,7 +118,7 @@ def test_guards_on_this_host_and_with_one_number_changed(tmp_path):
     many = re.sub(r"^(memory\t\d+\t)\d+", r"\g<1>60000", real, flags=re.M)
     assert many != real
     why = probe_state.guard(_tree(tmp_path, cgroups=many))
-    assert f"60000 of {th.MEMCG_ID_MAX} in use (92% > 80%)" in why and f"60000 memory cgroups already (> {th.PROBE_MAX_MEMCGS})" in why
+    assert f"60000 of {ID_MAX} in use (92% > 80%)" in why and f"60000 memory cgroups already (> {th.PROBE_MAX_MEMCGS})" in why
     # a count over PROBE_MAX_MEMCGS but far from the ID limit: only that guard
     some = re.sub(r"^(memory\t\d+\t)\d+", rf"\g<1>{th.PROBE_MAX_MEMCGS + 1}", real, flags=re.M)
     why = probe_state.guard(_tree(tmp_path / "b", cgroups=some))

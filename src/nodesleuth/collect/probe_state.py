@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from ..model.errors import InputError
 from ..model.procfs import parse_psi_some_avg10
 from ..model.records import MemcgCost
-from ..model.thresholds import MEMCG_ID_MAX, PROBE_MAX_ID_SHARE, PROBE_MAX_MEM_PSI, PROBE_MAX_MEMCGS
+from ..model.memcg_ids import ID_MAX as MEMCG_ID_MAX
+from ..model.thresholds import PROBE_MAX_ID_SHARE, PROBE_MAX_MEM_PSI, PROBE_MAX_MEMCGS
 from ..node.cgroupfs import Memcg, mounts
 from ..node.root import Root
 

@@ -18,6 +18,8 @@ from ..collect.sampler import CHECK, Sampler
 from ..model.records import ZombiePosture
 from ..model.records import Tick
 from ..node.systemd import read_units
+from ..node import journal
+from ..model.memcg_ids import node_rule
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import registry
 from .incidents import NIC_LOOKBACK, may_have_starved
@@ -213,8 +215,13 @@ def run_check(opt: CheckOptions) -> CheckResult:
         from ..collect.units import process_age
 
         age = lambda pid: process_age(root, pid)  # noqa: E731
+    log_lines, why = journal.failure_lines(root, now - opt.lookback)
+    if why and root.live:
+        notes.append(f"cgroup mkdir failures in the journal not looked for: {why}")
+    osrelease = root.read_opt("/proc/sys/kernel/osrelease")
+    _, swap = node_rule(osrelease, root.read_opt("/proc/meminfo"))
     window = Window(ticks, seconds, census0, nics0, units0, units1, events, now - opt.lookback, churn, cost,
-                    opt.zombie_warn, opt.zombie_crit, age)
+                    opt.zombie_warn, opt.zombie_crit, age, osrelease, swap, log_lines)
     found: list[Finding] = registry.run(window)
     correlate(found)
     for f in found:  # where the per-memcg cost came from, beside the figure

@@ -29,6 +29,9 @@ class Window:
     zombie_warn: int = 1000
     zombie_crit: int = 10000
     process_age: Callable[[int], float | None] | None = None  # main PID -> age, when PIDs are ours
+    release: str | None = None  # /proc/sys/kernel/osrelease: which memcg-ID rule holds (model/memcg_ids.py)
+    swap_total_kib: int | None = None  # /proc/meminfo SwapTotal; None: not read
+    log_lines: list[str] = field(default_factory=list)  # journal lines of the lookback that name a cgroup mkdir failure
     restarts: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -33,6 +33,8 @@ from ..model.records import Creator, softnet_on, softnet_text, sockets_in, tcp_i
 from ..profile.parse import UNNAMED
 from ..remedy.actions import Action, protected
 from ..model.timeparse import iso
+from ..model.memcg_ids import ID_MAX
+from ..model.thresholds import MEMCG_IDS_WARN
 
 MIN_SAMPLES = 20  # profile samples on the core needed to measure shares from the profile
 CONFIDENCE = {OBSERVED: "high", PROVEN: "high", CONTRIBUTING: "medium", NOT_PROVEN: "low", UNKNOWN: "none"}
@@ -484,17 +486,27 @@ def _resource(rec, inc: Incident, ep: Episode, prof: CoreProfile | None) -> Link
     growth = dying - first if dying is not None and first is not None else None
     hours = max(1e-9, (inc.time - rec.ticks[0].time) / 3600) if rec.ticks else None
     ev = []
+    ids_note = None
     if dying is not None:
         ev.append(f"memory cgroups at the incident: {dying} dying" + (
             f" ({mem.tracked} tracked vs {mem.live} live)" if mem and mem.live is not None else ""))
         if growth is not None and hours:
             ev.append(f"dying memcgs {growth:+d} since the recording began" + (
                 f" ({growth / hours:+.0f}/h)" if hours >= 1 / 6 else f" ({60 * hours:.1f} min ago)"))
+        live = c.memory_live()
+        if live is not None and (live + dying) / ID_MAX >= MEMCG_IDS_WARN:
+            held = (f"{live + dying} of {ID_MAX} at most" if live + dying <= ID_MAX else
+                    f"{live + dying} memcgs exceed the {ID_MAX} IDs, so not every dying one holds an ID here (a 4.8+ "
+                    f"kernel): between {live} and {ID_MAX} held")
+            ev.append(f"memory cgroup IDs: {live} live + {dying} dying: {held} (a dying memcg holds one before 4.8, "
+                      f"since 4.8 only with pages in swap: model/memcg_ids.py); with all {ID_MAX} held a memcg mkdir "
+                      f"fails with ENOSPC and pods cannot start (`nodesleuth check`'s memcg_ids finding on the node)")
+            ids_note = live + dying
         t = _tick_at(rec, inc.time)
         if t and t.meminfo.get("Percpu") is not None:
             ev.append(f"Percpu {t.meminfo['Percpu'] >> 20} MiB, Slab {t.meminfo.get('Slab', 0) >> 20} MiB")
     data = {"dying": dying, "tracked": mem.tracked if mem else None, "live": c.memory_live() if c else None,
-            "growth": growth,
+            "growth": growth, "memcg_ids_upper": ids_note,
             # on cgroup v2 the parent the zombies were removed from (remedy reclaims there: memory.reclaim)
             "v2_parent": c.dying_subtrees[0].path if c and c.v2 is not None and mem is None and c.dying_subtrees
             else None}

@@ -25,6 +25,7 @@ from ..node.systemd import enabled_services
 from ..detect.incidents import HotCoreTracker, NicGrouper
 from ..model.errors import InputError
 from ..model.metrics import METRICS, tick_gauges
+from ..model.memcg_ids import node_rule as memcg_id_rule
 from .facts import info_series, labels_of
 from .snapshot import host_facts, unit_dicts
 
@@ -47,6 +48,7 @@ class State:
         self.enabled: list[str] = []  # enabled services (list-unit-files costs PID 1: every ENABLED_EVERY s)
         self.posture = None  # model.records.ZombiePosture, taken once (collect/posture.py)
         self.probes = None  # collect.probe_state.Stored: the probes' results of this boot, where they came from
+        self.memcg_ids = None  # (IdRule | None, SwapTotal KiB | None): the memcg-ID gauges' rule (model/memcg_ids.py)
 
 
 class NodesleuthCollector(Collector):
@@ -86,6 +88,7 @@ class NodesleuthCollector(Collector):
             samples, errors = st.samples, st.errors
             fdoc = {**st.facts, "units": unit_dicts(st.unit_objs, st.enabled)} if st.facts else None
             post = st.posture
+            ids = st.memcg_ids
         if post is not None:
             yes = {True: "true", False: "false", None: "unknown"}
             pi = InfoMetricFamily("nodesleuth_zombie_posture", METRICS["nodesleuth_zombie_posture"].help, labels=[])
@@ -106,7 +109,7 @@ class NodesleuthCollector(Collector):
         if tk is None:
             return
         fams: dict[str, GaugeMetricFamily] = {}
-        for name, labels, value in tick_gauges(tk, hot):
+        for name, labels, value in tick_gauges(tk, hot, ids):
             f = fams.get(name)
             if f is None:
                 m = METRICS[name]
@@ -199,6 +202,7 @@ class SamplerThread(threading.Thread):
         self.stop_ev = threading.Event()
         self.tracker = HotCoreTracker()  # the incident rule of detect/incidents.py, fed live
         self.grouper = NicGrouper(keep=False)
+        state.memcg_ids = memcg_id_rule(root.read_opt("/proc/sys/kernel/osrelease"), root.read_opt("/proc/meminfo"))
 
     def refresh_facts(self) -> None:
         """Configuration facts for the info metrics; a failed read keeps the last good facts and counts."""

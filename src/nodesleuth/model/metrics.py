@@ -12,6 +12,7 @@ configuration facts in low-cardinality labels, bounded as fleet/facts.py documen
 
 from __future__ import annotations
 
+from .memcg_ids import id_use
 from .metric import Metric
 from .records import SECTIONS
 from .thresholds import HOT_BUSY
@@ -36,6 +37,11 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_cgroups_live", "gauge", "Cgroups with a directory", ("controller", "hierarchy")),
     Metric("nodesleuth_cgroups_dying", "gauge", "Removed cgroups still alive in the kernel",
            ("controller", "hierarchy")),
+    Metric("nodesleuth_memcg_ids_used", "gauge", "Memory-cgroup IDs held, at most (of 65535: a memcg mkdir fails "
+           "with ENOSPC when all are held): live memcgs plus the dying ones this kernel lets keep an ID "
+           "(model/memcg_ids.py: all before 4.8; since 4.8 only swap-pinned ones, so with swap on, all dying ones "
+           "are counted)"),
+    Metric("nodesleuth_memcg_ids_used_ratio", "gauge", "nodesleuth_memcg_ids_used / 65535"),
     Metric("nodesleuth_memory_percpu_bytes", "gauge", "Percpu from /proc/meminfo"),
     Metric("nodesleuth_memory_slab_bytes", "gauge", "Slab from /proc/meminfo"),
     Metric("nodesleuth_nic_driver_resets", "counter", "NIC driver reset/timeout counters (ethtool -S, per-queue "
@@ -75,7 +81,8 @@ for _cls in SECTIONS.values():  # a registered collector's record declares its o
 FROM_TICK = {
     "cpu": ("nodesleuth_cpu_busy_ratio", "nodesleuth_cpu_sys_ratio", "nodesleuth_cpu_softirq_ratio",
             "nodesleuth_node_busy_ratio", "nodesleuth_hot_core_seconds", "nodesleuth_hot_core_others_busy_ratio"),
-    "census": ("nodesleuth_cgroups_tracked", "nodesleuth_cgroups_live", "nodesleuth_cgroups_dying"),
+    "census": ("nodesleuth_cgroups_tracked", "nodesleuth_cgroups_live", "nodesleuth_cgroups_dying",
+               "nodesleuth_memcg_ids_used", "nodesleuth_memcg_ids_used_ratio"),
     "meminfo": ("nodesleuth_memory_percpu_bytes", "nodesleuth_memory_slab_bytes"),
     "events": ("nodesleuth_nic_kernel_events", "nodesleuth_incidents"),
     "nics": ("nodesleuth_nic_driver_resets",),
@@ -94,9 +101,11 @@ NOT_FROM_TICK = {
 }
 
 
-def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None):
+def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None, ids: tuple | None = None):
     """(metric name, label values, value) for every gauge (and section counter) one tick gives; `hot`: per CPU (seconds hot,
-    the others' mean busy %) from the incident rule's tracker (detect/incidents.HotCoreTracker.gauges)."""
+    the others' mean busy %) from the incident rule's tracker (detect/incidents.HotCoreTracker.gauges); `ids`:
+    (model.memcg_ids.IdRule or None, SwapTotal KiB or None) of the node, for the memcg-ID gauges (a tick does not
+    carry the kernel release: without it they are left out rather than guessed)."""
     cpus = [u for c, u in sorted(t.cpu.items()) if c >= 0]
     for u in cpus:
         yield "nodesleuth_cpu_busy_ratio", (str(u.cpu),), round(u.busy / 100, 4)
@@ -128,6 +137,12 @@ def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None):
         for name, (lv, dy) in v2.subsys.items():
             yield "nodesleuth_cgroups_live", (name, "v2"), lv
             yield "nodesleuth_cgroups_dying", (name, "v2"), dy
+    if ids is not None:
+        live, dying = t.census.memory_live(), t.census.memory_dying()
+        if live is not None:
+            use = id_use(live, dying or 0, ids[0], ids[1])
+            yield "nodesleuth_memcg_ids_used", (), use.high
+            yield "nodesleuth_memcg_ids_used_ratio", (), round(use.ratio, 4)
     if "Percpu" in t.meminfo:
         yield "nodesleuth_memory_percpu_bytes", (), t.meminfo["Percpu"]
     if "Slab" in t.meminfo:

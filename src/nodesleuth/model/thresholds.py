@@ -29,12 +29,17 @@ WALK_DYING_SHARE = 0.5  # memory-cgroup code on a hot core is a walk over zombie
 CRASH_LOOP_RESTARTS = 3  # a unit that restarted this often and did not succeed is crash-looping
 
 # --- when a probe (collect/memcg_cost.py, collect/posture.py) must not make memcgs (collect/probe_state.py) ---
-MEMCG_ID_MAX = 65535  # the memory controller's IDs are 16 bits (mm/memcontrol.c MEM_CGROUP_ID_MAX)
 PROBE_MAX_ID_SHARE = 0.8  # no probe when memory cgroups (live + dying) hold more than this share of the IDs
 PROBE_MAX_MEMCGS = 20000  # nor when this many memory cgroups exist already (each more makes every walk longer)
 PROBE_MAX_MEM_PSI = 10.0  # nor when /proc/pressure/memory `some avg10` is above this % (reclaim is busy)
+# --- the memory controller's 65,535 IDs (model/memcg_ids.py says which memcgs hold one on which kernel) ----
+MEMCG_IDS_WARN = 0.75  # share of the IDs held (at most) that makes a warning
+MEMCG_IDS_CRIT = 0.90  # and a critical finding: a few thousand more mkdirs and pods cannot start
+MEMCG_IDS_HORIZON = 86400.0  # s: growth that exhausts the IDs within this is a warning whatever the share
 
 THRESHOLDS = {"hot_busy_pct": HOT_BUSY, "hot_seconds": HOT_SECONDS, "others_max_pct": OTHERS_MAX,
               "prove_share": PROVE, "contribute_share": CONTRIBUTE, "zombie_age_seconds": ZOMBIE_AGE,
               "min_zombies": MIN_ZOMBIES, "restarts_tie": list(RESTARTS_TIE),
-              "zombie_warn": ZOMBIE_WARN, "zombie_crit": ZOMBIE_CRIT, "walk_dying_share": WALK_DYING_SHARE, "crash_loop_restarts": CRASH_LOOP_RESTARTS}
+              "zombie_warn": ZOMBIE_WARN, "zombie_crit": ZOMBIE_CRIT, "walk_dying_share": WALK_DYING_SHARE, "crash_loop_restarts": CRASH_LOOP_RESTARTS,
+              "memcg_ids_warn": MEMCG_IDS_WARN, "memcg_ids_crit": MEMCG_IDS_CRIT,
+              "memcg_ids_horizon_seconds": MEMCG_IDS_HORIZON}
