@@ -20,6 +20,7 @@ from conftest import memcg, needs_root
 
 from nodesleuth.collect import probe_state
 from nodesleuth.model import thresholds as th
+from nodesleuth.model.memcg_ids import ID_MAX
 from nodesleuth.model.records import MemcgCost
 from nodesleuth.node.root import Root
 
