@@ -157,6 +157,8 @@ def guest(a) -> None:
         f.write("+memory")
     parent = "/sys/fs/cgroup/zparent"
     os.makedirs(parent, exist_ok=True)
+    with open(parent + "/cgroup.subtree_control", "w") as f:  # else the children share the parent's memcg
+        f.write("+memory")
     files = "/run/zfiles"
     os.makedirs(files, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g", "zfiles", files], check=True)
@@ -259,6 +261,8 @@ def main(argv=None) -> dict:
     small = ",".join(str(p) for p in pts if p < 70000)
     big = ",".join(str(p) for p in pts if p >= 70000)
     vms = []
+    if a.maxcpus == a.maxcpus_70k:  # one shape for all the points: one VM
+        small, big = ",".join(str(p) for p in pts), ""
     if a.host_only:
         small = big = ""
     if small:
