@@ -54,6 +54,25 @@ def test_kallsyms_module_lines(tmp_path):
     assert posture.kallsyms_has(r, ("lru_gen_reparent_memcg_x",)) is False
 
 
+def test_kallsyms_chunk_boundary_and_last_line(tmp_path):
+    """The file is searched a megabyte at a time: a name cut by the boundary, a module name (in brackets,
+    never a symbol), a prefix of a real name and a last line without its newline, in lines shaped like
+    the ones above."""
+    (tmp_path / "proc").mkdir()
+    line = "ffffffff816aff90 T mem_cgroup_iter\n"
+    head = line * ((1 << 20) // len(line))
+    pad = (1 << 20) - len(head) - len("ffffffff816b0a20 T lru_rep")
+    text = head + "x" * pad + "\nffffffff816b0a20 T lru_reparent_memcg\n"
+    (tmp_path / "proc" / "kallsyms").write_text(text)
+    r = Root(str(tmp_path))
+    assert posture.kallsyms_has(r, ("lru_reparent_memcg",)) is True
+    (tmp_path / "proc" / "kallsyms").write_text(head + "ffffffffc0201000 t veth_xmit\t[veth]\nffffffff816b0a20 T lru_gen_reparent_memcg")
+    assert posture.kallsyms_has(r, ("veth",)) is False
+    assert posture.kallsyms_has(r, ("veth_xmit",)) is True
+    assert posture.kallsyms_has(r, ("lru_gen_reparent",)) is False
+    assert posture.kallsyms_has(r, ("lru_gen_reparent_memcg",)) is True
+
+
 @pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root  # makes memory cgroups
 def test_probe_on_this_kernel_keeps_page_cache_zombies():

@@ -83,9 +83,19 @@ mmopts=(
     --dpkgopt='path-exclude=/usr/share/bash-completion/*'
     --dpkgopt='path-exclude=/usr/share/zsh/*'
     --dpkgopt='path-exclude=/usr/share/fish/*'
-    # numpy's and scipy's own test suites (tens of MB, never imported at run time) are removed after
-    # installation: excluding them from dpkg makes their postinst (py3compile) fail
-    --customize-hook='find "$1"/usr/lib/python3/dist-packages/numpy "$1"/usr/lib/python3/dist-packages/scipy -depth -type d -name tests -exec rm -rf {} +'
+    # perl's modules (perl-modules-5.40, libperl5.40's XS modules: ~45 MB): linux-perf depends on perl and
+    # links libperl.so (kept), but perl is only loaded for `perf script -s FILE.pl`, which nodesleuth never
+    # runs (it runs perf record, perf script without -s, perf trace); perl-base (essential, in
+    # /usr/lib/*/perl-base) stays for maintainer scripts. perf's own perl and python scripts go with them.
+    --dpkgopt='path-exclude=/usr/share/perl/*'
+    --dpkgopt='path-exclude=/usr/lib/*/perl/*'
+    --dpkgopt='path-exclude=/usr/libexec/perf-core/scripts/*'
+    --dpkgopt='path-exclude=/usr/libexec/perf-core/tests/*'
+    # linux-perf's Python binding (`import perf`, 9 MB): nodesleuth runs the perf binary and never imports it
+    --dpkgopt='path-exclude=/usr/lib/python3/dist-packages/perf.cpython-*'
+    # numpy's own test suite (tens of MB, never imported at run time) is removed after installation:
+    # excluding it from dpkg makes its postinst (py3compile) fail
+    --customize-hook='find "$1"/usr/lib/python3/dist-packages/numpy -depth -type d -name tests -exec rm -rf {} +'
     --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old "$1"/var/log/*; : > "$1"/etc/machine-id'
 )
 key="$(printf '%s\n' "$suite" "$mirror" "$security" "${mmopts[@]}" "$packages" | sha256sum | cut -c1-16)"

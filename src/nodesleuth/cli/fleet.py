@@ -84,7 +84,6 @@ def fleet(sources, prom_url, affected_expr, host_label, at, group_by, top, concu
     from ..fleet import drift
     from ..report import fleet as rf
 
-    drift.preload()
     unreachable: list[tuple[str, str]] = []
     notes: list[str] = []
     if prom_url:

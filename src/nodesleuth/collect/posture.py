@@ -13,6 +13,7 @@ go with them, and with them the cgroups) and removes its parent: nothing is drop
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from ..model.errors import InputError
@@ -26,18 +27,26 @@ REPARENT_SYMBOLS = ("lru_reparent_memcg", "lru_gen_reparent_memcg")
 
 
 def kallsyms_has(root: Root, names: tuple[str, ...]) -> bool | None:
-    """Whether any of `names` is a kernel symbol (None when /proc/kallsyms cannot be read)."""
+    """Whether any of `names` is a kernel symbol (None when /proc/kallsyms cannot be read).
+    Lines are `ADDR TYPE NAME` or `ADDR TYPE NAME\t[MODULE]`: a name is a match where it follows a space
+    and ends the line or meets the tab. Searched a megabyte at a time with one regular expression (a
+    Python loop over its ~120,000 lines cost check 0.1 s of CPU); a chunk's partial last line is carried."""
     p = root.join("/proc/kallsyms")
-    want = {n.encode() for n in names}
+    rx = re.compile(rb" (?:" + b"|".join(re.escape(n.encode()) for n in names) + rb")(?:\t|\n)")
+    carry = b""
     try:
         with open(p, "rb") as f:
-            for line in f:
-                name = line.rstrip().rsplit(b" ", 2)[-1] if b"\t" not in line else line.split(b"\t")[0].rsplit(b" ", 1)[-1]
-                if name in want:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    return rx.search(carry + b"\n") is not None if carry else False
+                buf = carry + chunk
+                cut = buf.rfind(b"\n") + 1
+                if rx.search(buf, 0, cut):
                     return True
+                carry = buf[cut:]
     except OSError:
         return None
-    return False
 
 
 def hierarchy(root: Root) -> str:

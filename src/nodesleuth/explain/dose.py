@@ -4,7 +4,7 @@ and does the cost of one root memory.stat read (the read kubelet makes, collect/
 Per WINDOW seconds of the recording (up to SPAN s before the incident's end): the dying memcg count (the census, averaged over the
 window), the core's share of its profile samples in memory-cgroup code (idle samples included: a
 share of its time), and the timed stats read in the window. Spearman's rank correlation of the dying
-count with each, with n and the two-sided p-value (scipy). Shown only where the recording allows it:
+count with each, with n and the two-sided p-value (model/stats.py). Shown only where the recording allows it:
 at least MIN_WINDOWS windows, and a dying count that moved by at least MIN_SPREAD across them (a flat
 count has nothing to correlate with). A dose-response is evidence, not a verdict: it does not change
 any link's verdict.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ..model.frames import MEMCG
+from ..model.stats import spearman
 
 WINDOW = 10.0
 SPAN = 900.0  # s before the incident's end looked at (bounds the profile read on a big node)
@@ -27,10 +28,7 @@ def _rho(xs: list[float], ys: list[float]) -> dict | None:
     pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
     if len(pts) < MIN_WINDOWS or len({p[1] for p in pts}) < 2 or len({p[0] for p in pts}) < 2:
         return None
-    from scipy.stats import spearmanr
-
-    r = spearmanr([p[0] for p in pts], [p[1] for p in pts])
-    rho, p = float(r.statistic), float(r.pvalue)
+    rho, p = spearman([p[0] for p in pts], [p[1] for p in pts])
     if math.isnan(rho):
         return None
     strength = ("strong" if abs(rho) >= 0.7 else "moderate" if abs(rho) >= 0.4 else "weak") + (

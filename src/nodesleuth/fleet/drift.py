@@ -14,10 +14,8 @@ With no affected or no healthy host there is nothing to compare: `rank_counts` r
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
-import threading
 import time
 import urllib.request
 from collections import Counter, defaultdict
@@ -26,6 +24,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from ..model import stats
 from ..model.errors import InputError
 from .facts import host_features
 
@@ -52,11 +51,6 @@ class Ranked:
     q_value: float  # Benjamini-Hochberg over all features tested
     significant: bool
     log10_p: float = 0.0  # one-sided hypergeometric tail in the score's direction: stays finite where p underflows
-
-
-def preload() -> None:
-    """Import scipy.stats (seconds on a busy host) in the background while snapshots or queries are in flight."""
-    threading.Thread(target=importlib.import_module, args=("scipy.stats",), daemon=True).start()
 
 
 @dataclass
@@ -149,19 +143,18 @@ def refuse_if_one_sided(na: int, nh: int, source: str, how: str) -> None:
 def rank_counts(aff: Counter, hea: Counter, na: int, nh: int, top: int = 15) -> list[Ranked]:
     """Features ranked: significant ones (BH q < ALPHA) first, then by |score|, then by p (one-sided
     log10 p where both underflow)."""
-    from scipy.stats import false_discovery_control, fisher_exact, hypergeom  # slow import: see preload()
-
     rows = []
     for f in set(aff) | set(hea):
         a, h = aff[f], hea[f]
         pa, ph = a / na, h / nh
         if a == h == 0 or pa == ph:
             continue
-        p = float(fisher_exact([[a, na - a], [h, nh - h]]).pvalue)
-        tail = hypergeom.logsf(a - 1, na + nh, a + h, na) if pa > ph else hypergeom.logcdf(a, na + nh, a + h, na)
+        p = stats.fisher_exact([[a, na - a], [h, nh - h]])
+        tail = (stats.hypergeom_log_sf(a - 1, na + nh, a + h, na) if pa > ph
+                else stats.hypergeom_log_cdf(a, na + nh, a + h, na))
         rows.append(Ranked(f, a, h, pa, ph, pa - ph, p, 1.0, False, round(float(tail) / math.log(10), 2)))
     if rows:
-        qs = false_discovery_control([r.p_value for r in rows], method="bh")
+        qs = stats.bh([r.p_value for r in rows])
         for r, q in zip(rows, qs):
             r.q_value = float(q)
             r.significant = r.q_value < ALPHA

@@ -1,0 +1,281 @@
+"""What nodesleuth's recurring and long-running parts cost on a big node with many dying memory cgroups,
+side by side with Debian's prometheus-node-exporter on the same (virtual) machine, in one run.
+
+A real Debian kernel under QEMU TCG (tests/vm/vmrun.py; 6.1, whose `-smp N,maxcpus=M` gives M possible
+CPUs: the per-CPU memcg memory and the rstat flush of a memory.stat read scale with possible CPUs)
+with pure cgroup v2. At each point (0 / 10k / 70k dying memcgs, made by tests/vm/zombie_tool.c: mkdir,
+join, write a page, leave, rmdir) the guest measures:
+- `nodesleuth check --npd --seconds 1 --no-probe` (the node-problem-detector plugin's command, without a
+  probe): wall, CPU and peak RSS from wait4;
+- `nodesleuth exporter` and `prometheus-node-exporter` running at once, each scraped every
+  --scrape-every seconds (Prometheus' 15 s by default): scrape latency, the server's CPU during the
+  scrape, and its CPU per scrape interval (the exporter samples every second between scrapes; node_exporter
+  collects on scrape: the interval's CPU is the fair comparison), and RSS.
+TCG runs the guest tens of times slower than hardware: the absolute numbers are TCG's; the ratios to
+node_exporter are the claim.
+
+`python -m benchmarks.self_cost [--points 0,10000,70000] [--cpus 4] [--maxcpus 96] [--maxcpus-70k 32]`
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
+
+
+# ---- guest side (runs inside the VM, stdlib + the staged nodesleuth) ------------------------------------
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return round(int(ln.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def _dying() -> dict:
+    out = {}
+    try:
+        with open("/sys/fs/cgroup/cgroup.stat") as f:  # cgroup v2 (the VM); absent on a v1 host
+            for ln in f:
+                k, v = ln.split()
+                out[k] = int(v)
+    except OSError:
+        pass
+    with open("/proc/cgroups") as f:
+        for ln in f:
+            p = ln.split()
+            if p[0] == "memory":
+                out["proc_cgroups_memory"] = int(p[2])
+    return out
+
+
+def _scrape(url: str) -> tuple[float, int]:
+    t = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=120) as r:
+        body = r.read()
+    return (time.perf_counter() - t) * 1e3, len(body)
+
+
+def _wait_up(url: str, proc: subprocess.Popen, timeout: float = 300) -> float:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited ({proc.returncode})")
+        try:
+            _scrape(url)
+            return time.time() - t0
+        except OSError:
+            time.sleep(1)
+    raise RuntimeError(f"{url} never answered")
+
+
+def _free_port() -> int:
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def measure_point(py: str, scrapes: int, every: float, checks: int) -> dict:
+    sys.path.insert(0, REPO)
+    from benchmarks.common import run_measured
+
+    env = dict(os.environ)
+    out = {"dying_before": _dying()}
+    out["check_npd"] = [run_measured([py, "-m", "nodesleuth", "check", "--npd", "--seconds", "1", "--no-probe"], env=env)
+                        for _ in range(checks)]
+    p1, p2 = _free_port(), _free_port()
+    errlog = open(f"/tmp/self-cost-exporter-{os.getpid()}.log", "w+")
+    ns = subprocess.Popen([py, "-m", "nodesleuth", "exporter", "--listen", f"127.0.0.1:{p1}"], stdout=subprocess.DEVNULL,
+                          stderr=errlog, env=env)
+    ne = subprocess.Popen([NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{p2}"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    servers = {"nodesleuth": (ns, f"http://127.0.0.1:{p1}/metrics"), "node_exporter": (ne, f"http://127.0.0.1:{p2}/metrics")}
+    try:
+        res = {}
+        for name, (p, url) in servers.items():
+            res[name] = {"startup_s": round(_wait_up(url, p), 2), "scrapes": []}
+        time.sleep(every)  # the first scrape above was the warm-up one
+        c0 = {n: _cpu_s(p.pid) for n, (p, _) in servers.items()}
+        t0 = time.time()
+        for i in range(scrapes):
+            for name, (p, url) in servers.items():
+                c = _cpu_s(p.pid)
+                ms, size = _scrape(url)
+                res[name]["scrapes"].append({"latency_ms": round(ms, 1), "cpu_during_s": round(_cpu_s(p.pid) - c, 3),
+                                             "bytes": size})
+            time.sleep(max(0.0, t0 + (i + 1) * every - time.time()))
+        span = time.time() - t0
+        for name, (p, _) in servers.items():
+            r = res[name]
+            lat = sorted(s["latency_ms"] for s in r["scrapes"])
+            r["latency_ms_median"] = lat[len(lat) // 2]
+            r["cpu_during_scrape_s_mean"] = round(sum(s["cpu_during_s"] for s in r["scrapes"]) / scrapes, 4)
+            r["cpu_per_interval_s"] = round((_cpu_s(p.pid) - c0[name]) / scrapes, 4)
+            r["cpu_pct_of_core"] = round((_cpu_s(p.pid) - c0[name]) / span * 100, 2)
+            r["rss_mb"] = _rss_mb(p.pid)
+            r["bytes"] = r["scrapes"][-1]["bytes"]
+        a, b = res["nodesleuth"], res["node_exporter"]
+        res["ratios_nodesleuth_over_node_exporter"] = {
+            k: round(a[k] / b[k], 2) if b[k] else None
+            for k in ("latency_ms_median", "cpu_during_scrape_s_mean", "cpu_per_interval_s", "rss_mb")}
+        out["exporters"] = res
+    except RuntimeError as e:
+        errlog.seek(0)
+        out["exporters_error"] = f"{e}: {errlog.read()[-400:]}"
+    finally:
+        for p, _ in servers.values():
+            p.terminate()
+            p.wait(30)
+    out["dying_after"] = _dying()
+    return out
+
+
+def guest(a) -> None:
+    tool, py = a.tool, sys.executable
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=False)  # -net none: loopback is down at boot
+    with open("/sys/fs/cgroup/cgroup.subtree_control", "w") as f:
+        f.write("+memory")
+    parent = "/sys/fs/cgroup/zparent"
+    os.makedirs(parent, exist_ok=True)
+    with open(parent + "/cgroup.subtree_control", "w") as f:  # else the children share the parent's memcg
+        f.write("+memory")
+    files = "/run/zfiles"
+    os.makedirs(files, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g", "zfiles", files], check=True)
+    made = 0
+    for target in [int(x) for x in a.points.split(",")]:
+        point = {"target_dying": target, "cpus_online": os.cpu_count()}
+        if target > made:
+            t = time.time()
+            r = subprocess.run([tool, "make", parent, str(made), str(target - made), files, "/sys/fs/cgroup/cgroup.procs", "1"],
+                               capture_output=True, text=True)
+            point["make"] = {"seconds": round(time.time() - t, 1), "out": r.stdout.strip()[-200:], "err": r.stderr.strip()[-200:]}
+            made = target
+        with open("/proc/meminfo") as f:
+            point["percpu_kb"] = next(int(ln.split()[1]) for ln in f if ln.startswith("Percpu:"))
+        point.update(measure_point(py, a.scrapes, a.scrape_every, a.checks))
+        print("SELFCOST " + json.dumps(point), flush=True)
+        if "exporters_error" in point:
+            print(point["exporters_error"], file=sys.stderr, flush=True)
+
+
+# ---- host side ----------------------------------------------------------------------------------------
+
+def boot(points: str, cpus: int, maxcpus: int, mem: str, a) -> dict:
+    sys.path.insert(0, os.path.join(REPO, "tests", "vm"))
+    import matrix
+    import vmrun
+
+    tool = matrix.build_tool()
+    staged = vmrun.stage_source(REPO)
+    # the guest sees the host's / read-only but not this checkout's benchmarks/ next to the staged src
+    bdir = os.path.join(staged, "benchmarks")
+    if not os.path.exists(os.path.join(bdir, "self_cost.py")) or open(os.path.join(bdir, "self_cost.py")).read() != open(__file__).read():
+        shutil.rmtree(bdir, ignore_errors=True)
+        shutil.copytree(HERE, bdir, ignore=shutil.ignore_patterns("results", "__pycache__", "reference"))
+    # the guest runs with PYTHONDONTWRITEBYTECODE on a read-only share: compile here (same interpreter)
+    subprocess.run([vmrun.host_python(), "-m", "compileall", "-q", os.path.join(staged, "src"), bdir], check=False)
+    cmd = (f"cd {staged} && PYTHONPATH={staged}/src:{staged} $VMRUN_PYTHON -m benchmarks.self_cost --guest --tool {tool} "
+           f"--points {points} --scrapes {a.scrapes} --scrape-every {a.scrape_every} --checks {a.checks}")
+    r = vmrun.run_in_vm(cmd, cpus=cpus, maxcpus=maxcpus, mem=mem, timeout=a.timeout, kernel=a.kernel)
+    pts = [json.loads(ln.split("SELFCOST ", 1)[1]) for ln in r[1].splitlines() if ln.startswith("SELFCOST ")]
+    return {"kernel": r.kernel, "cpus_online": cpus, "cpus_possible": maxcpus, "mem": mem, "rc": r[0], "wall_s": round(r.wall, 1),
+            "points": pts, "stderr_tail": (r[2] or "")[-600:] if r[0] else ""}
+
+
+def summary(vms: list[dict]) -> list[dict]:
+    rows = []
+    for vm in vms:
+        for p in vm["points"]:
+            chk = p["check_npd"]
+            e = p.get("exporters", {})
+            rows.append({"cpus_possible": vm["cpus_possible"], "cpus_online": vm["cpus_online"],
+                         "dying": p["dying_before"].get("nr_dying_descendants"),
+                         "check_wall_s": min(c["wall_s"] for c in chk), "check_cpu_s": min(c["cpu_s"] for c in chk),
+                         "check_max_rss_mb": max(c["max_rss_mb"] for c in chk), "check_rc": [c["rc"] for c in chk],
+                         "nodesleuth_cpu_per_interval_s": e.get("nodesleuth", {}).get("cpu_per_interval_s"),
+                         "node_exporter_cpu_per_interval_s": e.get("node_exporter", {}).get("cpu_per_interval_s"),
+                         "nodesleuth_latency_ms": e.get("nodesleuth", {}).get("latency_ms_median"),
+                         "node_exporter_latency_ms": e.get("node_exporter", {}).get("latency_ms_median"),
+                         "nodesleuth_rss_mb": e.get("nodesleuth", {}).get("rss_mb"),
+                         "node_exporter_rss_mb": e.get("node_exporter", {}).get("rss_mb"),
+                         "ratios": e.get("ratios_nodesleuth_over_node_exporter")})
+    return rows
+
+
+def host_side_by_side(a) -> dict:
+    """The same measures on this host (2 CPUs shared with other work, cgroup v1, hardware timing)."""
+    with open("/proc/meminfo") as f:
+        percpu = next(int(ln.split()[1]) for ln in f if ln.startswith("Percpu:"))
+    return {"cpus": os.cpu_count(), "kernel": os.uname().release, "percpu_kb": percpu,
+            **measure_point(sys.executable, a.host_scrapes, a.scrape_every, a.host_checks)}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--guest", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--tool", help=argparse.SUPPRESS)
+    ap.add_argument("--points", default="0,10000,70000")
+    ap.add_argument("--cpus", type=int, default=4, help="online vCPUs (TCG on 2 host cores)")
+    ap.add_argument("--maxcpus", type=int, default=96, help="possible CPUs for the points below 70k")
+    ap.add_argument("--maxcpus-70k", type=int, default=32,
+                    help="possible CPUs for the points >= 70k (70k x 96 CPUs of percpu memory is ~12 GB)")
+    ap.add_argument("--mem-96", default="5G")
+    ap.add_argument("--mem-70k", default="8G")
+    ap.add_argument("--kernel", default="6.1")
+    ap.add_argument("--scrapes", type=int, default=4)
+    ap.add_argument("--scrape-every", type=float, default=15)
+    ap.add_argument("--checks", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=2400)
+    ap.add_argument("--host-only", action="store_true", help="only the host's side-by-side (no VM)")
+    ap.add_argument("--no-host", action="store_true", help="no host side-by-side")
+    ap.add_argument("--out", help="write the JSON here instead of results/self_cost.json")
+    ap.add_argument("--host-scrapes", type=int, default=8)
+    ap.add_argument("--host-checks", type=int, default=5)
+    a = ap.parse_args(argv)
+    if a.guest:
+        return guest(a)
+    from benchmarks.common import emit
+
+    pts = [int(x) for x in a.points.split(",")]
+    small = ",".join(str(p) for p in pts if p < 70000)
+    big = ",".join(str(p) for p in pts if p >= 70000)
+    vms = []
+    if a.maxcpus == a.maxcpus_70k:  # one shape for all the points: one VM
+        small, big = ",".join(str(p) for p in pts), ""
+    if a.host_only:
+        small = big = ""
+    if small:
+        vms.append(boot(small, a.cpus, a.maxcpus, a.mem_96, a))
+    if big:
+        vms.append(boot(big, a.cpus, a.maxcpus_70k, a.mem_70k, a))
+    result = {"benchmark": "self_cost", "probe": "none: check --npd --no-probe (issue 38 part 1 not landed here)",
+              "vms": vms, "table": summary(vms), "host": None if a.no_host else host_side_by_side(a)}
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1)
+    return emit(result, save=not a.out)
+
+
+if __name__ == "__main__":
+    main()
