@@ -206,9 +206,10 @@ def test_the_schemas_emitted_are_the_documented_ones():
     assert doc["nodesleuth.explain/v1"] == "former"
     from nodesleuth.detect.check import SCHEMA as check
     from nodesleuth.explain.report import SCHEMA as explain
+    from nodesleuth.collect.probe_state import SCHEMA as probes
     from nodesleuth.fleet.snapshot import SCHEMA as snapshot
 
-    assert {check, explain, snapshot} == set(defined)
+    assert {check, explain, snapshot, probes} == set(defined)
 
 
 def test_explain_v2_links_keep_v1_fields():
