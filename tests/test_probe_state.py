@@ -209,3 +209,17 @@ def test_npd_line_says_where_the_cost_came_from_within_80_bytes():
     f.data["cost_source"] = "not measured on this boot"
     line = npd_line(CheckResult([f], {}, {}))
     assert line.endswith(" [cost: unmeasured]") and len(line.encode()) <= NPD_MAX
+
+
+def test_record_says_where_the_cost_comes_from(tmp_path):
+    """The recorder reads the probes' state at start and says its source, or why there is none; it never
+    probes (no state is written)."""
+    d = str(tmp_path / "state")
+    os.makedirs(d)
+    from conftest import nodesleuth
+
+    r = nodesleuth("record", "--store", str(tmp_path / "st"), "--duration", "2s", "--state-dir", d)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    line = next(x for x in r.stderr.splitlines() if x.startswith("nodesleuth record: "))
+    assert "not measured on this boot" in line or "no probe state" in line or d in line, line
+    assert os.listdir(d) == []

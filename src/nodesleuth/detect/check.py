@@ -218,8 +218,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
     log_lines, why = journal.failure_lines(root, now - opt.lookback)
     if why and root.live:
         notes.append(f"cgroup mkdir failures in the journal not looked for: {why}")
-    osrelease = root.read_opt("/proc/sys/kernel/osrelease")
-    _, swap = node_rule(osrelease, root.read_opt("/proc/meminfo"))
+    osrelease, meminfo_text = (_read_or_none(root, f) for f in ("/proc/sys/kernel/osrelease", "/proc/meminfo"))
+    _, swap = node_rule(osrelease, meminfo_text)  # an unreadable one is said once, by its section above
     window = Window(ticks, seconds, census0, nics0, units0, units1, events, now - opt.lookback, churn, cost,
                     opt.zombie_warn, opt.zombie_crit, age, osrelease, swap, log_lines)
     found: list[Finding] = registry.run(window)
@@ -276,3 +276,11 @@ def to_json(res: CheckResult, root: str) -> dict:
                               "rmdir": c.rmdir, "unit": c.unit, "pids": sorted(c.pids)[:20],
                               **({"pod": c.pod} if c.pod else {})}
                              for c in res.churn.creators[:20]]}}
+
+
+def _read_or_none(root, path: str) -> str | None:
+    """A file the memcg-ID rule only refines (the kernel release, SwapTotal): unreadable means unknown."""
+    try:
+        return root.read_opt(path)
+    except InputError:
+        return None
