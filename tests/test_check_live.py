@@ -26,7 +26,7 @@ def test_real_zombie_memcgs_are_counted_then_cleared(tmp_path):
         made = make_zombies(1500, parent, data)
         assert made == 1500
         tracked_before, live_before = kernel_dying_memcgs()
-        rc, doc = check_json("--seconds", "1", "--no-trace-churn")
+        rc, doc = check_json("--seconds", "1", "--no-trace-churn", "--probe", "--state-dir", str(tmp_path / "state"))
         tracked_now, live_now = kernel_dying_memcgs()
         f = zombie_finding(doc)
         assert f is not None, doc["findings"]

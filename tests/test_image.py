@@ -396,7 +396,7 @@ def test_check_in_the_container_proves_the_hosts_zombie_creator(pod, tmp_path):
         time.sleep(1.0)
         r = pod.run("exporter", entrypoint=["/usr/local/bin/nodesleuth"],
                     args=["check", "--json", "--seconds", "6", "--zombie-warn", "100", "--root", "/host",
-                          "--systemd-pid", "1"], timeout=300)
+                          "--systemd-pid", "1", "--probe", "--state-dir", "/tmp"], timeout=300)
     finally:
         stop.set()
         th.join()

@@ -90,7 +90,7 @@ def main() -> None:
     loop = busy(cpu)
     try:
         time.sleep(1)
-        p = ns("check", "--json", "--seconds", "5", "--no-trace-churn")
+        p = ns("check", "--json", "--seconds", "5", "--no-trace-churn", "--probe")  # the probes run on request
         out["check_rc"], out["check_err"] = p.returncode, p.stderr[-2000:]
         out["check"] = json.loads(p.stdout) if p.stdout.strip() else None
         # check's Percpu probe made and removed empty memcgs: the kernel frees them asynchronously (seconds

@@ -112,7 +112,7 @@ def main() -> None:
     out["percpu_per_zombie_bytes"] = (mem1["Percpu"] - mem0["Percpu"]) / kept if kept > 0 else None
     out["slab_per_zombie_bytes"] = (mem1["Slab"] - mem0["Slab"]) / kept if kept > 0 else None
 
-    p = ns("check", "--json", "--seconds", "2", "--no-trace-churn", env={"NODESLEUTH_PROBE_DIR": disk})
+    p = ns("check", "--json", "--seconds", "2", "--no-trace-churn", "--probe", env={"NODESLEUTH_PROBE_DIR": disk})
     out["check_rc"], out["check_err"] = p.returncode, p.stderr[-2000:]
     out["check"] = json.loads(p.stdout) if p.stdout.strip() else None
     out["kernel_dying_after_check"] = settled(mroot, version)  # the probes' own memcgs are gone again
