@@ -63,7 +63,10 @@ def test_daemonset_is_a_live_host_deployment():
         assert m == [{"name": root[0], "mountPath": "/host", "readOnly": True,
                       "mountPropagation": "HostToContainer"}], c["name"]
     exp, rec = C.container_spec(ds, "exporter"), C.container_spec(ds, "recorder")
-    assert exp["args"] == ["exporter", "--root", "/host", "--systemd-pid", "1", "--listen", "0.0.0.0:9846"]
+    assert exp["args"] == ["exporter", "--root", "/host", "--systemd-pid", "1", "--listen", "0.0.0.0:9846",
+                           "--state-dir", "/var/lib/nodesleuth"]  # the probes' state: a writable hostPath
+    state = [m for m in exp["volumeMounts"] if m["mountPath"] == "/var/lib/nodesleuth"]
+    assert len(state) == 1 and not state[0].get("readOnly")
     assert rec["args"][:7] == ["record", "--root", "/host", "--systemd-pid", "1", "--store", "/var/lib/nodesleuth"]
     assert rec["args"][-1] == "--profile"
     store = [m for m in rec["volumeMounts"] if m["mountPath"] == "/var/lib/nodesleuth"]
