@@ -169,6 +169,7 @@ def test_serve_port_serves_on_that_port(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # walks every commit (~2.5 min)
 def test_the_file_is_the_walk_of_history():
     """Re-walking every commit gives the file byte for byte (scripts/cli_released.py --check)."""
     p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "cli_released.py"), "--check"],

@@ -33,7 +33,7 @@ from nodesleuth.collect import posture
 HERE = os.path.dirname(os.path.abspath(__file__))
 WATCH = os.path.join(os.path.dirname(HERE), "scripts", "zombie_watch.py")
 
-pytestmark = [pytest.mark.slow, needs_root]
+pytestmark = [pytest.mark.slow, pytest.mark.long, needs_root]
 
 
 def _watch(n: int, *cmd: str, settle: float = 45.0) -> dict:

@@ -198,6 +198,7 @@ def test_host_tests_that_make_cgroups_pass_on_pure_v2(staged):  # noqa: ARG001 (
 VM_NPD_RUNS, VM_PROBE_RUNS = 20, 3  # one `check --npd` takes ~15 s under TCG here (docs/probes.md): 100 would be 25 min
 
 
+@pytest.mark.long  # ~16 min under TCG
 def test_v2_probes_leave_no_zombies(staged):
     """Exact on v2 (issue 38): after N x `check --npd` and M x `check --probe` (cost probe + posture probe on
     tmpfs and ext4), the root's nr_dying_descendants is back where it was: every memcg the probes made is

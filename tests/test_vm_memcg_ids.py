@@ -19,6 +19,7 @@ REPO = os.path.dirname(HERE)
 
 
 @pytest.mark.slow
+@pytest.mark.long  # ~6.5 min: 65,531 mkdirs under TCG
 def test_ids_exhausted_in_a_vm_fail_mkdir_and_check_says_why_pods_fail():
     try:
         vmrun.ensure_host_tools()
