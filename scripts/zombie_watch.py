@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from nodesleuth.node.children import spawn
+
 EV = re.compile(r"cgroup:cgroup_(mkdir|rmdir|release): root=(\d+) id=(\d+) level=\d+ path=(\S*)")
 
 
@@ -48,14 +50,14 @@ def main() -> None:
     a = ap.parse_args()
     hier = memory_root()
     data = tempfile.mktemp(prefix="zombie-watch-", suffix=".data")
-    perf = subprocess.Popen(["perf", "record", "-q", "-e", "cgroup:cgroup_mkdir,cgroup:cgroup_rmdir,"
-                             "cgroup:cgroup_release", "-a", "-o", data], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    # perf and the runs die with this script, SIGKILL included (node/children.spawn: PR_SET_PDEATHSIG)
+    perf = spawn(["perf", "record", "-q", "-e", "cgroup:cgroup_mkdir,cgroup:cgroup_rmdir,"
+                  "cgroup:cgroup_release", "-a", "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(2)
     before = dying_now()
     pids, t0 = [], time.monotonic()
     for _ in range(a.n):
-        p = subprocess.Popen(a.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p = spawn(a.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         pids.append(p.pid)
         out, _ = p.communicate()
         if a.log:
