@@ -179,9 +179,18 @@ def test_host_tests_that_make_cgroups_pass_on_pure_v2(staged):  # noqa: ARG001 (
     pure-v2 guest: they follow the hierarchy they find (tests/conftest.py memcg(), zombie_finding()),
     so a v2 host (Debian's default) is tested, not only this machine's v1. pytest runs in the guest
     over the staged checkout; its summary line comes back."""
-    tests = ["tests/test_check_live.py::test_real_zombie_memcgs_are_counted_then_cleared",
-             "tests/test_check_live.py::test_churn_trace_names_the_creator",
-             "tests/test_model.py::test_a_real_recording_shows_every_field_where_it_is_declared"]
+    _host_tests_in_guest(["tests/test_check_live.py::test_real_zombie_memcgs_are_counted_then_cleared",
+                          "tests/test_model.py::test_a_real_recording_shows_every_field_where_it_is_declared"])
+
+
+@pytest.mark.long  # KNOWN FAILING since this round's merge: on 6.12 v2 the check's churn trace lists no creator
+def test_churn_trace_names_the_creator_on_pure_v2(staged):  # noqa: ARG001 (the kernel fetched)
+    """The churn test of the host inside the v2 guest. It passes on this v1 host and failed twice in the guest
+    on 2026-12-06 (churn present, creators empty): to be found and fixed first (closing note of that stop)."""
+    _host_tests_in_guest(["tests/test_check_live.py::test_churn_trace_names_the_creator"])
+
+
+def _host_tests_in_guest(tests: list[str]) -> None:
     full = vmrun.stage_source(REPO, full=True)
     cmd = (f"cd {full} && mkdir -p /tmp/pt && CI=true PYTHONPATH={full}/src $VMRUN_PYTHON -m pytest -q "
            f"-p no:cacheprovider --basetemp=/tmp/pt/b " + " ".join(tests))
