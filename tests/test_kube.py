@@ -174,32 +174,12 @@ def test_container_restart_loop_is_proven_as_the_zombie_maker(kubelet, tmp_path)
     CRI as kubelet restarts a CrashLoopBackOff container: each restart is a new container cgroup, the old
     one removed while the page cache its file holds stays charged to it. check's churn trace proves the
     pod's containers as the creator and names namespace/pod/container with kubelet's restart count."""
-    import threading
-
     data = Path(tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp"))
     pod = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
-    stop = threading.Event()
-    errors = []
-
-    def loop():
-        try:
-            while not stop.is_set():
-                cid = kubelet.start_container(pod, "agent", [
-                    "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
-                    mounts={str(data): "/data"})
-                kubelet.wait_exit(cid)
-                kubelet.stop_container(cid)  # kubelet removes the dead container before the next start
-        except Exception as e:  # noqa: BLE001 -- reported by the test below
-            errors.append(e)
-
-    t = threading.Thread(target=loop, daemon=True)
     try:
-        time.sleep(0)  # the loop starts with the check's trace running
-        t.start()
-        rc, doc = check_json("--seconds", "20", "--no-probe", timeout=180)
+        with kubelet.crash_loop(pod, "agent", str(data)) as errors:  # the loop runs through the check's trace
+            rc, doc = check_json("--seconds", "20", "--no-probe", timeout=180)
     finally:
-        stop.set()
-        t.join(60)
         shutil.rmtree(data, ignore_errors=True)  # the files go, and with them what pinned the memcgs
     assert not errors, errors
     restarts = pod.attempts["agent"]
@@ -224,41 +204,23 @@ def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
     restart loop leaving lasting zombies. explain names the first as the process on the core and the
     second's containers as the zombies' creator and its container's restarts as the restart loop."""
     import subprocess
-    import threading
 
     store = str(tmp_path / "st")
     data = Path(tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp"))
     hot = kubelet.run_pod("ml-train", "ray-worker-0", "guaranteed")
     agent = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
-    stop = threading.Event()
-    errors = []
-
-    def loop():
-        try:
-            while not stop.is_set():
-                cid = kubelet.start_container(agent, "agent", [
-                    "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
-                    mounts={str(data): "/data"})
-                kubelet.wait_exit(cid)
-                kubelet.stop_container(cid)
-        except Exception as e:  # noqa: BLE001 -- reported below
-            errors.append(e)
-
     rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
                             "--duration", "26s", "--trace-churn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    t = threading.Thread(target=loop, daemon=True)
     try:
         time.sleep(3)
-        t.start()
-        time.sleep(4)
-        spin = kubelet.start_container(hot, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
-        time.sleep(9)
-        kubelet.stop_container(spin)
-        _, err = rec.communicate(timeout=120)
-        assert rec.returncode == 0, err
+        with kubelet.crash_loop(agent, "agent", str(data)) as errors:
+            time.sleep(4)
+            spin = kubelet.start_container(hot, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
+            time.sleep(9)
+            kubelet.stop_container(spin)
+            _, err = rec.communicate(timeout=120)
+            assert rec.returncode == 0, err
     finally:
-        stop.set()
-        t.join(60)
         if rec.poll() is None:
             rec.kill()
         shutil.rmtree(data, ignore_errors=True)

@@ -231,9 +231,10 @@ def _kernel_softnet() -> dict:
 
 @pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
+@retry_when_busy()
 def test_flood_over_veth_steered_to_one_cpu_squeezes_it_there(tmp_path):
     """A UDP flood between two network namespaces, its receive processing steered by RPS to CPU 1,
-    with net.core.netdev_budget lowered to 16 (and netdev_max_backlog to 64; both restored): CPU 1's
+    with net.core.netdev_budget lowered to 2 (and netdev_max_backlog to 64; both restored): CPU 1's
     time_squeeze rises, the recording's per-second figures on CPU 1 add up to the kernel's own delta
     read around it, and CPU 0 stays far below."""
     from nodesleuth.lab.netvictim import NetLab
@@ -242,7 +243,7 @@ def test_flood_over_veth_steered_to_one_cpu_squeezes_it_there(tmp_path):
     before_budget = open("/proc/sys/net/core/netdev_budget").read()
     with NetLab() as lab:
         lab.rps(1)
-        lab.sysctl("net.core.netdev_budget", 16)
+        lab.sysctl("net.core.netdev_budget", 2)
         lab.sysctl("net.core.netdev_max_backlog", 64)
         k0 = _kernel_softnet()
         with recording(store, "9s") as rec:
@@ -261,7 +262,10 @@ def test_flood_over_veth_steered_to_one_cpu_squeezes_it_there(tmp_path):
               for c in (0, 1)}
     print(f"flood: {sent} datagrams in 4 s from CPU 0; kernel time_squeeze {kernel}, dropped {drops}; "
           f"recorded time_squeeze {rec_sq} over {len(ticks)} s")
-    assert kernel[1] >= 100, kernel
+    if kernel[1] < 100 and sent < 20000:
+        # a loaded host sends too little in 4 s to overrun even a 2-packet budget often
+        raise Busy(f"the flood sent only {sent} datagrams in 4 s: kernel time_squeeze {kernel}")
+    assert kernel[1] >= 100, (sent, kernel)
     assert kernel[1] >= 10 * max(1, kernel[0]), kernel  # the squeezes are where RPS sent the packets
     # the recording's seconds lie inside the kernel's window and the flood inside the recording
     assert 0.9 * kernel[1] <= rec_sq[1] <= kernel[1], (rec_sq, kernel)

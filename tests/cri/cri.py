@@ -166,6 +166,35 @@ class Kubelet:
         self.rt.StartContainer(pb.StartContainerRequest(container_id=cid), timeout=120)
         return cid
 
+    @contextlib.contextmanager
+    def crash_loop(self, pod: Pod, name: str, data: str):
+        """Restart container `name` of `pod` again and again on a thread, as kubelet restarts a container in
+        CrashLoopBackOff (without the back-off): each run writes a file to `data` (a hostPath volume) and
+        exits 1; the dead container is removed before the next start. Yields the list the loop's errors
+        go to; the loop stops when the context exits."""
+        import threading
+
+        stop, errors = threading.Event(), []
+
+        def loop():
+            try:
+                while not stop.is_set():
+                    cid = self.start_container(pod, name, [
+                        "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
+                        mounts={data: "/data"})
+                    self.wait_exit(cid, timeout=120)
+                    self.stop_container(cid)
+            except Exception as e:  # noqa: BLE001 -- handed to the caller
+                errors.append(e)
+
+        t = threading.Thread(target=loop, daemon=True)
+        t.start()
+        try:
+            yield errors
+        finally:
+            stop.set()
+            t.join(120)
+
     def container_pid(self, cid: str) -> int:
         st = self.rt.ContainerStatus(self.pb.ContainerStatusRequest(container_id=cid, verbose=True), timeout=30)
         return int(json.loads(st.info["info"])["pid"])
@@ -284,9 +313,38 @@ def available() -> str | None:
         importlib.import_module("grpc_tools")
     except ImportError:
         return "grpcio-tools (the test extra)"
-    if os.path.exists(f"{STATE}/containerd.sock") or os.path.isdir(f"{STATE}/io.containerd.runtime.v2.task"):
+    if live(f"{STATE}/containerd.sock"):
         return f"another containerd uses {STATE}"
     return None
+
+
+def live(sock: str) -> bool:
+    """Whether a containerd serves `sock`, or shims of one still run: state a killed run left
+    (no daemon, no shim; /run keeps it until reboot) is not a containerd in use, and ours reuses it."""
+    import socket
+
+    if shim_pids(sock):
+        return True
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(sock)
+            return True
+        except OSError:
+            return False
+
+
+def clear_stale() -> None:
+    """Remove what a killed run left (its mounts and state under STATE, its empty pod cgroups), so a
+    run after a SIGKILL starts as on a fresh node. Only called when no containerd serves STATE."""
+    mounts = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4]
+        if point == STATE or point.startswith(STATE + "/"):
+            mounts.append(point)
+    for point in sorted(mounts, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+    shutil.rmtree(STATE, ignore_errors=True)
+    remove_cgroup("/kubepods")
 
 
 @contextlib.contextmanager
@@ -294,8 +352,11 @@ def containerd():
     """A private containerd driven through CRI; yields a Kubelet. Removes all it made at exit."""
     import grpc
 
-    tmp = Path(tempfile.mkdtemp(prefix="nodesleuth-cri-", dir="/var/tmp"))
     sock = f"{STATE}/containerd.sock"
+    if live(sock):
+        raise RuntimeError(f"another containerd uses {STATE}")
+    clear_stale()
+    tmp = Path(tempfile.mkdtemp(prefix="nodesleuth-cri-", dir="/var/tmp"))
     runc = shutil.which("runc") or "/usr/sbin/runc"
     for d in ("root", "cni-bin", "cni-conf", "stubs"):
         (tmp / d).mkdir()
@@ -316,8 +377,11 @@ def containerd():
         for ref, entry in ((PAUSE, ["/bin/busybox", "sleep", "2147483647"]), (BUSYBOX, ["/bin/busybox"])):
             arch = tmp / (re.sub(r"\W", "_", ref) + ".tar")
             oci_archive(arch, ref, entry)
-            subprocess.run(["ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter", "native",
-                            "--index-name", ref, str(arch)], check=True, capture_output=True, timeout=120)
+            r = subprocess.run(["ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter",
+                                "native", "--index-name", ref, str(arch)], capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                raise RuntimeError(f"ctr images import {ref} exited {r.returncode}: {r.stderr.strip()[-1500:]}; "
+                                   f"containerd's log: {(tmp / 'containerd.log').read_text()[-1500:]}")
         api = stubs(tmp / "stubs")
         channel = grpc.insecure_channel(f"unix://{sock}")
         kube = Kubelet(api, channel)
