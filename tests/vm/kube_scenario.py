@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(sys.argv[1], "cri"))
@@ -46,26 +45,9 @@ def main() -> None:
         k.remove_pod(hot)
         data = tempfile.mkdtemp(prefix="crashloop-", dir="/var/tmp")
         pod = k.run_pod("batch", "agent-5f6c", "besteffort")
-        stop = threading.Event()
-        errors: list = []
-
-        def loop():
-            try:
-                while not stop.is_set():
-                    cid = k.start_container(pod, "agent", [
-                        "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
-                        mounts={data: "/data"})
-                    k.wait_exit(cid, timeout=120)
-                    k.stop_container(cid)
-            except Exception as e:  # noqa: BLE001 -- reported in the output
-                errors.append(repr(e))
-
-        t = threading.Thread(target=loop, daemon=True)
-        t.start()
-        out["loop"] = check("--seconds", "40", "--no-probe")
-        stop.set()
-        t.join(120)
-        out["loop_errors"] = errors
+        with k.crash_loop(pod, "agent", data) as errors:
+            out["loop"] = check("--seconds", "40", "--no-probe")
+        out["loop_errors"] = [repr(e) for e in errors]
         out["restarts"] = pod.attempts.get("agent", -1)
         out["loop_uid"] = pod.uid
         stat = f"/sys/fs/cgroup{pod.cgroup_parent}/cgroup.stat"
