@@ -41,19 +41,25 @@ def lab():
 @retry_when_busy(attempts=2, pause=10.0)
 def test_lab_makes_the_incident_and_explain_proves_the_chain(lab, tmp_path):
     """The kernel makes the hot core: a crash-looping unit leaves 20,000 zombies under a memory-limited
-    parent, and a data loader's direct reclaim walks them on CPU 1. explain proves every link. When
+    parent, and a data loader's direct reclaim walks them on CPU 1, at the rate the lab chose from the
+    cost curve it measured (saturated >= 95% for >= 80% of the run, or the lab fails). explain proves every link. When
     another job kept CPU 0 busy (the rule wants the others < 60%), explain must name no root cause,
     and the lab is run again (conftest.retry_when_busy)."""
     nodesleuth("lab", "clean", "--workdir", lab)  # a previous attempt's
-    run = nodesleuth("lab", "run", "--workdir", lab, "--seconds", "15", "--zombies", "20000", "--rate", "600",
-                     timeout=900)
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = nodesleuth("lab", "run", "--workdir", lab, "--seconds", "15", "--zombies", "20000", timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]  # the rate it chose saturated CPU 1, or it exits 2 saying so
     curve = [ln.split() for ln in run.stdout.splitlines() if ln.strip()[:1].isdigit() and ln.rstrip().endswith("%")]
     assert [int(c[0]) for c in curve] == [0, 1000, 10000, 30000], run.stdout
     ms = [float(c[1]) for c in curve]
     assert ms[-1] >= 5 * max(ms[0], 0.05) and ms[2] > ms[0], ms  # the kernel's cost grows with zombies
     st = json.load(open(os.path.join(lab, "state.json")))
     assert st["zombies"] >= 20000
+    # the rate is the curve's: 130% of the core at the cost interpolated at 20,000 zombies
+    assert st["rate_from"].startswith("chosen from the cost curve") and f"rate {st['rate']:.0f} MB/s" in run.stderr
+    from nodesleuth.lab.run import cost_at
+
+    assert abs(st["rate"] * cost_at(st["curve"], 20000) / 1000 - 1.3) < 0.01, (st["rate"], st["curve"])
+    assert st["saturated"]["share"] >= 0.8 and f"at {st['rate']:.0f} MB/s" in run.stdout, st["saturated"]
     busy = [v["busy"] for v in st["victim"] if v["busy"] is not None]
     store = os.path.join(lab, "store")
     md, html = str(tmp_path / "r.md"), str(tmp_path / "r.html")

@@ -21,7 +21,10 @@ def lab() -> None:
 @click.option("--cpu", default=1, show_default=True, help="The core the data loader and the poller are pinned to.")
 @click.option("--zombies", default=30000, show_default=True, help="Dying memcgs the unit must leave before the "
               "data loader starts.")
-@click.option("--rate", default=100.0, show_default=True, help="Data loader MB/s (page cache through reclaim).")
+@click.option("--rate", type=float, default=None, show_default="chosen from the cost curve to saturate the core",
+              help="Data loader MB/s (page cache through reclaim). By default the rate that saturates CPU N at "
+              "--zombies, from the measured cost curve (100 with --no-curve), and the run fails when the core was "
+              "not >= 95% busy for >= 80% of it; a rate given here is not held to that.")
 @click.option("--per-start", default=500, show_default=True, help="Cgroups the agent leaves per start.")
 @click.option("--restart-sec", default="200ms", show_default=True, help="RestartSec of the crash-looping unit.")
 @click.option("--no-curve", is_flag=True, help="Skip measuring the cost curve first.")
@@ -49,12 +52,16 @@ def lab_run(seconds, workdir, cpu, zombies, rate, per_start, restart_sec, no_cur
         raise InputError("lab run", f"{e}" + (f"; undo what it made: nodesleuth lab clean --workdir {workdir}"
                                                if left else "")) from None
     if st.curve:
-        click.echo(f"\nmemcg reclaim cost on this kernel (data loader at {rate:.0f} MB/s on CPU {cpu}):")
+        click.echo(f"\nmemcg reclaim cost on this kernel (data loader at {st.rate:.0f} MB/s on CPU {cpu}):")
         click.echo(f"{'zombies':>8} {'kernel ms/MB':>13} {'share of CPU':>13}")
         for c in st.curve:
             click.echo(f"{c['zombies']:>8} {c['reclaim_sys_ms_per_mb']:>13.2f} {100 * c['core_share_at_rate']:>12.0f}%")
     click.echo(f"\n{st.zombies} zombies made by ecs.service; CPU {cpu} busy per second: "
                + " ".join(f"{v['busy']:.0f}" for v in st.victim if v["busy"] is not None))
+    sat = st.saturated
+    if sat:
+        click.echo(f"saturated (>= {sat['busy_at_least']:.0f}% busy): {sat['seconds']} of {sat['of']} s "
+                   f"({100 * sat['share']:.0f}%) at {st.rate:.0f} MB/s, {st.rate_from}")
     click.echo("NIC reset lines: " + (f"{len(st.resets)} SIMULATED (the victim waited past the lab's threshold)"
                                       if st.resets else "none simulated (the victim was not starved)"))
     click.echo(f"\nrecording: {st.store}\nnext: nodesleuth explain --store {st.store}; then nodesleuth lab clean")

@@ -58,6 +58,12 @@ VICTIM_SHARE = 0.5  # the lab's rule: the poller waited more than half of that w
 NET_STREAMS, NET_MBIT = 4, 50.0  # the network victims: TCP streams between two netns, paced per stream
 NET_BASELINE = 10.0  # s the streams run before the hot core starts (the "before" they are compared with)
 CURVE = (0, 1000, 10000, 30000)
+CURVE_RATE = 100.0  # MB/s the data loader reads at while the cost curve is measured (the cost is per MB read)
+HEADROOM = 1.3  # the auto rate asks this many cores' worth of reclaim at the zombies made: the core saturates
+#                 even where the curve's cheapest window was cheaper than the run turns out to be
+MAX_RATE = 4000.0  # MB/s: past this the loader's own copying, not the walk, would be what fills the core
+BARE_SHARE = 0.5  # at the chosen rate, the loader with no zombies must cost less than this share of the core
+SATURATED_BUSY, SATURATED_SHARE = 95.0, 0.8  # the lab's promise: CPU N >= 95% busy for >= 80% of the run
 MIN_GROWTH = 5.0  # the cost at the last curve point must be this many times the cost at the first
 WINDOWS = 3  # the cost at each point is the cheapest of this many windows
 TOLERANCE = 10  # memcgs other jobs may have made meanwhile; more than this and clean exits 1
@@ -88,6 +94,9 @@ class LabState:
     resets: list = field(default_factory=list)  # times SIMULATED ENA lines were written
     victim: list = field(default_factory=list)  # per second: victim wait ms, CPU busy %, sys %
     zombies: int = 0
+    rate: float = 0.0  # MB/s the data loader read at
+    rate_from: str = ""  # how that rate was chosen
+    saturated: dict = field(default_factory=dict)  # seconds >= SATURATED_BUSY, of how many, the loader's share
     simulated: str = "ENA lines, when written, are SIMULATED by the lab (there is no ENA device)"
     tmpfs: str = ""
     net: dict = field(default_factory=dict)  # what the hot core did to the network victims (lab/netvictim.py)
@@ -181,10 +190,24 @@ def _dataloader(cg: str, cpu: int, data: str, rate: float, seconds: float = 0, s
     return spawn(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _stime(pid: int) -> float:
+def _times(pid: int) -> tuple[float, float]:
+    """utime, stime of `pid` in seconds (/proc/PID/stat fields 14 and 15)."""
     with open(f"/proc/{pid}/stat") as f:
         rest = f.read().rsplit(")", 1)[1].split()
-    return int(rest[12]) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    return int(rest[11]) / tck, int(rest[12]) / tck
+
+
+def _cputime(pid: int) -> float:
+    """utime + stime of `pid` (0 once it is gone)."""
+    try:
+        return sum(_times(pid))
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _stime(pid: int) -> float:
+    return _times(pid)[1]
 
 
 def _rchar(pid: int) -> int:
@@ -294,6 +317,49 @@ def cost_curve(workdir: str, cpu: int, rate: float = 100.0, points=CURVE, log=pr
     return out
 
 
+def cost_at(curve: list[dict], zombies: int) -> float:
+    """Kernel ms per MB read at `zombies`, linear between the curve's points; past the last point the last
+    point's cost (the cost grows with zombies, so this errs toward a higher rate, i.e. toward saturating)."""
+    pts = sorted((c["zombies"], c["reclaim_sys_ms_per_mb"]) for c in curve)
+    if zombies <= pts[0][0]:
+        return pts[0][1]
+    for (z0, c0), (z1, c1) in zip(pts, pts[1:]):
+        if zombies <= z1:
+            return c0 + (c1 - c0) * (zombies - z0) / max(1, z1 - z0)
+    return pts[-1][1]
+
+
+def choose_rate(curve: list[dict], zombies: int, cpu: int) -> tuple[float, str]:
+    """The data loader's rate that saturates CPU `cpu` once `zombies` are there, from the measured curve:
+    HEADROOM cores' worth of reclaim at that cost. Refused (LabError) when the same rate with no zombies
+    would already cost BARE_SHARE of the core: then the core's load would not be the zombies' doing."""
+    ms = cost_at(curve, zombies)
+    bare = cost_at(curve, 0)
+    rate = HEADROOM * 1000.0 / max(ms, 0.001)
+    if rate > MAX_RATE:
+        raise LabError(f"cannot saturate CPU {cpu} with zombies here: reclaim costs only {ms:.2f} ms/MB at {zombies} "
+                       f"zombies, so {rate:.0f} MB/s would be needed, past the {MAX_RATE:.0f} MB/s the lab reads at "
+                       f"most; give --zombies more, or --rate to run unsaturated")
+    if bare * rate / 1000.0 >= BARE_SHARE:
+        raise LabError(f"cannot saturate CPU {cpu} with zombies here: reclaim costs {ms:.2f} ms/MB at {zombies} "
+                       f"zombies, so {rate:.0f} MB/s is needed, but at that rate reading alone (no zombies: "
+                       f"{bare:.2f} ms/MB) takes {100 * bare * rate / 1000:.0f}% of the core; give --zombies more, "
+                       f"or --rate to run unsaturated")
+    why = (f"chosen from the cost curve: {ms:.2f} ms of kernel CPU per MB at {zombies} zombies, so {rate:.0f} MB/s "
+           f"asks {100 * ms * rate / 1000:.0f}% of CPU {cpu} (with no zombies it would ask "
+           f"{100 * bare * rate / 1000:.0f}%)")
+    return round(rate, 1), why
+
+
+def saturation(victim: list[dict]) -> dict:
+    """How much of the run CPU N was saturated: seconds >= SATURATED_BUSY busy of the seconds measured."""
+    busy = [v["busy"] for v in victim if v.get("busy") is not None]
+    hot = sum(1 for b in busy if b >= SATURATED_BUSY)
+    return {"seconds": hot, "of": len(busy), "share": round(hot / len(busy), 3) if busy else 0.0,
+            "busy_at_least": SATURATED_BUSY, "wanted_share": SATURATED_SHARE,
+            "loader_share": round(sum(v.get("loader", 0.0) for v in victim) / max(1, len(victim)), 1)}
+
+
 def _lru_gen(path: str = "/sys/kernel/mm/lru_gen/enabled") -> str:
     try:
         with open(path) as f:
@@ -347,7 +413,7 @@ def write_simulated_reset(napi_usec: int) -> None:
 
 
 def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_start: int = 500,
-        restart_sec: str = "200ms", zombies: int = 30000, rate: float = 100.0, profile: bool = True,
+        restart_sec: str = "200ms", zombies: int = 30000, rate: float | None = None, profile: bool = True,
         curve: bool = True, build_timeout: float = 60.0, points=CURVE, min_growth: float = MIN_GROWTH,
         net: bool = True, log=print) -> LabState:
     preflight(workdir)
@@ -359,7 +425,7 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
                   tmpfs=state_dir)
     st.save()
     if curve:
-        st.curve = cost_curve(workdir, cpu, rate, points, log=log)
+        st.curve = cost_curve(workdir, cpu, rate or CURVE_RATE, points, log=log)
         st.save()
         c0, c1 = st.curve[0]["reclaim_sys_ms_per_mb"], st.curve[-1]["reclaim_sys_ms_per_mb"]
         if c1 < min_growth * max(c0, 0.05):
@@ -368,6 +434,17 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
                            f"at {st.curve[-1]['zombies']}, under {min_growth:g}x): the incident cannot be made here")
         log(f"lab: the cost grew {c1 / max(c0, 0.05):.1f}x from 0 to {st.curve[-1]['zombies']} zombies "
             f"(the lab's rule: at least {min_growth:g}x)")
+    if rate is not None:
+        st.rate, st.rate_from = rate, "given (--rate): the run is not held to saturating the core"
+    elif st.curve:
+        st.rate, st.rate_from = choose_rate(st.curve, zombies, cpu)
+        for c in st.curve:  # the table's share is the share at the rate the run uses
+            c["core_share_at_rate"] = round(min(1.0, c["reclaim_sys_ms_per_mb"] * st.rate / 1000), 3)
+    else:
+        st.rate, st.rate_from = CURVE_RATE, "no cost curve measured (--no-curve): not chosen to saturate, not held to it"
+    rate = st.rate
+    log(f"lab: data loader rate {rate:.0f} MB/s, {st.rate_from}")
+    st.save()
     mc = Memcg()
     parent, rjob = LAB_CG, LAB_CG + "/kubepods/job"
     job = mc.make(rjob)
@@ -439,6 +516,8 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         st.pids["dataloader"] = procs["dataloader"].pid
         st.save()
         _watch(st, ns, mc, procs, seconds, log)
+        st.saturated = saturation(st.victim)
+        st.save()
         if streams is not None:
             snaps.append(streams.snapshot())
             _net_report(st, streams, snaps, cpu, log)
@@ -463,6 +542,11 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         mc.set_limit(parent, None) if os.path.isdir(mc.path(parent)) else None
         st.ended = time.time()
         st.save()
+    sat = st.saturated
+    if st.rate_from.startswith("chosen") and sat and sat["share"] < SATURATED_SHARE:
+        raise LabError(f"CPU {cpu} was not saturated: >= {SATURATED_BUSY:.0f}% busy for {sat['seconds']} of "
+                       f"{sat['of']} s ({100 * sat['share']:.0f}%, the lab promises {100 * SATURATED_SHARE:.0f}%) at "
+                       f"{rate:.0f} MB/s ({st.rate_from}); the recording is kept in {st.store}")
     return st
 
 
@@ -534,6 +618,8 @@ def _watch(st: LabState, ns: SystemdNamespace, mc: Memcg, procs: dict, seconds: 
     prev = read_stat(root)
     victim = procs["victim"].pid
     w_prev = _read_wait(victim)
+    loader = procs["dataloader"].pid
+    l_prev = _cputime(loader)
     window: list[float] = []
     end = time.time() + seconds
     while time.time() < end:
@@ -545,9 +631,12 @@ def _watch(st: LabState, ns: SystemdNamespace, mc: Memcg, procs: dict, seconds: 
         w = _read_wait(victim)
         waited = (w - w_prev) / 1e9
         w_prev = w
+        lc = _cputime(loader)
+        own, l_prev = 100.0 * (lc - l_prev), lc
         window = (window + [waited])[-int(ENA_WINDOW):]
         st.victim.append({"t": time.time(), "busy": round(u.busy, 1) if u else None,
-                          "sys": round(u.sys, 1) if u else None, "victim_wait_s": round(waited, 4)})
+                          "sys": round(u.sys, 1) if u else None, "victim_wait_s": round(waited, 4),
+                          "loader": round(own, 1)})
         if len(window) == int(ENA_WINDOW) and sum(window) >= VICTIM_SHARE * ENA_WINDOW and not st.resets:
             write_simulated_reset(int(sum(window) * 1e6))
             st.resets.append(time.time())
@@ -556,8 +645,11 @@ def _watch(st: LabState, ns: SystemdNamespace, mc: Memcg, procs: dict, seconds: 
         st.save()
     busy = [v["busy"] for v in st.victim if v["busy"] is not None]
     waits = [v["victim_wait_s"] for v in st.victim]
+    sat = saturation(st.victim)
     log(f"lab: CPU {st.cpu} {min(busy, default=0):.0f}-{max(busy, default=0):.0f}% busy "
-        f"(sys {sum(v['sys'] or 0 for v in st.victim) / max(1, len(st.victim)):.0f}% on average) for {len(busy)} s")
+        f"(sys {sum(v['sys'] or 0 for v in st.victim) / max(1, len(st.victim)):.0f}% on average) for {len(busy)} s; "
+        f">= {SATURATED_BUSY:.0f}% for {sat['seconds']} of them ({100 * sat['share']:.0f}%); the data loader itself "
+        f"{sat['loader_share']:.0f}% of the core on average")
     if not st.resets:
         log(f"lab: napi-poll on CPU {st.cpu} waited at most {max(waits, default=0) * 1000:.0f} ms per second: under "
             f"the lab's rule ({VICTIM_SHARE * ENA_WINDOW:.1f} s in {ENA_WINDOW:.0f} s) this kernel kept serving it, "
