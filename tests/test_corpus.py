@@ -155,9 +155,13 @@ def test_every_family_leads_in_text_json_markdown_and_html(family_stores, tmp_pa
                            env={**os.environ, "PYTHONPATH": os.path.join(REPO, "src"), "COLUMNS": "400"})
         assert p.returncode == 0, p.stderr
         h = next(x for x in inc["hypotheses"] if x["family"] == fam)  # the leading hypothesis, with its share
-        head = (f"root cause (proven end to end, {fam}): {inc['root_cause']}" if inc["root_cause"]
-                else f"no root cause proven; leading explanation: {inc['leading']}")
+        head = (f"answer: root cause {inc['root_cause']}, proven end to end ({fam}" if inc["root_cause"]
+                else f"answer: no root cause proven; leading: {inc['leading']}")
         assert head in p.stdout and h["summary"] in p.stdout, (fam, p.stdout[:1500])
+        # the answer and the action come first, then the chain, then the hypotheses, listed once
+        out = next(b for b in p.stdout.split("\nIncident ") if head in b)  # the expected incident's block
+        assert out.index(head) < out.index("  action: ") < out.index("the chain:") < out.index("  hypotheses ("), out[:1500]
+        assert out.count("  hypotheses (") == 1 and f"rejected: {fam}: " not in out, (fam, out)
         md_text, html_text = open(md).read(), open(html).read()
         import html as hx
 

@@ -172,10 +172,11 @@ WantedBy=multi-user.target
     # every report form carries the verdicts and the shares
     md, html = str(tmp_path / "r.md"), str(tmp_path / "r.html")
     txt = nodesleuth("explain", "--store", store, "--markdown", md, "--html", html)
-    assert "not proven" in txt.stdout and "leading explanation" in txt.stdout
+    assert "not proven" in txt.stdout and "answer: no root cause proven; leading: " in txt.stdout
+    assert txt.stdout.index("answer: ") < txt.stdout.index("action: ") < txt.stdout.index("the chain:")
     for path in (md, html):
         body = open(path).read()
-        assert "not proven" in body and "no root cause proven" in body and "rejected" in body.lower()
+        assert "not proven" in body and "no root cause proven" in body and "Saturated core" in body  # its reason, once
 
 
 def _record_two_episodes(store: str) -> tuple[list[tuple[float, float]], float]:

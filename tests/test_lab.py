@@ -86,7 +86,7 @@ def test_lab_makes_the_incident_and_explain_proves_the_chain(lab, tmp_path):
     # the agent exits 1 and restarts in 200 ms: systemd may be found running at every read (then None, "not seen")
     assert lk["unit_loop"]["data"]["exit_status"] in (1, None) and lk["unit_loop"]["data"]["restarts"] >= 20
     assert any(a["kind"] == "disable_unit" and a["target"] == "ecs.service" for a in inc["actions"])
-    assert "root cause: ecs.service" in open(md).read() and "proven" in open(html).read()
+    assert "**Answer:** root cause ecs.service, proven end to end" in open(md).read() and "proven" in open(html).read()
     dry = nodesleuth("remedy", "--store", store)
     assert dry.returncode == 0 and "would run" in dry.stdout and "systemctl mask ecs.service" in dry.stdout
 

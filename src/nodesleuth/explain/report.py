@@ -21,6 +21,41 @@ def share_text(lk) -> str:
     return "" if lk.share is None else f"{100 * lk.share:.0f}%"
 
 
+DAMAGE = ("Tcp_RetransSegs", "TcpExt_TCPTimeouts", "Tcp_EstabResets", "TcpExt_TCPAbortOnTimeout", "TcpExt_ListenDrops",
+          "TcpExt_TCPRcvQDrop", "TcpExt_TCPBacklogDrop")
+
+
+def quiet(lk) -> bool:
+    """A link with nothing to say takes one line: nothing could be followed (unknown), or the TCP link
+    observed no damage at all (no retransmit, timeout, reset or drop)."""
+    if lk.verdict == "unknown":
+        return True
+    return (lk.name == "impact" and lk.verdict == "observed"
+            and not any((lk.data.get("counters") or {}).get(k) for k in DAMAGE))
+
+
+def answer(inc: Explained) -> tuple[str, str]:
+    """The report's first two lines: the answer (root cause or leading explanation, its share of the core's
+    excess busy time and its proof) and the action to take."""
+    if inc.root_cause:
+        lead = next((h for h in inc.hypotheses if h.family == inc.family), None)
+        share = f": {100 * lead.share:.0f}% of the core's excess busy time" if lead and lead.share is not None else ""
+        text = f"root cause {inc.root_cause}, proven end to end ({inc.family}{share})"
+    else:  # the leading explanation carries its family's share and verdict (chain._leading)
+        text = f"no root cause proven; leading: {inc.leading}"
+    cmds = [c for a in inc.actions for c in a.command_lines() if not c.startswith("#")]
+    act = (cmds[0] + (f"   (+{len(cmds) - 1} more below)" if len(cmds) > 1 else "")) if cmds else "nothing proven to fix"
+    return text, act
+
+
+def repeated(inc: Explained) -> set[str]:
+    """Rejected entries the report already shows (a not-proven link of the chain, a hypothesis): the
+    hypotheses are listed once; JSON keeps `rejected` whole."""
+    shown = {f"{LABEL.get(lk.name, lk.name)}: {lk.summary}" for lk in inc.links}
+    shown |= {r for r in inc.rejected for h in inc.hypotheses if r.startswith(f"{h.family}: {h.summary}")}
+    return shown
+
+
 def to_json(incs: list[Explained], store: str, problems: list, notes: list[str]) -> dict:
     return {"schema": SCHEMA, "store": store, "complete": not problems,
             "problems": [str(p) for p in problems], "notes": notes,
@@ -38,20 +73,21 @@ def terminal(incs: list[Explained], notes: list[str], problems: list, console: C
                   "(see the warning above): the answer may be incomplete", style="bold red")
     for i, inc in enumerate(incs, 1):
         con.print(f"\n[bold]Incident {i}[/bold] at {iso(inc.time)} ({inc.kind}): {escape(inc.title)}", markup=True)
+        text, act = answer(inc)
+        con.print(f"  [bold{' red' if inc.root_cause else ''}]answer: {escape(text)}[/]", markup=True)
+        con.print(f"  [bold]action: {escape(act)}[/]", markup=True)
+        con.print("  the chain:", markup=False)
         for lk in inc.links:
             sh = share_text(lk)
             con.print(f"  [{STYLE[lk.verdict]}]{MARK[lk.verdict]} {LABEL.get(lk.name, lk.name):19}"
                       f"{lk.verdict.replace('_', ' '):13}{sh:>5}[/] " + escape(lk.summary),
                       markup=True)
+            if quiet(lk):
+                continue
             for e in lk.evidence:
                 con.print(f"      {e}", markup=False)
             if lk.rule and lk.verdict in ("proven", "contributing", "not_proven"):
                 con.print(f"      rule: {lk.rule}", markup=False, style="dim")
-        if inc.root_cause:
-            con.print(f"  [bold red]root cause (proven end to end, {inc.family}): {escape(inc.root_cause)}[/]",
-                      markup=True)
-        else:
-            con.print(f"  [bold]no root cause proven; leading explanation: {escape(inc.leading)}[/]", markup=True)
         if inc.hypotheses:
             con.print("  hypotheses (share of the core's excess busy time):", markup=False)
             for h in inc.hypotheses:
@@ -62,7 +98,7 @@ def terminal(incs: list[Explained], notes: list[str], problems: list, console: C
             con.print(f"  note: {n}", markup=False)
         for ln in dose_text(inc.dose) if inc.dose else []:
             con.print(f"  {ln}", markup=False)
-        for r in inc.rejected:
+        for r in [r for r in inc.rejected if r not in repeated(inc)]:
             con.print(f"  rejected: {r}", markup=False, style="dim")
 
 
@@ -74,9 +110,9 @@ def markdown(incs: list[Explained], store: str, notes: list[str], problems: list
     if not incs:
         out.append("No incidents in the data read.")
     for i, inc in enumerate(incs, 1):
-        out += [f"## Incident {i}: {inc.title}", "", f"*{iso(inc.time)}* ({inc.kind}) - "
-                + (f"**root cause: {inc.root_cause}** (proven end to end, {inc.family})" if inc.root_cause
-                   else f"no root cause proven; leading explanation: **{inc.leading}**"), "",
+        text, act = answer(inc)
+        out += [f"## Incident {i}: {inc.title}", "", f"*{iso(inc.time)}* ({inc.kind})", "",
+                f"**Answer:** {text}", "", f"**Action:** `{act}`", "",
                 "| link | verdict | share | finding |", "|---|---|---|---|"]
         for lk in inc.links:
             out.append(f"| {LABEL.get(lk.name, lk.name)} | {lk.verdict.replace('_', ' ')} | {share_text(lk)} | "
@@ -90,10 +126,11 @@ def markdown(incs: list[Explained], store: str, notes: list[str], problems: list
         if inc.dose:
             d = dose_text(inc.dose)
             out += [d[0], ""] + [f"- {ln.strip()}" for ln in d[1:]] + [""]
-        if inc.rejected:
-            out += ["Rejected hypotheses:", ""] + [f"- {r}" for r in inc.rejected] + [""]
+        rej = [r for r in inc.rejected if r not in repeated(inc)]
+        if rej:
+            out += ["Rejected hypotheses:", ""] + [f"- {r}" for r in rej] + [""]
         for lk in inc.links:
-            if lk.evidence:
+            if lk.evidence and not quiet(lk):
                 out.append(f"### {LABEL.get(lk.name, lk.name)}")
                 if lk.name == "remediation":
                     out += ["```sh"] + lk.evidence + ["```"]
@@ -110,18 +147,19 @@ def html_report(incs: list[Explained], store: str, notes: list[str], problems: l
     for i, inc in enumerate(incs, 1):
         rows = "".join(
             f"<tr class='{lk.verdict}'><td>{LABEL.get(lk.name, lk.name)}</td><td>{lk.verdict.replace('_', ' ')}</td>"
-            f"<td>{share_text(lk)}</td><td>{html.escape(lk.summary)}<ul>"
-            + "".join(f"<li><code>{html.escape(e)}</code></li>" for e in lk.evidence)
-            + (f"<li class='rule'>rule: {html.escape(lk.rule)}</li>" if lk.rule else "") + "</ul></td></tr>"
+            f"<td>{share_text(lk)}</td><td>{html.escape(lk.summary)}"
+            + ("" if quiet(lk) else "<ul>" + "".join(f"<li><code>{html.escape(e)}</code></li>" for e in lk.evidence)
+               + (f"<li class='rule'>rule: {html.escape(lk.rule)}</li>" if lk.rule else "") + "</ul>") + "</td></tr>"
             for lk in inc.links)
-        verdict = (f"<b>root cause: {html.escape(inc.root_cause)}</b> (proven end to end, {inc.family})" if inc.root_cause
-                   else f"no root cause proven; leading explanation: <b>{html.escape(inc.leading)}</b>")
-        rej = "".join(f"<li>{html.escape(r)}</li>" for r in inc.rejected)
+        text, act = answer(inc)
+        verdict = (f"<p class='answer'><b>Answer: {html.escape(text)}</b></p>"
+                   f"<p class='action'>Action: <code>{html.escape(act)}</code></p>")
+        rej = "".join(f"<li>{html.escape(r)}</li>" for r in inc.rejected if r not in repeated(inc))
         hyp = "".join(f"<tr class='{h.verdict}'><td>{h.family}</td><td>{h.verdict.replace('_', ' ')}</td><td>"
                       f"{'' if h.share is None else f'{100 * h.share:.0f}%'}</td><td>{html.escape(h.summary)}</td></tr>"
                       for h in inc.hypotheses)
-        body.append(f"<section><h2>Incident {i}: {html.escape(inc.title)}</h2><p>{iso(inc.time)} ({inc.kind})"
-                    f" &mdash; {verdict}</p><table><tr><th>link</th><th>verdict</th><th>share</th><th>finding</th>"
+        body.append(f"<section><h2>Incident {i}: {html.escape(inc.title)}</h2><p>{iso(inc.time)} ({inc.kind})</p>"
+                    f"{verdict}<table><tr><th>link</th><th>verdict</th><th>share</th><th>finding</th>"
                     f"</tr>{rows}</table>"
                     + (f"<p>Hypotheses (share of the core's excess busy time):</p><table class='hypotheses'><tr>"
                        f"<th>family</th><th>verdict</th><th>share</th><th>hypothesis</th></tr>{hyp}</table>" if hyp else "")
