@@ -220,8 +220,10 @@ def run_check(opt: CheckOptions) -> CheckResult:
         notes.append(f"cgroup mkdir failures in the journal not looked for: {why}")
     osrelease, meminfo_text = (_read_or_none(root, f) for f in ("/proc/sys/kernel/osrelease", "/proc/meminfo"))
     _, swap = node_rule(osrelease, meminfo_text)  # an unreadable one is said once, by its section above
-    window = Window(ticks, seconds, census0, nics0, units0, units1, events, now - opt.lookback, churn, cost,
-                    opt.zombie_warn, opt.zombie_crit, age, osrelease, swap, log_lines)
+    window = Window(ticks=ticks, seconds=seconds, census0=census0, nics0=nics0, units0=units0, units1=units1,
+                    events=events, since=now - opt.lookback, churn=churn, memcg_cost=cost,
+                    zombie_warn=opt.zombie_warn, zombie_crit=opt.zombie_crit, process_age=age, release=osrelease,
+                    swap_total_kib=swap, log_lines=log_lines)
     found: list[Finding] = registry.run(window)
     correlate(found)
     for f in found:  # where the per-memcg cost came from, beside the figure

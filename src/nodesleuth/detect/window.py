@@ -14,8 +14,9 @@ from ..model.records import Tick
 from ..model.records import Unit
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Window:
+    """Built by keyword only (13 fields of like types: a positional call would swap them silently)."""
     ticks: list[Tick]  # one per second, oldest first
     seconds: float
     census0: Census  # cgroup census when the window opened (walked)
