@@ -9,7 +9,7 @@ from ..model.records import Census
 from ..model.records import ChurnSummary
 from ..model.records import MemcgCost
 from ..model.records import Unit
-from ..remedy.actions import Action, protected
+from ..model.actions import Action, protected, remedy_text
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import proof
 from .containers import owner_commands
@@ -81,7 +81,6 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
     else:
         sev = "info" if sev == "warning" and dying < crit else sev  # only memcgs are walked by stat reads
     ev.append(f"growth: {growth:+d} dying in {seconds:.0f} s ({growth * 60 / max(seconds, 1e-9):+.1f}/min)")
-    rem: list[str] = []
     acts: list[Action] = []
     makers = []
     proven_unit = proven_pod = None
@@ -117,13 +116,10 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
         if u.id not in makers:
             makers.append(u.id)
     if proven_unit:
-        rem.append(f"systemctl disable --now {proven_unit}   # stop the churn (mask it at image bake: "
-                   f"systemctl mask {proven_unit})")
         acts.append(Action("disable_unit", proven_unit, f"{proven_unit} makes cgroups that stay dying",
                            protected=protected(proven_unit)))
     if proven_pod:
         who = pod_owner(proven_pod)
-        rem += owner_commands(proven_pod, proven_pod.get("container") or "<container>")
         acts.append(Action("investigate", who, f"the containers of pod {who} make cgroups that stay dying "
                            "(its owner fixes or removes it: nodesleuth never deletes a pod)",
                            commands=owner_commands(proven_pod, proven_pod.get("container") or "<container>")))
@@ -133,16 +129,13 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
     if not makers:
         ev.append("creator unknown: no crash-looping unit seen; run `nodesleuth check --seconds 60` "
                   "or `nodesleuth explain --trace 60` to catch the creator in the act")
-    if ver == "v1":
-        rem.append("reclaim the page cache that pins them: sync; echo 3 > /proc/sys/vm/drop_caches "
-                   "(evicts all clean cache; expect a burst of reads)")
-    else:
-        rem.append("reclaim under the parent: echo 1G > /sys/fs/cgroup/<parent>/memory.reclaim "
-                   "(or drop_caches)")
-    rem.append("reboot if the count does not fall (cache that is mapped or in use keeps them pinned)")
+    # reclaim the page cache that pins them: under the parent they were removed from (v2), else the node's; said
+    # always, proposed to `remedy` only when critical or when their creator is proven
+    reclaim = Action("reclaim", census.dying_subtrees[0].path if census.dying_subtrees and ver == "v2" else "",
+                     f"{dying} dying memory cgroups")
     if ctrl in ("memory", "all") and (sev == "critical" or proven_unit or proven_pod):
-        acts.append(Action("reclaim", census.dying_subtrees[0].path if census.dying_subtrees and ver == "v2" else "",
-                           f"{dying} dying memory cgroups"))
+        acts.append(reclaim)
+    rem = remedy_text(acts if reclaim in acts else acts + [reclaim])
     title = (f"{dying} zombie {ctrl} cgroups ({ver}): {tracked} tracked vs {live} live"
              + (f", suspect: {makers[0]}" if makers else ""))
     return Finding("zombie_cgroups", sev, title, ev, rem,
