@@ -223,7 +223,7 @@ def run_check(opt: CheckOptions) -> CheckResult:
     window = Window(ticks=ticks, seconds=seconds, census0=census0, nics0=nics0, units0=units0, units1=units1,
                     events=events, since=now - opt.lookback, churn=churn, memcg_cost=cost,
                     zombie_warn=opt.zombie_warn, zombie_crit=opt.zombie_crit, process_age=age, release=osrelease,
-                    swap_total_kib=swap, log_lines=log_lines)
+                    swap_total_kib=swap, log_lines=log_lines, rules=opt.rules)
     found: list[Finding] = registry.run(window)
     correlate(found)
     for f in found:  # where the per-memcg cost came from, beside the figure

@@ -33,6 +33,7 @@ class Window:
     release: str | None = None  # /proc/sys/kernel/osrelease: which memcg-ID rule holds (model/memcg_ids.py)
     swap_total_kib: int | None = None  # /proc/meminfo SwapTotal; None: not read
     log_lines: list[str] = field(default_factory=list)  # journal lines of the lookback that name a cgroup mkdir failure
+    rules: str | None = None  # the kernel-log rules file the events were matched with; None: the packaged one
     restarts: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
