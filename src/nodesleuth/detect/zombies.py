@@ -82,33 +82,8 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
         sev = "info" if sev == "warning" and dying < crit else sev  # only memcgs are walked by stat reads
     ev.append(f"growth: {growth:+d} dying in {seconds:.0f} s ({growth * 60 / max(seconds, 1e-9):+.1f}/min)")
     acts: list[Action] = []
-    makers = []
-    proven_unit = proven_pod = None
-    if churn is not None and churn.creators:
-        for cr in churn.creators[:3]:
-            ev.append(f"churn traced for {churn.seconds:.0f} s: {cr.comm} made {cr.mkdir} and removed "
-                      f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else "")
-                      + (f" (containers of pod {pod_owner(cr.pod)})" if cr.pod else "")
-                      + f"; {cr.freed} freed, {cr.still_dying} still dying at the end")
-            makers.append(f"pod {pod_owner(cr.pod)}" if cr.pod else cr.unit or cr.comm)
-        top = churn.creators[0]  # the most lasting (model/churn.py)
-        vd, share = proof.creator(top.still_dying, growth, dying)
-        tied = None
-        if vd == proof.PROVEN and top.pod:
-            # kubelet restarts the container and the runtime makes its cgroup: the pod is the creator
-            proven_pod = top.pod
-            ev.append(f"proven creator: the containers of pod {pod_owner(top.pod)} ({top.comm} made them) left "
-                      f"{top.still_dying} cgroups dying and the dying count grew {growth:+d}")
-        elif vd == proof.PROVEN:
-            hit = proof.tie(top.unit, len(top.pids), [(u, grew.get(u.id, 0)) for u in loopers])
-            tied = hit[0].id if hit else None
-            ev.append(f"proven creator: {top.comm} left {top.still_dying} cgroups dying and the dying count grew "
-                      f"{growth:+d}" + (f"; it runs as {tied} (tied by {hit[1]})" if hit else "; no unit tied to it"))
-        else:
-            ev.append(f"no creator is proven: the most lasting, {top.comm}, left {top.still_dying} cgroups dying "
-                      f"while the count grew {growth:+d} (needs >= {proof.MIN_ZOMBIES}, >= {proof.PROVE:.0%} of the "
-                      f"growth, and the growth >= {proof.PROVE:.0%} of them)")
-        proven_unit = tied
+    makers: list[str] = []
+    proven_unit, proven_pod = _creator(churn, growth, dying, loopers, grew, ev, makers)
     for u in loopers:
         tie = "proven creator" if u.id == proven_unit else "suspect only: not tied to the zombies by a churn trace"
         ev.append(f"crash-looping unit {u.id}: NRestarts={u.n_restarts} ({grew.get(u.id, 0):+d} in the window), "
@@ -146,6 +121,39 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
                     "proven_unit": proven_unit, "proven_pod": proven_pod,
                     "memcg_cost": cost.to_dict() if held else None,
                     "dying_percpu_bytes": round(dying * cost.percpu_bytes) if held else None}, acts)
+
+
+def _creator(churn: ChurnSummary | None, growth: int, dying: int, loopers: list[Unit], grew: dict[str, int],
+             ev: list[str], makers: list[str]) -> tuple[str | None, dict | None]:
+    """(proven unit, proven pod) of a churn trace's most lasting creator (detect/proof.py), its creators said in
+    `ev` and named in `makers`."""
+    if churn is None or not churn.creators:
+        return None, None
+    proven_pod = None
+    for cr in churn.creators[:3]:
+        ev.append(f"churn traced for {churn.seconds:.0f} s: {cr.comm} made {cr.mkdir} and removed "
+                  f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else "")
+                  + (f" (containers of pod {pod_owner(cr.pod)})" if cr.pod else "")
+                  + f"; {cr.freed} freed, {cr.still_dying} still dying at the end")
+        makers.append(f"pod {pod_owner(cr.pod)}" if cr.pod else cr.unit or cr.comm)
+    top = churn.creators[0]  # the most lasting (model/churn.py)
+    vd, _ = proof.creator(top.still_dying, growth, dying)
+    tied = None
+    if vd == proof.PROVEN and top.pod:
+        # kubelet restarts the container and the runtime makes its cgroup: the pod is the creator
+        proven_pod = top.pod
+        ev.append(f"proven creator: the containers of pod {pod_owner(top.pod)} ({top.comm} made them) left "
+                  f"{top.still_dying} cgroups dying and the dying count grew {growth:+d}")
+    elif vd == proof.PROVEN:
+        hit = proof.tie(top.unit, len(top.pids), [(u, grew.get(u.id, 0)) for u in loopers])
+        tied = hit[0].id if hit else None
+        ev.append(f"proven creator: {top.comm} left {top.still_dying} cgroups dying and the dying count grew "
+                  f"{growth:+d}" + (f"; it runs as {tied} (tied by {hit[1]})" if hit else "; no unit tied to it"))
+    else:
+        ev.append(f"no creator is proven: the most lasting, {top.comm}, left {top.still_dying} cgroups dying "
+                  f"while the count grew {growth:+d} (needs >= {proof.MIN_ZOMBIES}, >= {proof.PROVE:.0%} of the "
+                  f"growth, and the growth >= {proof.PROVE:.0%} of them)")
+    return tied, proven_pod
 
 
 @detector("zombie_cgroups")
