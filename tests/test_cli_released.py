@@ -205,7 +205,7 @@ def test_the_schemas_emitted_are_the_documented_ones():
     doc = _schemas_in_doc()
     assert set(defined) == {s for s, st in doc.items() if st == "current"}, (defined, doc)
     assert doc["nodesleuth.explain/v1"] == "former"
-    from nodesleuth.detect.check import SCHEMA as check
+    from nodesleuth.check.run import SCHEMA as check
     from nodesleuth.explain.report import SCHEMA as explain
     from nodesleuth.collect.probe_state import SCHEMA as probes
     from nodesleuth.fleet.snapshot import SCHEMA as snapshot

@@ -127,3 +127,50 @@ def test_hot_core_with_a_nic_reset_is_critical_and_npd_fits_80_bytes(tmp_path):
     assert npd.returncode == 1
     line = npd.stdout.rstrip("\n")
     assert "\n" not in line and 0 < len(line.encode()) <= 80, line
+
+
+def _says_its_actions(f: dict) -> None:
+    """A finding's remediation holds every line its structured actions hold (a comment line said as prose):
+    what it tells a person to run and what `remedy` plans are the same lines."""
+    for a in f["actions"]:
+        for c in a["commands"]:
+            assert (c.lstrip("# ") if c.startswith("#") else c) in f["remediation"], (a["kind"], c, f["remediation"])
+
+
+def test_remedy_text_and_actions_agree_for_each_kind(v1node, v2node):
+    """Each remedy kind, as a detector proposes it: reclaim on v1 (the node's page cache) and on v2 (under the
+    parent the zombies were removed from, as much as it holds: memory.current, never a fixed size), disabling a
+    unit proven to make the zombies, and investigating a pod's containers proven to make them."""
+    import dataclasses
+
+    from nodesleuth.detect.zombies import findings
+    from nodesleuth.model.records import ChurnSummary, Creator, Unit
+
+    rc, doc = check_json("--root", v1node, "--seconds", "1")
+    v1 = finding(doc, "zombie_cgroups", controller="memory", version="v1")
+    assert [a["kind"] for a in v1["actions"]] == ["reclaim"] and v1["actions"][0]["target"] == ""
+    assert v1["actions"][0]["commands"][0].startswith("sync; echo 3 > /proc/sys/vm/drop_caches")
+    _says_its_actions(v1)
+    rc, doc = check_json("--root", v2node, "--seconds", "1", "--zombie-crit", "4000")  # 5000 dying: critical
+    v2 = finding(doc, "zombie_cgroups", version="v2")
+    assert [a["kind"] for a in v2["actions"]] == ["reclaim"] and v2["actions"][0]["target"] == "/system.slice"
+    assert v2["actions"][0]["commands"][0].startswith(
+        'echo "$(cat /sys/fs/cgroup/system.slice/memory.current)" > /sys/fs/cgroup/system.slice/memory.reclaim')
+    _says_its_actions(v2)
+    assert not any("1G" in r for r in v2["remediation"]), v2["remediation"]
+
+    # the v1 fixture's census, 100 fewer dying at the window's start: a creator that left 100 is proven
+    last = CgroupCensus(Root(v1node)).sample(force_walk=True)
+    first = dataclasses.replace(last, v1=tuple(dataclasses.replace(c, tracked=c.tracked - 100) if c.name == "memory"
+                                               else c for c in last.v1))
+    unit = Unit("ecs.service", 40, "activating", "auto-restart", "enabled", "exit-code", 1, 0, "always", 5000000,
+                "/lib/systemd/system/ecs.service", "/system.slice/ecs.service")
+    h = last.controller("memory").hierarchy
+    pod = {"namespace": "batch", "pod": "agent-5f6c", "uid": "0c1d", "container": "agent"}
+    for creator, kind in ((Creator("agent", "/ecs/*", h, 100, 100, {1}, "ecs.service", still_dying=100), "disable_unit"),
+                          (Creator("runc", "/kubepods/*", h, 100, 100, {1}, None, still_dying=100, pod=pod), "investigate")):
+        churn = ChurnSummary(10.0, [creator], 0, 100, [], 200)
+        f = next(x for x in findings(first, last, {}, 10.0, [unit], churn, restarts={"ecs.service": 3})
+                 if x.data["controller"] == "memory")
+        assert [a.kind for a in f.actions] == [kind, "reclaim"], f.actions
+        _says_its_actions(f.to_dict())

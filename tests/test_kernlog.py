@@ -713,3 +713,33 @@ def test_overlapping_pstore_records_count_each_event_once():
     assert len(hangs) == 14
     resets = [e for e in events if e.reason == "IgcResetAdapter"]
     assert text.count("Reset adapter") == 3 and sorted(e.usec for e in resets) == [913490303, 963734557]
+
+
+def test_a_lockup_kind_added_to_the_rules_reaches_a_finding(node, tmp_path):
+    """Lockup kinds and severities come from the rules file alone: a copy of the packaged rules with one kind added
+    (x86's NMI-duration line, arch/x86/kernel/nmi.c nmi_check_duration(): 'INFO: NMI handler (%ps) took too long to
+    run: %lld.%03d msecs') makes a finding of that kind, with the rule's severity, title and remedy, from real lines
+    of syzbot console logs (google/syzkaller pkg/report/testdata/linux/report/83 and /421 @1e72964b, as in
+    corpus.json); the packaged rules, which have no such kind, make none."""
+    from importlib import resources
+
+    doc = json.loads(resources.files("nodesleuth").joinpath("rules/kernel-net.json").read_text())
+    remedy = "an NMI handler ran for milliseconds: see which (perf, or the NMI backtrace) and how often it fires"
+    doc["rules"].insert(0, {"type": "temporary", "reason": "NmiHandlerTooLong",
+                            "pattern": r".*INFO: NMI handler \((?P<handler>\S+)\) took too long to run: "
+                                       r"(?P<msecs>\d+\.\d+) msecs.*",
+                            "x-nodesleuth": {"class": "lockup", "family": "nmi_too_long", "driver": "",
+                                             "kind": "nmi_too_long", "severity": "warning",
+                                             "title": "slow NMI handler", "remedy": remedy}})
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps(doc))
+    path = tmp_path / "dmesg"
+    path.write_text("[   95.445015] INFO: NMI handler (perf_event_nmi_handler) took too long to run: 1.356 msecs\n"
+                    "[  351.814650] INFO: NMI handler (nmi_cpu_backtrace_handler) took too long to run: 1.403 msecs\n")
+    rc, got = _check(node, str(path), "--rules", str(rules))
+    f = _kinds(got)["nmi_too_long"]
+    assert (f["severity"], f["data"]["count"], f["remediation"]) == ("warning", 2, [remedy])
+    assert f["title"].startswith("2 slow NMI handlers: slow NMI handler") and rc == 1, f["title"]
+    assert [e["reason"] for e in f["data"]["events"]] == ["NmiHandlerTooLong"] * 2
+    rc, plain = _check(node, str(path))
+    assert "nmi_too_long" not in _kinds(plain) and rc == 0

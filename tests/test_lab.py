@@ -158,7 +158,7 @@ def test_remedy_apply_disables_the_unit_proven_to_make_zombies():
 
 
 def test_remedy_refuses_protected_units():
-    from nodesleuth.remedy.actions import Action, protected
+    from nodesleuth.model.actions import Action, protected
     from nodesleuth.remedy.apply import Plan
 
     assert protected("kubelet.service") and protected("systemd-journald.service") and protected("sshd.service")

@@ -198,7 +198,7 @@ def test_the_exporter_probes_once_a_boot_and_then_reads_the_state(tmp_path):
 
 
 def test_npd_line_says_where_the_cost_came_from_within_80_bytes():
-    from nodesleuth.detect.check import CheckResult
+    from nodesleuth.check.run import CheckResult
     from nodesleuth.detect.findings import Finding
     from nodesleuth.report.text import NPD_MAX, npd_line
 

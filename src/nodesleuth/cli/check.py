@@ -44,7 +44,7 @@ from .common import clean_up_on_term, deprecated, one_line_errors
 def check(root, seconds, as_json, npd, kmsg, boot_time, lookback, trace, systemd_pid, threads, zombie_warn,
           zombie_crit, rules, probe, state_dir):
     """Say whether this node has the problem class now, and why. Exit 0 OK, 1 problem, 2 unknown."""
-    from ..detect.check import CheckOptions, run_check, to_json
+    from ..check.run import CheckOptions, run_check, to_json
     from ..report.text import npd_line, render
 
     from ..model.timeparse import parse_time

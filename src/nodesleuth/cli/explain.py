@@ -98,7 +98,7 @@ def remedy(store, frm, to, systemd_pid, units, do_apply, seconds):
         _warn(problems)
         plan = rm.plan([chain.build(rec, i) for i in load.incidents(rec, t0, t1)], allow)
     else:
-        from ..detect.check import CheckOptions, run_check
+        from ..check.run import CheckOptions, run_check
 
         plan = rm.plan(run_check(CheckOptions(seconds=seconds, ns_pid=systemd_pid)).findings, allow)
     for a in plan.actions:

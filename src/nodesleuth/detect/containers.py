@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..model.records import Kube
 from ..model.thresholds import CRASH_LOOP_RESTARTS
-from ..remedy.actions import Action
+from ..model.actions import Action
 from .findings import Finding
 from .registry import detector
 from .window import Window
@@ -42,12 +42,11 @@ def findings(ticks, seconds: float) -> list[Finding]:
               "each restart is a new container cgroup under the pod's; the old one is removed and stays dying "
               "while page cache charged to it lasts (a zombie maker only when a churn trace proves it: see the "
               "zombie finding)"]
+        act = Action("investigate", who, f"container {who} restarted {n} times", commands=owner_commands(pod, c))
         out.append(Finding("container_restart_loop", "warning",
-                           f"container {who} is in a restart loop: {n} restarts", ev, owner_commands(pod, c),
+                           f"container {who} is in a restart loop: {n} restarts", ev, act.text(),
                            {"namespace": pod.get("namespace", ""), "pod": pod.get("pod", ""), "uid": pod["uid"],
-                            "container": c, "restarts": n, "restarts_delta": grew},
-                           [Action("investigate", who, f"container {who} restarted {n} times",
-                                   commands=owner_commands(pod, c))]))
+                            "container": c, "restarts": n, "restarts_delta": grew}, [act]))
     return out
 
 

@@ -15,7 +15,7 @@ class Finding:
     evidence: list[str]
     remediation: list[str] = field(default_factory=list)
     data: dict = field(default_factory=dict)
-    actions: list = field(default_factory=list)  # remedy.actions.Action: what `remedy` may perform
+    actions: list = field(default_factory=list)  # model.actions.Action: what `remedy` may perform
 
     @property
     def problem(self) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..model.kube import KUBELET_READER, is_kubelet, pod_name
 from ..model.records import softnet_on, softnet_text
-from ..remedy.actions import Action
+from ..model.actions import Action
 from .findings import Finding
 from .registry import detector
 from .window import Window
@@ -63,8 +63,8 @@ def finding(e: Episode, ticks) -> Finding:
     if kernel >= 50:
         cmds.append("mostly kernel time: check zombie cgroups and NIC IRQ/NAPI placement "
                     "(grep Tx-Rx /proc/interrupts; IRQBALANCE_BANNED_CPUS)")
-    rem += cmds
     acts.append(Action("investigate", f"cpu {e.cpu}", f"CPU {e.cpu} saturated", commands=cmds))
+    rem += acts[-1].text()
     return Finding("hot_core", "warning",
                    f"CPU {e.cpu} pinned at {e.busy_mean:.0f}% for {e.seconds:.0f} s while the node averaged "
                    f"{e.node_mean:.0f}%", ev, rem, {**e.to_dict(), "victim": v, "softnet": sn or None}, acts)

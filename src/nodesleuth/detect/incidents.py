@@ -440,3 +440,20 @@ def describe_event_cpu(device: str, ec: dict) -> str:
     load = (f": {ec['busy']:.0f}% busy, softirq {ec['softirq']:.0f}% in that second" if "busy" in ec else
             ": its load that second was not recorded")
     return f"{q} is served on CPU {ec['cpu']} ({ec['how']}){load}"
+
+
+def correlate(found: list) -> None:
+    """A NIC event during or within NIC_LOOKBACK s after a hot-core episode is the incident's signature (the rule
+    `may_have_starved`, the same as explain's): raise the episode's finding to critical and say so on both."""
+    hots = [f for f in found if f.kind == "hot_core"]
+    nics = [f for f in found if f.kind == "nic_reset"]
+    for h in hots:
+        for n in nics:
+            times = [e["time"] for e in n.data.get("events", []) if e["time"] is not None]
+            hit = [t for t in times if may_have_starved(h.data["start"], h.data["end"], t)]
+            if hit:
+                h.severity = "critical"
+                h.data["nic_events"] = len(hit)
+                h.evidence.append(f"NIC {n.data['ifname']} logged {len(hit)} reset/timeout line(s) during or "
+                                  f"within {NIC_LOOKBACK:.0f} s after this episode")
+                n.evidence.append(f"CPU {h.data['cpu']} was saturated when it happened (see hot core finding)")

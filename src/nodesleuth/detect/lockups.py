@@ -2,7 +2,8 @@
 
 A CPU stuck in the kernel for tens of seconds is the extreme form of the starvation nodesleuth hunts (and
 a NIC on that CPU misses its NAPI polls), so these are problems in themselves, not context. The rules
-file says which lines are lockups (class "lockup", family = the kind below); this file only groups them.
+file says which lines are lockups (class "lockup", family = the finding's kind), with each rule's severity, title
+and remedy (rules/README.md); this file only groups them: a kind the rules add is a finding with nothing changed here.
 """
 
 from __future__ import annotations
@@ -11,28 +12,11 @@ import re
 from collections import defaultdict
 
 from ..model.records import KernelEvent
-from ..model.rules import when
-from .findings import Finding
+from ..model.rules import Rule, load_rules, when
+from .findings import SEVERITY_RANK, Finding
 from .registry import detector
 from .window import Window
 
-KINDS = {
-    "soft_lockup": ("soft lockup", "critical",
-                    "a CPU ran kernel code without scheduling for the time shown: find what pinned it "
-                    "(the stack trace after the line; perf top -C CPU) and move IRQs/RPS off that CPU"),
-    "hard_lockup": ("hard lockup", "critical",
-                    "a CPU stopped taking timer interrupts: read the NMI backtrace after the line; "
-                    "consider kernel.hardlockup_panic=1 with kdump to capture it"),
-    "rcu_stall": ("RCU stall", "critical",
-                  "a CPU or task held off an RCU grace period: read the stall report's CPU list and stack; "
-                  "a starved rcu kthread means the CPU is too busy (see hot core findings)"),
-    "hung_task": ("hung task", "warning",
-                  "a task slept uninterruptibly past kernel.hung_task_timeout_secs: its stack after the line "
-                  "names what it waits on (I/O, a lock)"),
-    "workqueue_lockup": ("workqueue lockup", "critical",
-                         "a per-CPU workqueue pool ran no work item for the time shown: that CPU is monopolised "
-                         "(IRQs, softirqs, a spinning task); read the 'Showing busy workqueues' dump after it"),
-}
 NIC_REMEDY = ("the stuck CPU was running {driver} network driver code ({frames}): the NIC's interrupts and NAPI "
               "polling pinned it; spread its queues' IRQs (smp_affinity), enable RPS/threaded NAPI, and check the "
               "driver's reset lines and counters (nic_reset findings)")
@@ -121,7 +105,7 @@ def _fact(e: KernelEvent) -> dict:
     return d
 
 
-def _what(kind: str, d: dict) -> str:
+def _what(kind: str, d: dict, name: str) -> str:
     who = f"{d['comm']}:{d['pid']}" if "comm" in d else ""
     cpus = d.get("stalled_cpus")
     on = f" on CPU{'s' if cpus and len(cpus) > 1 else ''} {', '.join(map(str, cpus))}" if cpus else ""
@@ -145,22 +129,32 @@ def _what(kind: str, d: dict) -> str:
     if kind == "workqueue_lockup":
         return f"workqueue pool{on} stuck for {d.get('duration_s', '?')} s"
     dur = f", t={d['duration_jiffies']} jiffies" if "duration_jiffies" in d else ""
-    return f"{d.get('flavor', 'rcu')} stall{on}{dur}{tied}"
+    if kind == "rcu_stall":
+        return f"{d.get('flavor', 'rcu')} stall{on}{dur}{tied}"
+    # a kind only the rules name: its title and whatever the line's named groups said
+    on = f" on CPU {d['cpu']}" if "cpu" in d else on
+    dur = f" for {d['duration_s']} s" if "duration_s" in d else dur
+    return f"{name}{on}{' in ' + who if who else ''}{dur}{tied}"
 
 
-def findings(events: list[KernelEvent], since: float | None = None) -> list[Finding]:
-    """One finding per kind (soft_lockup, hard_lockup, rcu_stall, hung_task, workqueue_lockup) with every line's
-    facts. Events without a wall time are kept whatever `since` is: their age cannot be judged."""
+def findings(events: list[KernelEvent], since: float | None = None, rules: list[Rule] | None = None) -> list[Finding]:
+    """One finding per lockup family of the rules (soft_lockup, hard_lockup, rcu_stall, hung_task, workqueue_lockup in
+    the packaged file) with every line's facts: its severity the highest of its events' rules, its title and remedy
+    those of the rules that matched (`rules`: the file the events were matched with; default the packaged one).
+    Events without a wall time are kept whatever `since` is: their age cannot be judged."""
     by: dict[str, list[KernelEvent]] = defaultdict(list)
     for e in events:
-        kind = e.family or e.kind
-        if e.category == "lockup" and kind in KINDS and (since is None or e.time is None or e.time >= since):
-            by[kind].append(e)
+        if e.category == "lockup" and (since is None or e.time is None or e.time >= since):
+            by[e.family or e.kind].append(e)
+    said = {r.reason: r for r in (load_rules() if rules is None else rules) if r.cls == "lockup"}
     out = []
     for kind, es in by.items():
-        name, sev, rem = KINDS[kind]
+        own = [said[e.reason] for e in es if e.reason in said]
+        name = next((r.title for r in own if r.title), kind.replace("_", " "))
+        sev = max((e.severity for e in es), key=lambda s: SEVERITY_RANK.get(s, 0))
+        rem = list(dict.fromkeys(r.remedy for r in own if r.remedy))
         facts = [_fact(e) for e in es]
-        whats = [_what(kind, d) for d in facts]
+        whats = [_what(kind, d, name) for d in facts]
         cpus = sorted({d["cpu"] for d in facts if "cpu" in d} | {c for d in facts for c in d.get("stalled_cpus", [])})
         procs = sorted({f"{d['comm']}:{d['pid']}" for d in facts if "comm" in d})
         longest = max((d.get("duration_s", 0) for d in facts), default=0)
@@ -173,7 +167,7 @@ def findings(events: list[KernelEvent], since: float | None = None) -> list[Find
                     for e, w in list(zip(es, whats))[-8:]]
         if len(es) > 8:
             evidence.insert(0, f"{len(es) - 8} earlier {name} line(s) not shown (all in data.events)")
-        rems = [rem]
+        rems = rem
         for drv in nics:
             frames = sorted({fr for d in facts if d.get("nic") and d["nic"]["driver"] == drv for fr in d["nic"]["frames"]})
             rems.insert(0, NIC_REMEDY.format(driver=drv, frames=", ".join(frames[:4])))
@@ -185,4 +179,4 @@ def findings(events: list[KernelEvent], since: float | None = None) -> list[Find
 
 @detector("lockups")
 def from_window(w: Window) -> list[Finding]:
-    return findings(w.events, since=w.since)
+    return findings(w.events, since=w.since, rules=load_rules(w.rules))

@@ -3,6 +3,7 @@ swap that keep theirs: model/memcg_ids.py), how fast they go, and the cgroup mkd
 
 from __future__ import annotations
 
+from ..model.actions import RECLAIM_V1
 from ..model.memcg_ids import ID_MAX, id_use, mkdir_errno, mkdir_failure, release, rule_for
 from ..model.thresholds import MEMCG_IDS_CRIT, MEMCG_IDS_HORIZON, MEMCG_IDS_WARN
 from .findings import Finding
@@ -77,7 +78,7 @@ def findings(w: Window) -> list[Finding]:
     rem = ["find who makes the memory cgroups (the zombie_cgroups finding's creator, `nodesleuth check --seconds 60`) "
            "and stop the churn"]
     if rule is None or rule.dying_hold == "all" or last.swap is not False:
-        rem.append("free dying memcgs' IDs: drop their page cache (`echo 3 > /proc/sys/vm/drop_caches`)"
+        rem.append(f"free dying memcgs' IDs: drop their page cache (`{RECLAIM_V1}`)"
                    + ("; swap-pinned ones go when their pages are swapped in or freed (`swapoff -a` where memory allows)"
                       if last.swap is not False else ""))
     rem.append("reboot the node if pods already fail to start")

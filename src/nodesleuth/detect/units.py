@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model.records import Unit
-from ..remedy.actions import protected
+from ..model.actions import Action, protected
 from .findings import Finding
 from .registry import detector
 from .window import Window
@@ -30,8 +30,11 @@ def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float,
         age = main_age(u.main_pid) if main_age and u.main_pid else None
         if age is not None:
             ev.append(f"its main process (pid {u.main_pid}) started {age:.1f} s ago")
-        rem = [f"if this node does not need it: systemctl disable --now {u.id} && systemctl mask {u.id}",
-               f"otherwise find why it fails: journalctl -u {u.id} -n 50; fix its config"]
+        # said, not proposed: disabling is proposed only by the zombie finding, when this unit is tied to them
+        off = Action("disable_unit", u.id, f"{u.id} is crash-looping", protected=protected(u.id))
+        rem = [f"if this node does not need it: {' && '.join(off.command_lines())}",
+               *Action("investigate", u.id, "why it fails", commands=[
+                   f"journalctl -u {u.id} -n 50   # otherwise find why it fails; fix its config"]).text()]
         if protected(u.id):
             ev.append(f"{u.id} is node-critical (protected): remedy will not disable it unless named")
         sev = "warning" if u.n_restarts >= 3 or grew > 0 else "info"
@@ -39,7 +42,6 @@ def findings(first: list[Unit] | None, last: list[Unit] | None, seconds: float,
                            {"unit": u.id, "n_restarts": u.n_restarts, "restarts_delta": grew,
                             "active": u.active, "sub": u.sub, "enabled": u.enabled, "result": u.result,
                             "exit_status": u.exit_status, "restart_usec": u.restart_usec},
-                           # disabling is proposed only by the zombie finding, when this unit is tied to them
                            []))
     return out
 

@@ -14,8 +14,9 @@ from ..model.records import Tick
 from ..model.records import Unit
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Window:
+    """Built by keyword only (13 fields of like types: a positional call would swap them silently)."""
     ticks: list[Tick]  # one per second, oldest first
     seconds: float
     census0: Census  # cgroup census when the window opened (walked)
@@ -32,6 +33,7 @@ class Window:
     release: str | None = None  # /proc/sys/kernel/osrelease: which memcg-ID rule holds (model/memcg_ids.py)
     swap_total_kib: int | None = None  # /proc/meminfo SwapTotal; None: not read
     log_lines: list[str] = field(default_factory=list)  # journal lines of the lookback that name a cgroup mkdir failure
+    rules: str | None = None  # the kernel-log rules file the events were matched with; None: the packaged one
     restarts: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ from ..model.records import Census
 from ..model.records import ChurnSummary
 from ..model.records import MemcgCost
 from ..model.records import Unit
-from ..remedy.actions import Action, protected
+from ..model.actions import Action, protected, remedy_text
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import proof
 from .containers import owner_commands
@@ -81,35 +81,9 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
     else:
         sev = "info" if sev == "warning" and dying < crit else sev  # only memcgs are walked by stat reads
     ev.append(f"growth: {growth:+d} dying in {seconds:.0f} s ({growth * 60 / max(seconds, 1e-9):+.1f}/min)")
-    rem: list[str] = []
     acts: list[Action] = []
-    makers = []
-    proven_unit = proven_pod = None
-    if churn is not None and churn.creators:
-        for cr in churn.creators[:3]:
-            ev.append(f"churn traced for {churn.seconds:.0f} s: {cr.comm} made {cr.mkdir} and removed "
-                      f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else "")
-                      + (f" (containers of pod {pod_owner(cr.pod)})" if cr.pod else "")
-                      + f"; {cr.freed} freed, {cr.still_dying} still dying at the end")
-            makers.append(f"pod {pod_owner(cr.pod)}" if cr.pod else cr.unit or cr.comm)
-        top = churn.creators[0]  # the most lasting (model/churn.py)
-        vd, share = proof.creator(top.still_dying, growth, dying)
-        tied = None
-        if vd == proof.PROVEN and top.pod:
-            # kubelet restarts the container and the runtime makes its cgroup: the pod is the creator
-            proven_pod = top.pod
-            ev.append(f"proven creator: the containers of pod {pod_owner(top.pod)} ({top.comm} made them) left "
-                      f"{top.still_dying} cgroups dying and the dying count grew {growth:+d}")
-        elif vd == proof.PROVEN:
-            hit = proof.tie(top.unit, len(top.pids), [(u, grew.get(u.id, 0)) for u in loopers])
-            tied = hit[0].id if hit else None
-            ev.append(f"proven creator: {top.comm} left {top.still_dying} cgroups dying and the dying count grew "
-                      f"{growth:+d}" + (f"; it runs as {tied} (tied by {hit[1]})" if hit else "; no unit tied to it"))
-        else:
-            ev.append(f"no creator is proven: the most lasting, {top.comm}, left {top.still_dying} cgroups dying "
-                      f"while the count grew {growth:+d} (needs >= {proof.MIN_ZOMBIES}, >= {proof.PROVE:.0%} of the "
-                      f"growth, and the growth >= {proof.PROVE:.0%} of them)")
-        proven_unit = tied
+    makers: list[str] = []
+    proven_unit, proven_pod = _creator(churn, growth, dying, loopers, grew, ev, makers)
     for u in loopers:
         tie = "proven creator" if u.id == proven_unit else "suspect only: not tied to the zombies by a churn trace"
         ev.append(f"crash-looping unit {u.id}: NRestarts={u.n_restarts} ({grew.get(u.id, 0):+d} in the window), "
@@ -117,13 +91,10 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
         if u.id not in makers:
             makers.append(u.id)
     if proven_unit:
-        rem.append(f"systemctl disable --now {proven_unit}   # stop the churn (mask it at image bake: "
-                   f"systemctl mask {proven_unit})")
         acts.append(Action("disable_unit", proven_unit, f"{proven_unit} makes cgroups that stay dying",
                            protected=protected(proven_unit)))
     if proven_pod:
         who = pod_owner(proven_pod)
-        rem += owner_commands(proven_pod, proven_pod.get("container") or "<container>")
         acts.append(Action("investigate", who, f"the containers of pod {who} make cgroups that stay dying "
                            "(its owner fixes or removes it: nodesleuth never deletes a pod)",
                            commands=owner_commands(proven_pod, proven_pod.get("container") or "<container>")))
@@ -133,16 +104,13 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
     if not makers:
         ev.append("creator unknown: no crash-looping unit seen; run `nodesleuth check --seconds 60` "
                   "or `nodesleuth explain --trace 60` to catch the creator in the act")
-    if ver == "v1":
-        rem.append("reclaim the page cache that pins them: sync; echo 3 > /proc/sys/vm/drop_caches "
-                   "(evicts all clean cache; expect a burst of reads)")
-    else:
-        rem.append("reclaim under the parent: echo 1G > /sys/fs/cgroup/<parent>/memory.reclaim "
-                   "(or drop_caches)")
-    rem.append("reboot if the count does not fall (cache that is mapped or in use keeps them pinned)")
+    # reclaim the page cache that pins them: under the parent they were removed from (v2), else the node's; said
+    # always, proposed to `remedy` only when critical or when their creator is proven
+    reclaim = Action("reclaim", census.dying_subtrees[0].path if census.dying_subtrees and ver == "v2" else "",
+                     f"{dying} dying memory cgroups")
     if ctrl in ("memory", "all") and (sev == "critical" or proven_unit or proven_pod):
-        acts.append(Action("reclaim", census.dying_subtrees[0].path if census.dying_subtrees and ver == "v2" else "",
-                           f"{dying} dying memory cgroups"))
+        acts.append(reclaim)
+    rem = remedy_text(acts if reclaim in acts else acts + [reclaim])
     title = (f"{dying} zombie {ctrl} cgroups ({ver}): {tracked} tracked vs {live} live"
              + (f", suspect: {makers[0]}" if makers else ""))
     return Finding("zombie_cgroups", sev, title, ev, rem,
@@ -153,6 +121,39 @@ def _finding(ctrl: str, ver: str, tracked: int, live: int, dying: int, growth: i
                     "proven_unit": proven_unit, "proven_pod": proven_pod,
                     "memcg_cost": cost.to_dict() if held else None,
                     "dying_percpu_bytes": round(dying * cost.percpu_bytes) if held else None}, acts)
+
+
+def _creator(churn: ChurnSummary | None, growth: int, dying: int, loopers: list[Unit], grew: dict[str, int],
+             ev: list[str], makers: list[str]) -> tuple[str | None, dict | None]:
+    """(proven unit, proven pod) of a churn trace's most lasting creator (detect/proof.py), its creators said in
+    `ev` and named in `makers`."""
+    if churn is None or not churn.creators:
+        return None, None
+    proven_pod = None
+    for cr in churn.creators[:3]:
+        ev.append(f"churn traced for {churn.seconds:.0f} s: {cr.comm} made {cr.mkdir} and removed "
+                  f"{cr.rmdir} cgroups like {cr.pattern}" + (f" (unit {cr.unit})" if cr.unit else "")
+                  + (f" (containers of pod {pod_owner(cr.pod)})" if cr.pod else "")
+                  + f"; {cr.freed} freed, {cr.still_dying} still dying at the end")
+        makers.append(f"pod {pod_owner(cr.pod)}" if cr.pod else cr.unit or cr.comm)
+    top = churn.creators[0]  # the most lasting (model/churn.py)
+    vd, _ = proof.creator(top.still_dying, growth, dying)
+    tied = None
+    if vd == proof.PROVEN and top.pod:
+        # kubelet restarts the container and the runtime makes its cgroup: the pod is the creator
+        proven_pod = top.pod
+        ev.append(f"proven creator: the containers of pod {pod_owner(top.pod)} ({top.comm} made them) left "
+                  f"{top.still_dying} cgroups dying and the dying count grew {growth:+d}")
+    elif vd == proof.PROVEN:
+        hit = proof.tie(top.unit, len(top.pids), [(u, grew.get(u.id, 0)) for u in loopers])
+        tied = hit[0].id if hit else None
+        ev.append(f"proven creator: {top.comm} left {top.still_dying} cgroups dying and the dying count grew "
+                  f"{growth:+d}" + (f"; it runs as {tied} (tied by {hit[1]})" if hit else "; no unit tied to it"))
+    else:
+        ev.append(f"no creator is proven: the most lasting, {top.comm}, left {top.still_dying} cgroups dying "
+                  f"while the count grew {growth:+d} (needs >= {proof.MIN_ZOMBIES}, >= {proof.PROVE:.0%} of the "
+                  f"growth, and the growth >= {proof.PROVE:.0%} of them)")
+    return tied, proven_pod
 
 
 @detector("zombie_cgroups")

@@ -31,7 +31,7 @@ from ..detect.containers import owner_commands
 from ..model.frames import LOCK, MEMCG, RECLAIM, SOFTIRQ
 from ..model.records import Creator, softnet_on, softnet_text, sockets_in, tcp_in
 from ..profile.parse import UNNAMED
-from ..remedy.actions import Action, protected
+from ..model.actions import Action, protected
 from ..model.timeparse import iso
 from ..model.memcg_ids import ID_MAX
 from ..model.thresholds import MEMCG_IDS_WARN

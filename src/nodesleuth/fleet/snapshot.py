@@ -124,7 +124,7 @@ def host_facts(root: Root, zone: str | None, units: list[dict]) -> dict:
 
 def take(root: Root, seconds: float = 2.0, ns_pid: int | None = None, zone: str | None = None) -> dict:
     from ..node.systemd import enabled_services
-    from ..detect.check import CheckOptions, run_check
+    from ..check.run import CheckOptions, run_check
 
     res = run_check(CheckOptions(root=root.path, seconds=seconds, ns_pid=ns_pid, trace=False))
     doc = host_facts(root, zone, unit_dicts(res.units, enabled_services(root, ns_pid)))

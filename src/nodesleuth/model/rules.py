@@ -41,6 +41,8 @@ class Rule:
     follow: tuple = ()  # patterns for the report's next lines (an RCU stall names its CPUs there)
     follow_lines: int = 0
     literal: tuple = ()  # explicit "x-nodesleuth.literal": strings one of which every matching line contains
+    title: str = ""  # what a finding calls one such line ("soft lockup"); lockup rules
+    remedy: str = ""  # what a finding of such lines tells a person to do; lockup rules
 
 
 def when(e: KernelEvent) -> str:
@@ -94,7 +96,8 @@ def _load_text(text: str, path: str) -> tuple[Rule, ...]:
         lit = (lit,) if isinstance(lit, str) else tuple(lit)
         rules.append(Rule(r.get("reason", f"rule{i}"), r.get("type", "temporary"), rx, x.get("driver", ""),
                           x.get("kind", "other"), x.get("severity", "warning"), x.get("reset_reason"),
-                          x.get("class", "nic"), x.get("family", ""), follow, int(fol.get("lines", 0)), lit))
+                          x.get("class", "nic"), x.get("family", ""), follow, int(fol.get("lines", 0)), lit,
+                          x.get("title", ""), x.get("remedy", "")))
     return tuple(rules)
 
 

@@ -15,8 +15,8 @@ from ..collect.cgroups import census
 from ..model.errors import InputError
 from ..node.cgroupfs import Memcg, drop_caches
 from ..node.root import Root
-from ..node.systemd import act, unit_state
-from .actions import Action, protected
+from ..node.systemd import act, nsenter, unit_state
+from ..model.actions import Action, protected
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Plan:
         self.actions.append(a)
 
     def commands(self, ns_pid: int | None) -> list[str]:
-        return [c for a in self.actions for c in a.command_lines(ns_pid) if not c.startswith("#")]
+        return [c for a in self.actions for c in a.command_lines(nsenter(ns_pid)) if not c.startswith("#")]
 
 
 def plan(proposers, allow: set[str] = frozenset()) -> Plan:

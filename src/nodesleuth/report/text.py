@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from ..collect.posture import describe
-from ..detect.check import CheckResult
+from ..check.run import CheckResult
 
 STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 

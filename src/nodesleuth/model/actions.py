@@ -1,16 +1,16 @@
-"""Structured remediation actions: the one home of what nodesleuth may do to a node.
+"""Structured remediation actions: the one home of what nodesleuth may do to a node, and of the remedy text
+every finding and report shows.
 
-A detector or an explained incident proposes actions (`disable_unit`, `reclaim`, `investigate`);
-this module turns them into the exact commands, for the host or for the systemd of another PID
-namespace, and knows which units are never touched unless named explicitly.
+A detector or an explained incident proposes actions (`disable_unit`, `reclaim`, `investigate`); `command_lines`
+turns one into the exact commands (for the host, or through a prefix such as node/systemd.py `nsenter` for the
+systemd of another PID namespace) and `text` into the lines a person reads, so what a finding says to run and
+what `remedy` plans are the same lines. `protected` says which units are never touched unless named explicitly.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-
-from ..node.systemd import nsenter
 
 # Units whose loss takes the node off the network or out of the cluster. `remedy --apply` refuses
 # them unless the user names them with --unit.
@@ -20,6 +20,7 @@ PROTECTED = ("kubelet.service", "containerd.service", "docker.service", "crio.se
              "cloud-init*.service", "chronyd.service", "chrony.service", "amazon-ssm-agent.service", "getty@*")
 
 RECLAIM_V1 = "sync; echo 3 > /proc/sys/vm/drop_caches"
+REBOOT = "# if the dying count does not fall: reboot (mapped or in-use cache keeps them pinned)"
 
 
 def protected(unit: str) -> bool:
@@ -34,19 +35,27 @@ class Action:
     protected: bool = False
     commands: list[str] = field(default_factory=list)  # investigate: what to run by hand
 
-    def command_lines(self, ns_pid: int | None = None) -> list[str]:
-        pre = " ".join(nsenter(ns_pid)) + " " if ns_pid else ""
+    def command_lines(self, via: list[str] | None = None) -> list[str]:
+        """The commands, each run through `via` (a prefix such as `nsenter -t PID -m -p --`) when given."""
+        pre = " ".join(via) + " " if via else ""
         if self.kind == "disable_unit":
             return [f"{pre}systemctl disable --now {self.target}", f"{pre}systemctl mask {self.target}"]
         if self.kind == "reclaim":
             if self.target.startswith("/"):  # cgroup v2: the parent the zombies were removed from
-                return [f"echo \"$(cat /sys/fs/cgroup{self.target.rstrip('/')}/memory.current)\" > "
-                        f"/sys/fs/cgroup{self.target.rstrip('/')}/memory.reclaim   # or: {RECLAIM_V1}",
-                        "# if the dying count does not fall: reboot (mapped or in-use cache keeps them pinned)"]
-            return [RECLAIM_V1,
-                    "# if the dying count does not fall: reboot (mapped or in-use cache keeps them pinned)"]
+                cg = f"/sys/fs/cgroup{self.target.rstrip('/')}"
+                return [f"echo \"$(cat {cg}/memory.current)\" > {cg}/memory.reclaim   # or: {RECLAIM_V1}", REBOOT]
+            return [f"{RECLAIM_V1}   # evicts all clean page cache: expect a burst of reads", REBOOT]
         return list(self.commands)
+
+    def text(self) -> list[str]:
+        """The remediation lines a finding or report shows: the command lines, a comment-only line said as prose."""
+        return [c.lstrip("# ") if c.startswith("#") else c for c in self.command_lines()]
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "target": self.target, "why": self.why, "protected": self.protected,
                 "commands": self.command_lines()}
+
+
+def remedy_text(actions: list[Action]) -> list[str]:
+    """The remediation lines of several actions, in order, each line once."""
+    return list(dict.fromkeys(line for a in actions for line in a.text()))

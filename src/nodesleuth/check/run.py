@@ -7,25 +7,23 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..model.records import ChurnSummary
+from ..collect import posture, probe_state
 from ..collect.cgroups import UNMOUNTED
 from ..collect.churn import ChurnTracer
-from ..collect import posture, probe_state
 from ..collect.kmsg import boot_wall_time
-from ..model.mpstat import unchanged, utilisation
-from ..node.root import Root
 from ..collect.sampler import CHECK, Sampler
-from ..model.records import ZombiePosture
-from ..model.records import Tick
-from ..node.systemd import read_units
-from ..node import journal
-from ..model.memcg_ids import node_rule
-from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
-from . import registry
-from .incidents import NIC_LOOKBACK, may_have_starved
+from ..detect import registry
+from ..detect.findings import Finding, ordered
+from ..detect.incidents import correlate
+from ..detect.window import Window
 from ..model.errors import InputError
-from .findings import Finding, ordered
-from .window import Window
+from ..model.memcg_ids import node_rule
+from ..model.mpstat import unchanged, utilisation
+from ..model.records import ChurnSummary, KernelEvent, Tick, ZombiePosture
+from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
+from ..node import journal
+from ..node.root import Root
+from ..node.systemd import read_units
 
 SCHEMA = "nodesleuth.check/v1"
 
@@ -79,27 +77,27 @@ class CheckResult:
         return {0: "ok", 1: "problem", 2: "unknown"}[self.exit_code]
 
 
+@dataclass
+class _Sampled:
+    """What the window's sampling saw, before any rule is applied."""
+    started: float
+    old_events: list[KernelEvent]
+    stat0: object
+    stat1: object
+    census0: object
+    nics0: list | None
+    units0: list | None
+    units1: list | None
+    ticks: list[Tick]
+    tail: list[KernelEvent]
+    seconds: float
+    kernel_log: dict | None
+
+
 def _sleep_until(t: float) -> None:
     d = t - time.time()
     if d > 0:
         time.sleep(d)
-
-
-def correlate(found: list[Finding]) -> None:
-    """A NIC event during or within NIC_LOOKBACK s after a hot-core episode is the incident's
-    signature (the same rule as explain's, detect/incidents.py): raise the episode to critical."""
-    hots = [f for f in found if f.kind == "hot_core"]
-    nics = [f for f in found if f.kind == "nic_reset"]
-    for h in hots:
-        for n in nics:
-            times = [e["time"] for e in n.data.get("events", []) if e["time"] is not None]
-            hit = [t for t in times if may_have_starved(h.data["start"], h.data["end"], t)]
-            if hit:
-                h.severity = "critical"
-                h.data["nic_events"] = len(hit)
-                h.evidence.append(f"NIC {n.data['ifname']} logged {len(hit)} reset/timeout line(s) during or "
-                                  f"within {NIC_LOOKBACK:.0f} s after this episode")
-                n.evidence.append(f"CPU {h.data['cpu']} was saturated when it happened (see hot core finding)")
 
 
 def _kmsg_boot(root: Root, opt: CheckOptions) -> float | str | None:
@@ -117,26 +115,30 @@ def _kmsg_boot(root: Root, opt: CheckOptions) -> float | str | None:
         return None
 
 
-def run_check(opt: CheckOptions) -> CheckResult:
-    root = Root(opt.root)
-    notes = []
-    unread: dict[str, str] = {}
+def _sampler(root: Root, opt: CheckOptions, unread: dict[str, str]) -> Sampler:
     kmsg_src: bool | str = opt.kmsg or True
     if not opt.kmsg and not os.access(root.join("/dev/kmsg"), os.R_OK):
         kmsg_src = False
         unread["kernel log"] = f"{root.join('/dev/kmsg')}: cannot read (run as root, or pass --kmsg FILE)"
     # a check is short: NIC driver counters (ethtool) are read every tick so the window's delta is exact
-    sampler = Sampler.preset(root, dataclasses.replace(CHECK, threads=opt.threads), kmsg=kmsg_src,
-                             ns_pid=opt.ns_pid, rules_path=opt.rules, kmsg_boot=_kmsg_boot(root, opt))
+    return Sampler.preset(root, dataclasses.replace(CHECK, threads=opt.threads), kmsg=kmsg_src,
+                          ns_pid=opt.ns_pid, rules_path=opt.rules, kmsg_boot=_kmsg_boot(root, opt))
 
-    tracer = None
-    if opt.trace and root.live:
-        why = ChurnTracer.unavailable()
-        tracer = ChurnTracer() if why is None else None
-        if tracer is not None and not tracer.start():
-            why, tracer = tracer.error, None
-        if why:  # never silent: without the trace, who makes the zombies stays unknown
-            notes.append(f"cgroup churn not traced: {why}")
+
+def _tracer(root: Root, opt: CheckOptions, notes: list[str]) -> ChurnTracer | None:
+    if not (opt.trace and root.live):
+        return None
+    why = ChurnTracer.unavailable()
+    tracer = ChurnTracer() if why is None else None
+    if tracer is not None and not tracer.start():
+        why, tracer = tracer.error, None
+    if why:  # never silent: without the trace, who makes the zombies stays unknown
+        notes.append(f"cgroup churn not traced: {why}")
+    return tracer
+
+
+def _sample(sampler: Sampler, root: Root, opt: CheckOptions, notes: list[str]) -> _Sampled:
+    """One tick a second for the window, the census walked at both ends, units read before and after."""
     try:
         started = time.time()
         old_events = sampler.prime()
@@ -158,6 +160,11 @@ def run_check(opt: CheckOptions) -> CheckResult:
         kernel_log = sampler.kmsg_account()
     finally:
         sampler.close()
+    return _Sampled(started, list(old_events), stat0, stat1, census0, nics0, units0, units1, ticks, tail, seconds,
+                    kernel_log)
+
+
+def _kernel_log_notes(sampler: Sampler, kernel_log: dict | None, opt: CheckOptions, notes: list[str]) -> None:
     if kernel_log and kernel_log["dropped"]:
         gaps = kernel_log["gaps"]
         notes.append(f"kernel log {kernel_log['source']}: {kernel_log['dropped']} record(s) dropped, overwritten by "
@@ -171,22 +178,12 @@ def run_check(opt: CheckOptions) -> CheckResult:
             "" if r.has_wall_time else ": its times are uptime offsets and no boot time is known (the file is "
             "not this host's: give --boot-time), so findings show uptime only and --lookback cannot apply"))
         notes += [n for n in r.time_notes if n not in notes]
-    unread.update(sampler.problems)
-    if UNMOUNTED in unread:  # counted as unknown (live: null), said once, and not what the check is about
-        notes.append(f"{UNMOUNTED}: {unread.pop(UNMOUNTED)}")
-    for section, why in unread.items():
-        notes.append(f"could not read {section}: {why}; {section} not checked")
-    churn = tracer.stop(seconds, root) if tracer else None
-    if tracer and churn is None and tracer.error:
-        notes.append(f"cgroup churn trace failed: {tracer.error}")
 
-    events = list(old_events) + [e for t in ticks for e in t.events] + tail
-    now = time.time() if root.live else max([e.time for e in events if e.time is not None], default=time.time())
-    last = ticks[-1]
-    dying = _memcgs_dying(last)
-    # what one memcg costs and whether this kernel keeps removed memcgs dying: measured at most once per
-    # boot and kernel (collect/probe_state.py), after the window so the probes' own cgroups are never in
-    # its counts or its churn trace; `--npd` never probes
+
+def _probes(root: Root, opt: CheckOptions, dying: bool, notes: list[str]):
+    """(stored, posture): what one memcg costs and whether this kernel keeps removed memcgs dying, measured at most
+    once per boot and kernel (collect/probe_state.py), after the window so the probes' own cgroups are never in its
+    counts or its churn trace; `--npd` never probes."""
     stored, why = None, None
     if opt.probe and not opt.npd:
         stored, why = probe_state.measure(root, opt.state_dir)
@@ -194,7 +191,6 @@ def run_check(opt: CheckOptions) -> CheckResult:
         got, note = probe_state.load(root, opt.state_dir) if root.live else (None, None)
         stored = got
         why = "; ".join(x for x in (why, note) if x) or None
-    cost = stored.cost if stored else None
     post = posture.read(root)
     if stored is not None:
         post.probe, post.problem = stored.posture, stored.posture_problem
@@ -210,24 +206,11 @@ def run_check(opt: CheckOptions) -> CheckResult:
         if why and (dying or opt.probe):
             notes.append(why + ("" if opt.probe or not root.live else " (run `nodesleuth check --probe` or the "
                                 "exporter to measure once)"))
-    age = None
-    if opt.ns_pid is None:  # MainPID is a PID of the inspected namespace: only ours can be looked up
-        from ..collect.units import process_age
+    return stored, post
 
-        age = lambda pid: process_age(root, pid)  # noqa: E731
-    log_lines, why = journal.failure_lines(root, now - opt.lookback)
-    if why and root.live:
-        notes.append(f"cgroup mkdir failures in the journal not looked for: {why}")
-    osrelease, meminfo_text = (_read_or_none(root, f) for f in ("/proc/sys/kernel/osrelease", "/proc/meminfo"))
-    _, swap = node_rule(osrelease, meminfo_text)  # an unreadable one is said once, by its section above
-    window = Window(ticks, seconds, census0, nics0, units0, units1, events, now - opt.lookback, churn, cost,
-                    opt.zombie_warn, opt.zombie_crit, age, osrelease, swap, log_lines)
-    found: list[Finding] = registry.run(window)
-    correlate(found)
-    for f in found:  # where the per-memcg cost came from, beside the figure
-        if f.kind == "zombie_cgroups":
-            f.data["cost_source"] = stored.source() if stored is not None else "not measured on this boot"
-            f.evidence.append(f"per-memcg cost: {'from ' + stored.source() if stored is not None and cost else 'not measured on this boot'}")
+
+def _cpus(stat0, stat1, notes: list[str]) -> tuple[str, dict]:
+    """(cpu_window, per-CPU mpstat columns) over the window, or since boot when /proc/stat did not move."""
     cpu_window = "interval"
     avg = {}
     if stat0 is not None and stat1 is not None:
@@ -238,18 +221,66 @@ def run_check(opt: CheckOptions) -> CheckResult:
             avg = utilisation(None, stat1)
         else:
             avg = utilisation(stat0, stat1)
-    cpus = {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(avg.items())}
+    return cpu_window, {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(avg.items())}
+
+
+def _census(last: Tick) -> dict:
     c = last.census
-    census = {"v1": [x.to_dict() for x in c.v1],
-              "unknown": [k for k, _ in c.problems],  # sections that could not be counted (see notes)
-              "v2": None if c.v2 is None else {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
-                                               "nr_dying_descendants": c.v2.nr_dying_descendants,
-                                               "subsys": {k: {"live": a, "dying": b}
-                                                          for k, (a, b) in c.v2.subsys.items()}},
-              "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
-    return CheckResult(ordered(found), cpus, census, ticks, churn, started, seconds, notes, units1, unread,
-                       cpu_window, {"path": root.path, "kind": root.kind, "description": root.describe()}, post,
-                       kernel_log, None if stored is None else stored.to_dict())
+    return {"v1": [x.to_dict() for x in c.v1],
+            "unknown": [k for k, _ in c.problems],  # sections that could not be counted (see notes)
+            "v2": None if c.v2 is None else {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
+                                             "nr_dying_descendants": c.v2.nr_dying_descendants,
+                                             "subsys": {k: {"live": a, "dying": b}
+                                                        for k, (a, b) in c.v2.subsys.items()}},
+            "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
+
+
+def run_check(opt: CheckOptions) -> CheckResult:
+    root = Root(opt.root)
+    notes: list[str] = []
+    unread: dict[str, str] = {}
+    sampler = _sampler(root, opt, unread)
+    tracer = _tracer(root, opt, notes)
+    s = _sample(sampler, root, opt, notes)
+    _kernel_log_notes(sampler, s.kernel_log, opt, notes)
+    unread.update(sampler.problems)
+    if UNMOUNTED in unread:  # counted as unknown (live: null), said once, and not what the check is about
+        notes.append(f"{UNMOUNTED}: {unread.pop(UNMOUNTED)}")
+    for section, why in unread.items():
+        notes.append(f"could not read {section}: {why}; {section} not checked")
+    churn = tracer.stop(s.seconds, root) if tracer else None
+    if tracer and churn is None and tracer.error:
+        notes.append(f"cgroup churn trace failed: {tracer.error}")
+
+    events = s.old_events + [e for t in s.ticks for e in t.events] + s.tail
+    now = time.time() if root.live else max([e.time for e in events if e.time is not None], default=time.time())
+    last = s.ticks[-1]
+    stored, post = _probes(root, opt, _memcgs_dying(last), notes)
+    cost = stored.cost if stored else None
+    age = None
+    if opt.ns_pid is None:  # MainPID is a PID of the inspected namespace: only ours can be looked up
+        from ..collect.units import process_age
+
+        age = lambda pid: process_age(root, pid)  # noqa: E731
+    log_lines, why = journal.failure_lines(root, now - opt.lookback)
+    if why and root.live:
+        notes.append(f"cgroup mkdir failures in the journal not looked for: {why}")
+    osrelease, meminfo_text = (_read_or_none(root, f) for f in ("/proc/sys/kernel/osrelease", "/proc/meminfo"))
+    _, swap = node_rule(osrelease, meminfo_text)  # an unreadable one is said once, by its section above
+    window = Window(ticks=s.ticks, seconds=s.seconds, census0=s.census0, nics0=s.nics0, units0=s.units0,
+                    units1=s.units1, events=events, since=now - opt.lookback, churn=churn, memcg_cost=cost,
+                    zombie_warn=opt.zombie_warn, zombie_crit=opt.zombie_crit, process_age=age, release=osrelease,
+                    swap_total_kib=swap, log_lines=log_lines, rules=opt.rules)
+    found: list[Finding] = registry.run(window)
+    correlate(found)
+    for f in found:  # where the per-memcg cost came from, beside the figure
+        if f.kind == "zombie_cgroups":
+            f.data["cost_source"] = stored.source() if stored is not None else "not measured on this boot"
+            f.evidence.append(f"per-memcg cost: {'from ' + stored.source() if stored is not None and cost else 'not measured on this boot'}")
+    cpu_window, cpus = _cpus(s.stat0, s.stat1, notes)
+    return CheckResult(ordered(found), cpus, _census(last), s.ticks, churn, s.started, s.seconds, notes, s.units1,
+                       unread, cpu_window, {"path": root.path, "kind": root.kind, "description": root.describe()},
+                       post, s.kernel_log, None if stored is None else stored.to_dict())
 
 
 def _memcgs_dying(t: Tick) -> bool:
