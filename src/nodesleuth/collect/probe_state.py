@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from ..model.errors import InputError
+from ..model.files import PROBE_STATE_FILE as STATE_FILE
 from ..model.procfs import parse_psi_some_avg10
 from ..model.records import MemcgCost
 from ..model.memcg_ids import ID_MAX as MEMCG_ID_MAX
@@ -31,7 +32,6 @@ from ..node.cgroupfs import Memcg, mounts
 from ..node.root import Root
 
 STATE_DIR = "/var/lib/nodesleuth"
-STATE_FILE = "probes.json"
 SCHEMA = "nodesleuth.probes/v1"
 
 

@@ -16,6 +16,7 @@ import time
 from typing import Iterator
 
 from ..model.errors import InputError
+from ..model.files import PROBE_STATE_FILE
 from . import catalog
 from .catalog import KEEP, KEEP_DEFAULT, TICKS, Stream
 from .segment import (Budget, DiskFull, Problem, SegmentReader, SegmentWriter, Syncer, lock_writer,
@@ -56,10 +57,8 @@ def check_store(directory: str, for_writing: bool = False) -> int:
             raise InputError(directory, f"store schema {schema} was written by a newer nodesleuth "
                              f"({meta.get('written_by', '?')}); this version reads up to schema {SCHEMA}")
         return schema
-    from ..collect.probe_state import STATE_FILE
-
     # the probes' state file (collect/probe_state.py) may share the directory: the DaemonSet's hostPath
-    names = set(os.listdir(directory)) - {STATE_FILE}
+    names = set(os.listdir(directory)) - {PROBE_STATE_FILE}
     if names & set(V1_STREAMS):
         return 1  # nodesleuth 0.1 wrote no description file
     if names - {"LOCK", WORK} and not for_writing:
