@@ -22,7 +22,7 @@ from ..node.root import Root
 from .hogs import cgroup_of
 from .registry import collector
 
-MIN_FORKS = 20  # per second: a second with fewer started lists nothing (exec probes, cron: a few a second)
+MIN_FORKS = 10  # per second: a second with fewer started lists nothing (exec probes, cron: a few a second)
 PARENTS = 256  # parents' command and cgroup kept (read once each); forgotten beyond
 
 

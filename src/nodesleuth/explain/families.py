@@ -13,6 +13,7 @@ others, with their numbers, as rejected.
 | lock | kernel lock spinning on the core | never: the lock's holder is not in the data |
 | user | one process in user space | one process >= PROVE of the excess, >= half of it in user space |
 | kernel | one process in kernel code none of the above | one process >= PROVE, >= half of it in the kernel |
+| group | the processes of one command or one parent together, each short-lived or many (explain/groups.py) | the group >= PROVE |
 
 Shares are of the core's busy time above what the other CPUs averaged (the part that needs
 explaining), capped at 1; a hypothesis without the data it needs is `unknown`, never guessed.
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..detect.incidents import _window
 from ..detect.proof import verdict
-from ..model.thresholds import (CONTRIBUTING, MIN_ZOMBIES, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, WALK_DYING_SHARE,
+from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, MIN_ZOMBIES, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, WALK_DYING_SHARE,
                                 ZOMBIE_WARN)
 
 RT = ("fifo", "rr", "deadline")
@@ -359,6 +360,18 @@ def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypo
     hs = [_memcg(links, ep, prof), _reclaim(rec, ep, prof, dying, live), _softirq(rec, ep), _irq(rec, ep),
           _rt(rec, ep, victim), _lock(ep, prof), _process(ep, prof, links.get("processes"), False),
           _process(ep, prof, links.get("processes"), True)]
+    from .groups import hypothesis as group  # after the single-process families: a tie goes to them
+
+    g = group(rec, ep, prof)
+    if g is not None:
+        hs.append(g)
     order = {PROVEN: 0, "contributing": 1, NOT_PROVEN: 2, UNKNOWN: 3}
     hs.sort(key=lambda h: (order.get(h.verdict, 4), -(h.share or 0.0)))
+    if g is not None and g.verdict == PROVEN and (g.data.get("rest_share") or 0.0) >= CONTRIBUTE:
+        # a proven group whose other processes add >= CONTRIBUTE of the core beyond its busiest one (a
+        # forking parent): the group, not that one process, explains the core
+        one = next((i for i, h in enumerate(hs) if h.family in ("user", "kernel") and h.verdict == PROVEN), None)
+        if one is not None and one < hs.index(g):
+            hs.remove(g)
+            hs.insert(one, g)
     return hs, _throttle(rec, ep)
