@@ -367,6 +367,20 @@ def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypo
         hs.append(g)
     order = {PROVEN: 0, "contributing": 1, NOT_PROVEN: 2, UNKNOWN: 3}
     hs.sort(key=lambda h: (order.get(h.verdict, 4), -(h.share or 0.0)))
+    if g is not None and g.verdict in (PROVEN, CONTRIBUTING):
+        # a group competes with single processes (user, kernel), never with a mechanism (memcg walk, reclaim,
+        # softirq, irq, rt, lock) that is proven or contributing: the group's samples are then its processes'
+        # time in that mechanism, which says why the core is busy; the group only who was there
+        mech = [i for i, h in enumerate(hs) if h.verdict in (PROVEN, CONTRIBUTING)
+                and h.family not in ("user", "kernel", "group")]
+        if mech:
+            if g.verdict == PROVEN:
+                g.verdict, g.cause = CONTRIBUTING, None
+                g.evidence.append(f"{hs[mech[0]].family} ({hs[mech[0]].verdict}) is what the core did: the group "
+                                  "is who did it (contributing at most)")
+            if mech[-1] > hs.index(g):
+                hs.remove(g)
+                hs.insert(mech[-1], g)
     if g is not None and g.verdict == PROVEN and (g.data.get("rest_share") or 0.0) >= CONTRIBUTE:
         # a proven group whose other processes add >= CONTRIBUTE of the core beyond its busiest one (a
         # forking parent): the group, not that one process, explains the core

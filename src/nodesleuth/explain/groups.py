@@ -145,6 +145,12 @@ def hypothesis(rec, ep, prof):
         if ppid is None:  # a group by command: its parent, when the listings caught one starting it
             ppid = next((pp for pp, p in sorted(parents.items(), key=lambda kv: -sum(kv[1]["children"].values()))
                          if comms[0] in p["children"]), None)
+        if ppid is None and exited:
+            # else the parent whose exited children's CPU (cutime/cstime) on this core covers at least half of
+            # the group's share: the kernel added its children's time to it as they exited
+            pp, (pc, here, _) = max(exited.items(), key=lambda kv: kv[1][1])
+            if here / 100 >= 0.5 * samples / max(1, prof.n):
+                ppid = pp
         cpu_share = samples / max(1, prof.n)
         share = min(1.0, samples / (prof.n + prof.lost) / excess)
         vd = verdict(share)
