@@ -76,10 +76,8 @@ def test_a_quiet_second_lists_nothing():
 
 # --- the two storms in the corpus (recorded in the VM, tests/corpus/cases/{exec,fork}_storm.py) -------
 
-def _explained(name: str) -> dict:
-    store = ec.unpack(name) if hasattr(ec, "unpack") else None
-    if store is None:
-        pytest.fail("benchmarks.explain_corpus has no unpack()")
+def _explained(name: str, tmp) -> dict:
+    store = ec.extract(name, str(tmp))
     out = subprocess.run([os.path.join(BIN, "nodesleuth"), "explain", "--store", store, "--json"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -87,8 +85,8 @@ def _explained(name: str) -> dict:
 
 
 @pytest.mark.parametrize("name,child,parent", [("exec_storm", "main", "sh"), ("fork_storm", "forker", "forker")])
-def test_the_storm_leads_with_its_group(name, child, parent):
-    doc = _explained(name)
+def test_the_storm_leads_with_its_group(name, child, parent, tmp_path):
+    doc = _explained(name, tmp_path)
     inc = [i for i in doc["incidents"] if i["kind"] == "hot_core" and i["links"][1]["data"].get("cpu") == 1]
     assert len(inc) == 1, [i["title"] for i in doc["incidents"]]
     inc = inc[0]
@@ -101,11 +99,38 @@ def test_the_storm_leads_with_its_group(name, child, parent):
     assert d["source"] == "profile"
     assert d["cpu_share"] >= 0.5  # the group holds most of the core
     assert d["processes"] >= 10  # many processes, none of them alone the cause
-    assert d["started_per_s"] >= 20  # a storm: tens of processes a second or more
+    # a storm (the guest runs under TCG, tens of times slower than hardware: ~10-30 a second there); the
+    # node-wide counter covers at least the distinct processes the profile caught on the core
+    secs = inc["links"][0]["data"]["end"] - inc["links"][0]["data"]["start"]
+    assert d["started_per_s"] >= 5
+    assert d["started_per_s"] * secs >= 0.8 * d["processes"], (d, secs)
     assert inc["root_cause"].startswith(f"group: {child}")
     # no single process of the storm explains the core
     single = [h for h in inc["hypotheses"] if h["family"] in ("user", "kernel")]
     assert all(h["verdict"] != "proven" for h in single), single
+
+
+def test_without_a_profile_the_parents_cutime_ties_the_group(tmp_path):
+    """The exec storm's recording without its profile: /proc only. The storm's processes are mostly never
+    read; their CPU reaches the recording as the shell's exited children's (cutime/cstime). The group is
+    named from that and from the listings, before the single-process reading of the same time."""
+    import shutil
+
+    store = ec.extract("exec_storm", str(tmp_path))
+    for n in os.listdir(store):
+        if n.startswith("profile"):
+            shutil.rmtree(os.path.join(store, n))
+    out = subprocess.run([os.path.join(BIN, "nodesleuth"), "explain", "--store", store, "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    inc = json.loads(out.stdout)["incidents"][0]
+    g = inc["hypotheses"][0]
+    assert g["family"] == "group" and inc["family"] == "group", inc["title"]
+    d = g["data"]
+    assert d["source"] == "proc-estimate" and d["parent"]["comm"] == "sh" and "main" in d["commands"]
+    assert 0 < d["lower_bound_pct"] <= 100 * d["cpu_share"]  # the bound is below the placed estimate
+    assert any("cutime/cstime" in e for e in g["evidence"])
+    assert any("1 s scan" in e for e in g["evidence"])
 
 
 # --- live, on this host --------------------------------------------------------------------------

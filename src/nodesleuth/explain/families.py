@@ -367,6 +367,15 @@ def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypo
         hs.append(g)
     order = {PROVEN: 0, "contributing": 1, NOT_PROVEN: 2, UNKNOWN: 3}
     hs.sort(key=lambda h: (order.get(h.verdict, 4), -(h.share or 0.0)))
+    if g is not None and (g.data.get("parent") or {}).get("pid") is not None:
+        # /proc's "COMM (exited children)" entry of the group's parent is the group's own time: the group
+        # names it (who started them, how many), so it goes before the single-process reading of it
+        pp = g.data["parent"]["pid"]
+        same = [i for i, h in enumerate(hs) if h.family in ("user", "kernel") and h.data.get("pid") == pp
+                and str(h.data.get("comm", "")).endswith(" (exited children)")]
+        if same and same[0] < hs.index(g) and order.get(g.verdict, 4) <= order.get(hs[same[0]].verdict, 4):
+            hs.remove(g)
+            hs.insert(same[0], g)
     if g is not None and g.verdict in (PROVEN, CONTRIBUTING):
         # a group competes with single processes (user, kernel), never with a mechanism (memcg walk, reclaim,
         # softirq, irq, rt, lock) that is proven or contributing: the group's samples are then its processes'

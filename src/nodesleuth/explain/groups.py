@@ -10,10 +10,11 @@ the commands it was caught starting, and any process of those commands that live
 of the episode's ticks) over the core's excess busy time; the verdict is the share's (detect/proof.py).
 A group needs GROUP_MIN processes with samples on the core, or the parent's being caught starting them.
 
-Without a profile: the parent's exited children's CPU (cutime + cstime, collect/procs.py) is the
-amount; where it ran is not known, so the share is its lower bound on this core: the amount minus
-all the busy time on the other CPUs that no measured process explains (the children ran somewhere;
-only that room could have held them elsewhere). Proven only when that lower bound is.
+Without a profile: the parent's exited children's CPU (cutime + cstime, collect/procs.py), which the
+kernel ties to its children, and the part of it collect/procs.py placed on this core (an estimate:
+on the CPUs whose busy time no process read explains), with the parent's own: the share single
+processes get from /proc too. Its lower bound is said beside it: the amount minus all the busy time
+on the other CPUs that no measured process explains (only that room could have held it elsewhere).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def _spawns(ticks) -> tuple[dict, int, float]:
         secs += t.interval
         for r in sp.rows:
             m = rows.setdefault((r["ppid"], r["comm"]), {**r, "new": 0, "brief": 0, "lasting": 0})
+            if m["pcomm"] == "?" and r["pcomm"] != "?":  # a second whose read of the parent failed
+                m["pcomm"], m["cgroup"] = r["pcomm"], r.get("cgroup")
             for f in ("new", "brief", "lasting"):
                 m[f] += r.get(f, 0)
     return rows, forks, secs
@@ -168,13 +171,15 @@ def hypothesis(rec, ep, prof):
         comms = sorted(parents.get(ppid, {}).get("children", {})) or ["?"]
         members = []
         cpu_share = (here + own) / 100
-        share = min(1.0, (low / 100) / excess)
+        share = min(1.0, ((here + own) / 100) / excess)
         vd = verdict(share)
         kernel = None
         rest = (here / 100) if own < here else own / 100
-        source = (f"/proc: {pcomm} (pid {ppid})'s exited children took {everywhere:.0f}% of a CPU per second "
-                  f"(cutime/cstime), {here:.0f}% placed on CPU {ep.cpu} (estimate); the other CPUs had "
-                  f"{_room(ticks, ep.cpu):.0f}% unexplained, so >= {low:.0f}% ran here (its own {own:.0f}% included)")
+        source = (f"/proc, no profile: {pcomm} (pid {ppid})'s exited children took {everywhere:.0f}% of a CPU per "
+                  f"second (cutime/cstime: the kernel ties that time to its children), {here:.0f}% placed on CPU "
+                  f"{ep.cpu} (an estimate: on the CPUs whose busy time no process read explains); the other CPUs "
+                  f"had {_room(ticks, ep.cpu):.0f}% unexplained, so at least {low:.0f}% ran here (its own "
+                  f"{own:.0f}% included)")
         if len(members) < GROUP_MIN and ppid not in parents and here < 1:
             return None
     p = parents.get(ppid) if ppid is not None else None
