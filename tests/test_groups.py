@@ -105,6 +105,8 @@ def test_the_storm_leads_with_its_group(name, child, parent, tmp_path):
     assert d["started_per_s"] >= 2
     assert d["started_per_s"] * secs >= 0.8 * d["processes"], (d, secs)
     assert inc["root_cause"].startswith(f"group: {child}")
+    rem = next(lk for lk in inc["links"] if lk["name"] == "remediation")
+    assert rem["evidence"][0].startswith(f"ps -o pid,ppid,comm,args,cgroup -p {d['parent']['pid']};")
     # no single process of the storm explains the core
     single = [h for h in inc["hypotheses"] if h["family"] in ("user", "kernel")]
     assert all(h["verdict"] != "proven" for h in single), single
