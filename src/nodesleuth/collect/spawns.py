@@ -47,7 +47,7 @@ class SpawnReader:
         self.parents: dict[tuple[int, int], tuple[str, str | None]] = {}  # (pid, start) -> (comm, cgroup)
 
     def _total(self) -> int:
-        return parse_processes(read_text(self.reader, self.root, "/proc/stat", one_record=False),
+        return parse_processes(read_text(self.reader, self.root, "/proc/stat"),  # single_open: one read
                                self.root.join("/proc/stat"))
 
     def prime(self) -> None:
