@@ -183,3 +183,21 @@ def test_live_exec_storm_on_cpu_1(tmp_path):
     assert g["data"]["parent"]["comm"] == "sh" and "true" in g["data"]["commands"]
     assert g["data"]["started_per_s"] >= 20
     assert g["data"]["cpu_share"] >= 0.5
+
+
+def test_where_the_parent_runs_is_said_by_pod_unit_or_cgroup():
+    """A group's parent is placed by its cgroup: a pod's (real kubelet paths, tests/data/kube/cgroup-paths.json,
+    each with its source), a systemd unit's, or the cgroup itself."""
+    from nodesleuth.explain.groups import _where
+    from nodesleuth.model.kube import from_cgroup
+
+    with open(os.path.join(REPO, "tests", "data", "kube", "cgroup-paths.json")) as f:
+        paths = json.load(f)["paths"]
+    for p in paths[:6]:
+        ref = from_cgroup(p["path"])
+        assert ref is not None, p
+        assert _where(p["path"], ref.to_dict()) == f" in pod uid {p['expect']['uid']}"
+    assert _where("/system.slice/cron.service", None) == " in cron.service"
+    assert _where("/user.slice/user-0.slice/session-3.scope", None) == " in session-3.scope"
+    assert _where("/lab/loop", None) == " in cgroup /lab/loop"
+    assert _where("/", None) == "" and _where(None, None) == ""

@@ -23,6 +23,7 @@ from collections import Counter
 
 from ..detect.incidents import _window, pods_seen
 from ..detect.proof import verdict
+from ..model.kube import from_cgroup, pod_name
 from ..model.thresholds import GROUP_MIN, NOT_PROVEN, PROVE, PROVEN, UNKNOWN
 
 EXITED = " (exited children)"  # collect/procs.py's label for a parent's exited children's CPU
@@ -109,6 +110,15 @@ def _unit(cgroup: str | None) -> str | None:
     return leaf if leaf.endswith((".service", ".scope")) else None
 
 
+def _where(cgroup: str | None, pod: dict | None) -> str:
+    """Where the parent runs, as said after its name: its pod, else its systemd unit, else its cgroup."""
+    if pod:
+        return f" in pod {pod_name(pod)}"
+    if _unit(cgroup):
+        return f" in {_unit(cgroup)}"
+    return f" in cgroup {cgroup}" if cgroup and cgroup != "/" else ""
+
+
 def hypothesis(rec, ep, prof):
     from .families import Hypothesis
 
@@ -186,6 +196,8 @@ def hypothesis(rec, ep, prof):
     pcomm = p["pcomm"] if p else (exited.get(ppid, ["?"])[0] if ppid is not None else None)
     cgroup = p.get("cgroup") if p else None
     pod = pods.get(ppid) if ppid is not None else None
+    if pod is None and cgroup and from_cgroup(cgroup) is not None:  # the parent's cgroup path says which pod
+        pod = from_cgroup(cgroup).to_dict()
     secs = max(1e-9, sum(t.interval for t in ticks))
     fps = forks / fsecs if fsecs else None
     before = fb / bsecs if bsecs >= 10 else None
@@ -197,8 +209,7 @@ def hypothesis(rec, ep, prof):
     brief = p["brief"] if p else 0
     names = ", ".join(comms[:3])
     who = f"{pcomm} (pid {ppid})" if ppid is not None else None
-    where = (f" in pod {pod.get('namespace', '')}/{pod.get('pod', '')}" if pod else
-             f" in {_unit(cgroup)}" if _unit(cgroup) else f" in cgroup {cgroup}" if cgroup and cgroup != "/" else "")
+    where = _where(cgroup, pod)
     head = f"{names} processes started by {who}{where}" if who else f"{len(members)} {names} processes"
     nums = ([f"{started:.0f}/s started" + ("" if fps is None else " (node-wide counter" + (
         f", above the {before:.0f}/s of the minute before)" if before is not None else ")"))] if started else [])
