@@ -105,6 +105,8 @@ def test_the_storm_leads_with_its_group(name, child, parent, tmp_path):
     assert d["started_per_s"] >= 2
     assert d["started_per_s"] * secs >= 0.8 * d["processes"], (d, secs)
     assert inc["root_cause"].startswith(f"group: {child}")
+    # one process at a time (the parent waits for each): each lived at most the time between two starts
+    assert 0 <= d["median_lifetime_ms_at_least"] <= 1.5 * 1000 / d["started_per_s"], d
     rem = next(lk for lk in inc["links"] if lk["name"] == "remediation")
     assert rem["evidence"][0].startswith(f"ps -o pid,ppid,comm,args,cgroup -p {d['parent']['pid']};")
     # no single process of the storm explains the core

@@ -110,6 +110,27 @@ def _unit(cgroup: str | None) -> str | None:
     return leaf if leaf.endswith((".service", ".scope")) else None
 
 
+def _lifetimes(rec, ep, pids: list[int]) -> tuple[float, float, int] | None:
+    """(median seconds from a member's first to its last sample on any CPU, the share of members with one
+    sample, members) over the episode: how long they lived at least (a 3 ms process at 49 Hz has one)."""
+    s = rec.samples(ep.start, ep.end)
+    if s is None or not len(s) or not pids:
+        return None
+    import numpy as np
+
+    m = (s.t >= ep.start) & (s.t <= ep.end) & np.isin(s.pid, pids)
+    if not m.any():
+        return None
+    pid, t = s.pid[m], s.t[m]
+    order = np.lexsort((t, pid))
+    pid, t = pid[order], t[order]
+    first = np.r_[True, pid[1:] != pid[:-1]]
+    last = np.r_[pid[1:] != pid[:-1], True]
+    span = t[last] - t[first]
+    n = int(first.sum())
+    return float(np.median(span)), float((span == 0).sum()) / n, n
+
+
 def _where(cgroup: str | None, pod: dict | None) -> str:
     """Where the parent runs, as said after its name: its pod, else its systemd unit, else its cgroup."""
     if pod:
@@ -205,6 +226,7 @@ def hypothesis(rec, ep, prof):
     if started is None and members:  # no counter: the distinct processes the profile caught, a lower bound
         started = len(members) / secs
     each_ms = 1000 * cpu_share / started if started else None
+    life = _lifetimes(rec, ep, [pid for pid, _, _ in members if pid != ppid]) if members else None
     caught = p["caught"] if p else 0
     brief = p["brief"] if p else 0
     names = ", ".join(comms[:3])
@@ -216,6 +238,8 @@ def hypothesis(rec, ep, prof):
     nums.append(f"{pct(cpu_share)} of CPU {ep.cpu}")
     if caught:
         nums.append(f"{brief} of {caught} caught alive were gone a listing later (lived under ~2 s)")
+    if life is not None:
+        nums.append(f"median lifetime >= {1000 * life[0]:.0f} ms on the profile ({pct(life[1])} sampled once)")
     if each_ms is not None:
         nums.append(f"~{each_ms:.1f} ms of CPU each")
     summary = f"group: {head}: " + ", ".join(nums)
@@ -246,5 +270,7 @@ def hypothesis(rec, ep, prof):
             "caught_alive": caught, "gone_next_listing": brief,
             "lifetime": "under ~2 s" if caught and brief * 2 >= caught else None,
             "lower_bound_pct": None if low is None else round(low, 1),
+            "median_lifetime_ms_at_least": None if life is None else round(1000 * life[0], 1),
+            "sampled_once_share": None if life is None else round(life[1], 3),
             "source": "profile" if prof is not None else "proc-estimate"}
     return Hypothesis("group", share, vd if vd != UNKNOWN else NOT_PROVEN, summary, cause, rule, ev, data)
