@@ -8,13 +8,12 @@ Two paths, each timed as CPU time (process_time) of this process over N reads on
   while a pinned `sh -c 'while :; do /bin/true; done'` runs (an exec storm of ~1,000 processes a second
   on this host) and with MIN_FORKS forced to 0 for the quiet baseline's listing cost.
 
-`python -m benchmarks.spawns_cost [--reads 30]`
+`python -m benchmarks.spawns_cost [--reads 30]` (results in benchmarks/results/spawns_cost.json)
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -48,6 +47,7 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reads", type=int, default=30)
     a = ap.parse_args(argv)
+    from benchmarks.common import emit
     from nodesleuth.collect import spawns
     from nodesleuth.collect.sampler import Sampler
     from nodesleuth.node.root import Root
@@ -86,8 +86,7 @@ def main(argv=None) -> dict:
                       "storm_to_pidstat": None if not pid else round(during / pid, 4)},
            "storm_rows_caught": len(rows),
            "note": "CPU time of this process; the tick includes the spawns read (record's sampler)"}
-    print(json.dumps(out, indent=1))
-    return out
+    return emit(out)
 
 
 if __name__ == "__main__":
