@@ -835,7 +835,7 @@ class Spawns(Section):
     MAX: ClassVar[int] = 8
 
     forks: int  # started this interval, node-wide (threads included)
-    total: int | None = None  # the kernel's counter now, for /metrics
+    total: int | None = None  # the kernel's counter now, for /metrics and `dump --format openmetrics`
     # one row per (parent, command) of the processes new since the last listing (at most MAX, most first):
     # {"ppid", "pcomm", "comm", "new": caught alive this interval, "brief": caught in the last listing and gone in
     #  this one (lived under ~2 intervals), "lasting": caught in the last listing and still alive,
@@ -860,7 +860,7 @@ class Spawns(Section):
         return cls(sum(v.forks for v in vals), vals[-1].total if vals else None, rows, any(v.listed for v in vals))
 
     def to_dict(self) -> dict:
-        return {"forks": self.forks, "rows": self.rows, "listed": self.listed}
+        return {"forks": self.forks, "total": self.total, "rows": self.rows, "listed": self.listed}
 
     def samples(self):
         if self.total is not None:
