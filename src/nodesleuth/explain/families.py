@@ -377,11 +377,12 @@ def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypo
             hs.remove(g)
             hs.insert(same[0], g)
     if g is not None and g.verdict in (PROVEN, CONTRIBUTING):
-        # a group competes with single processes (user, kernel), never with a mechanism (memcg walk, reclaim,
-        # softirq, irq, rt, lock) that is proven or contributing: the group's samples are then its processes'
-        # time in that mechanism, which says why the core is busy; the group only who was there
+        # a group competes with single processes (user, kernel), not with a mechanism (memcg walk, reclaim,
+        # softirq, irq, rt, lock) that is proven or contributing and explains at least PROVE of what the group
+        # does: the group's samples are then mostly its processes' time in that mechanism, which says why the
+        # core is busy; the group only who was there
         mech = [i for i, h in enumerate(hs) if h.verdict in (PROVEN, CONTRIBUTING)
-                and h.family not in ("user", "kernel", "group")]
+                and h.family not in ("user", "kernel", "group") and (h.share or 0.0) >= PROVE * (g.share or 0.0)]
         if mech:
             if g.verdict == PROVEN:
                 g.verdict, g.cause = CONTRIBUTING, None
