@@ -768,7 +768,7 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
             if parent.get("unit"):
                 cmds.insert(0, f"systemctl status {parent['unit']}   # the unit whose process starts them")
             cmds.insert(0, f"ps -o pid,ppid,comm,args,cgroup -p {parent['pid']}; pstree -p {parent['pid']}   "
-                           f"# who starts {', '.join(best.data.get('commands') or [])}")
+                           f"# who starts {', '.join(best.data.get('commands') or ['them'])}")
         for line in ((best.data or {}).get("irq_lines") or [])[:1] if best else []:
             if str(line[0]).isdigit():
                 cmds.insert(0, f"cat /proc/irq/{line[0]}/smp_affinity_list   # where {line[1]}'s interrupts go")

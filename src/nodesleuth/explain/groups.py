@@ -145,8 +145,8 @@ def hypothesis(rec, ep, prof):
 
     rule = (f"processes of one command, or started by one parent, each short-lived or many (>= {GROUP_MIN} on the "
             f"core, or caught being started), take >= {pct(PROVE)} of the core's excess busy time together: from the "
-            "profile's samples; without one, the lower bound of the parent's exited children's CPU (cutime/cstime) "
-            "that no other CPU had room for")
+            "profile's samples; without one, the parent's exited children's CPU (cutime/cstime) that /proc's "
+            "reading placed on the core, with its lower bound (what no other CPU had room for) beside it")
     ticks = _window(rec.ticks, ep.start, ep.end)
     excess = max(1e-9, ep.excess / 100)
     rows, forks, fsecs = _spawns(_window(rec.ticks, ep.start - 1, ep.end + 1))
@@ -155,7 +155,6 @@ def hypothesis(rec, ep, prof):
     held = _held(ticks)
     exited = _exited(ticks, ep.cpu)
     pods = pods_seen(_window(rec.ticks, ep.start - 1, ep.end + 1))
-    cand = None  # (samples or share, parent pid or None, comms, members)
     if prof is not None:
         by_comm: dict = {}
         for pid, (comm, c, k, mc) in prof.by_pid.items():
@@ -182,7 +181,7 @@ def hypothesis(rec, ep, prof):
         if ppid is None and exited:
             # else the parent whose exited children's CPU (cutime/cstime) on this core covers at least half of
             # the group's share: the kernel added its children's time to it as they exited
-            pp, (pc, here, _) = max(exited.items(), key=lambda kv: kv[1][1])
+            pp, (_, here, _) = max(exited.items(), key=lambda kv: kv[1][1])
             if here / 100 >= 0.5 * samples / max(1, prof.n):
                 ppid = pp
         cpu_share = samples / max(1, prof.n)
@@ -199,7 +198,7 @@ def hypothesis(rec, ep, prof):
         own = sum(p.pct for t in ticks for p in t.procs if p.pid == ppid and p.cpu == ep.cpu
                   and not p.comm.endswith(EXITED)) / max(1, len(ticks))
         low = max(0.0, everywhere - _room(ticks, ep.cpu)) + own
-        comms = sorted(parents.get(ppid, {}).get("children", {})) or ["?"]
+        comms = sorted(parents.get(ppid, {}).get("children", {}))  # none: no listing caught one alive
         members = []
         cpu_share = (here + own) / 100
         share = min(1.0, ((here + own) / 100) / excess)
@@ -232,7 +231,8 @@ def hypothesis(rec, ep, prof):
     names = ", ".join(comms[:3])
     who = f"{pcomm} (pid {ppid})" if ppid is not None else None
     where = _where(cgroup, pod)
-    head = f"{names} processes started by {who}{where}" if who else f"{len(members)} {names} processes"
+    head = (f"{names} processes started by {who}{where}" if who and names else
+            f"the exited children of {who}{where}" if who else f"{len(members)} {names} processes")
     nums = ([f"{started:.0f}/s started" + ("" if fps is None else " (node-wide counter" + (
         f", above the {before:.0f}/s of the minute before)" if before is not None else ")"))] if started else [])
     nums.append(f"{pct(cpu_share)} of CPU {ep.cpu}")
