@@ -14,7 +14,7 @@ import sys
 import time
 
 ALL = ["recorder_overhead", "store_read", "cut_size", "perf_parse", "profile_query", "profile_cost", "zombie_cost",
-       "fleet", "web_timeline", "scale", "kmsg_flood", "pod_resources", "explain_corpus"]
+       "fleet", "web_timeline", "scale", "kmsg_flood", "pod_resources", "explain_corpus", "spawns_cost"]
 
 
 def rows(r: dict) -> list[tuple[str, str]]:
@@ -142,6 +142,13 @@ def rows(r: dict) -> list[tuple[str, str]]:
         out.append(("  time to a verdict: explain on a stored recording (max) / live, after the episode's end",
                     f"{r['explain_s']['max']} s / {live.get('verdict_after_end_s', 'not measured')} s"))
         return out
+    if b == "spawns_cost":
+        c, x = r["cpu_ms"], r["ratios"]
+        return [(f"spawns section (processes started, by parent), this host, {r['host_processes']} processes: quiet "
+                 "second / listing / listing in an exec storm",
+                 f"{c['spawns_quiet']} / {c['spawns_listing_quiet_node']} / {c['spawns_listing_exec_storm']} ms CPU; "
+                 f"x{x['quiet_to_tick']} / x{x['listing_to_tick']} / x{x['storm_to_tick']} of the record tick "
+                 f"({c['sampler_tick']} ms); the storm listing x{x['storm_to_pidstat']} of one `pidstat -p ALL`")]
     return [(b, json.dumps(r)[:80])]
 
 

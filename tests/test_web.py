@@ -637,3 +637,25 @@ def test_flame_says_how_many_samples_perf_lost(recorded, browser, tmp_path):
     finally:
         srv.terminate()
         srv.wait()
+
+
+def test_incidents_page_shows_a_leading_group(browser, tmp_path):
+    """The exec storm of the corpus (tests/corpus/cases/exec_storm.py, recorded in the VM): the incidents
+    page leads with the group and its numbers (explain/groups.py, docs/groups.md)."""
+    from benchmarks import explain_corpus as ec
+
+    store = ec.extract("exec_storm", str(tmp_path))
+    with served_page(browser, store, "/#incidents") as page:
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.reload()
+        page.wait_for_selector(".incident")
+        text = page.locator("#incidents").inner_text()
+        assert "root cause (proven end to end, group): group: main processes started by sh (pid" in text
+        grp = page.locator("#incidents p.group").first.inner_text()
+        assert grp.startswith("Group: main processes started by sh (pid") and "/s started" in grp
+        assert "% of CPU 1" in grp
+        assert page.locator("#incidents ul.group li").count() >= 3  # its evidence: profile, counter, listings
+        assert page.locator("#incidents tr[data-family='group']").first.get_attribute("class") == "proven"
+        page.screenshot(path=os.path.join(ART, "web-incidents-group.png"), full_page=True)
+        assert errors == []

@@ -763,6 +763,12 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
         pid = (best.data or {}).get("pid") if best else None
         if pid:
             cmds.insert(0, f"ps -o pid,comm,cls,rtprio,pcpu,cgroup -p {pid}   # the process named, its class and cgroup")
+        parent = (best.data or {}).get("parent") if best and best.family == "group" else None
+        if parent:  # a group (explain/groups.py): who starts its processes, and where it runs
+            if parent.get("unit"):
+                cmds.insert(0, f"systemctl status {parent['unit']}   # the unit whose process starts them")
+            cmds.insert(0, f"ps -o pid,ppid,comm,args,cgroup -p {parent['pid']}; pstree -p {parent['pid']}   "
+                           f"# who starts {', '.join(best.data.get('commands') or ['them'])}")
         for line in ((best.data or {}).get("irq_lines") or [])[:1] if best else []:
             if str(line[0]).isdigit():
                 cmds.insert(0, f"cat /proc/irq/{line[0]}/smp_affinity_list   # where {line[1]}'s interrupts go")

@@ -13,6 +13,7 @@ others, with their numbers, as rejected.
 | lock | kernel lock spinning on the core | never: the lock's holder is not in the data |
 | user | one process in user space | one process >= PROVE of the excess, >= half of it in user space |
 | kernel | one process in kernel code none of the above | one process >= PROVE, >= half of it in the kernel |
+| group | the processes of one command or one parent together, each short-lived or many (explain/groups.py) | the group >= PROVE |
 
 Shares are of the core's busy time above what the other CPUs averaged (the part that needs
 explaining), capped at 1; a hypothesis without the data it needs is `unknown`, never guessed.
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ..detect.incidents import _window
 from ..detect.proof import verdict
-from ..model.thresholds import (CONTRIBUTING, MIN_ZOMBIES, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, WALK_DYING_SHARE,
+from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, MIN_ZOMBIES, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, WALK_DYING_SHARE,
                                 ZOMBIE_WARN)
 
 RT = ("fifo", "rr", "deadline")
@@ -359,6 +360,42 @@ def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypo
     hs = [_memcg(links, ep, prof), _reclaim(rec, ep, prof, dying, live), _softirq(rec, ep), _irq(rec, ep),
           _rt(rec, ep, victim), _lock(ep, prof), _process(ep, prof, links.get("processes"), False),
           _process(ep, prof, links.get("processes"), True)]
+    from .groups import hypothesis as group  # after the single-process families: a tie goes to them
+
+    g = group(rec, ep, prof)
+    if g is not None:
+        hs.append(g)
     order = {PROVEN: 0, "contributing": 1, NOT_PROVEN: 2, UNKNOWN: 3}
     hs.sort(key=lambda h: (order.get(h.verdict, 4), -(h.share or 0.0)))
+    if g is not None and (g.data.get("parent") or {}).get("pid") is not None:
+        # /proc's "COMM (exited children)" entry of the group's parent is the group's own time: the group
+        # names it (who started them, how many), so it goes before the single-process reading of it
+        pp = g.data["parent"]["pid"]
+        same = [i for i, h in enumerate(hs) if h.family in ("user", "kernel") and h.data.get("pid") == pp
+                and str(h.data.get("comm", "")).endswith(" (exited children)")]
+        if same and same[0] < hs.index(g) and order.get(g.verdict, 4) <= order.get(hs[same[0]].verdict, 4):
+            hs.remove(g)
+            hs.insert(same[0], g)
+    if g is not None and g.verdict in (PROVEN, CONTRIBUTING):
+        # a group competes with single processes (user, kernel), not with a mechanism (memcg walk, reclaim,
+        # softirq, irq, rt, lock) that is proven or contributing and explains at least PROVE of what the group
+        # does: the group's samples are then mostly its processes' time in that mechanism, which says why the
+        # core is busy; the group only who was there
+        mech = [i for i, h in enumerate(hs) if h.verdict in (PROVEN, CONTRIBUTING)
+                and h.family not in ("user", "kernel", "group") and (h.share or 0.0) >= PROVE * (g.share or 0.0)]
+        if mech:
+            if g.verdict == PROVEN:
+                g.verdict, g.cause = CONTRIBUTING, None
+                g.evidence.append(f"{hs[mech[0]].family} ({hs[mech[0]].verdict}) is what the core did: the group "
+                                  "is who did it (contributing at most)")
+            if mech[-1] > hs.index(g):
+                hs.remove(g)
+                hs.insert(mech[-1], g)
+    if g is not None and g.verdict == PROVEN and (g.data.get("rest_share") or 0.0) >= CONTRIBUTE:
+        # a proven group whose other processes add >= CONTRIBUTE of the core beyond its busiest one (a
+        # forking parent): the group, not that one process, explains the core
+        one = next((i for i, h in enumerate(hs) if h.family in ("user", "kernel") and h.verdict == PROVEN), None)
+        if one is not None and one < hs.index(g):
+            hs.remove(g)
+            hs.insert(one, g)
     return hs, _throttle(rec, ep)

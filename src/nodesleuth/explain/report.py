@@ -62,6 +62,14 @@ def to_json(incs: list[Explained], store: str, problems: list, notes: list[str])
             "incidents": [i.to_dict() for i in incs]}
 
 
+def group_lines(inc: Explained) -> list[str]:
+    """The numbers of a group (explain/groups.py) that leads: who starts it, how many a second, its share."""
+    g = next((h for h in inc.hypotheses if h.family == "group"), None)
+    if g is None or inc.family != "group":
+        return []
+    return [g.summary.removeprefix("group: ")] + g.evidence
+
+
 def terminal(incs: list[Explained], notes: list[str], problems: list, console: Console | None = None) -> None:
     con = console or Console(highlight=False, soft_wrap=True)
     for n in notes:
@@ -76,6 +84,8 @@ def terminal(incs: list[Explained], notes: list[str], problems: list, console: C
         text, act = answer(inc)
         con.print(f"  [bold{' red' if inc.root_cause else ''}]answer: {escape(text)}[/]", markup=True)
         con.print(f"  [bold]action: {escape(act)}[/]", markup=True)
+        for ln in group_lines(inc):
+            con.print(f"    {ln}", markup=False)
         con.print("  the chain:", markup=False)
         for lk in inc.links:
             sh = share_text(lk)
@@ -112,8 +122,10 @@ def markdown(incs: list[Explained], store: str, notes: list[str], problems: list
     for i, inc in enumerate(incs, 1):
         text, act = answer(inc)
         out += [f"## Incident {i}: {inc.title}", "", f"*{iso(inc.time)}* ({inc.kind})", "",
-                f"**Answer:** {text}", "", f"**Action:** `{act}`", "",
-                "| link | verdict | share | finding |", "|---|---|---|---|"]
+                f"**Answer:** {text}", "", f"**Action:** `{act}`", ""]
+        gl = group_lines(inc)
+        out += ([f"**Group:** {gl[0]}", ""] + [f"- {e}" for e in gl[1:]] + [""]) if gl else []
+        out += ["| link | verdict | share | finding |", "|---|---|---|---|"]
         for lk in inc.links:
             out.append(f"| {LABEL.get(lk.name, lk.name)} | {lk.verdict.replace('_', ' ')} | {share_text(lk)} | "
                        f"{lk.summary.replace('|', '/')} |")
@@ -155,11 +167,14 @@ def html_report(incs: list[Explained], store: str, notes: list[str], problems: l
         verdict = (f"<p class='answer'><b>Answer: {html.escape(text)}</b></p>"
                    f"<p class='action'>Action: <code>{html.escape(act)}</code></p>")
         rej = "".join(f"<li>{html.escape(r)}</li>" for r in inc.rejected if r not in repeated(inc))
+        gl = group_lines(inc)
+        grp = (f"<p class='group'><b>Group:</b> {html.escape(gl[0])}</p><ul class='group'>"
+               + "".join(f"<li>{html.escape(e)}</li>" for e in gl[1:]) + "</ul>") if gl else ""
         hyp = "".join(f"<tr class='{h.verdict}'><td>{h.family}</td><td>{h.verdict.replace('_', ' ')}</td><td>"
                       f"{'' if h.share is None else f'{100 * h.share:.0f}%'}</td><td>{html.escape(h.summary)}</td></tr>"
                       for h in inc.hypotheses)
         body.append(f"<section><h2>Incident {i}: {html.escape(inc.title)}</h2><p>{iso(inc.time)} ({inc.kind})</p>"
-                    f"{verdict}<table><tr><th>link</th><th>verdict</th><th>share</th><th>finding</th>"
+                    f"{verdict}{grp}<table><tr><th>link</th><th>verdict</th><th>share</th><th>finding</th>"
                     f"</tr>{rows}</table>"
                     + (f"<p>Hypotheses (share of the core's excess busy time):</p><table class='hypotheses'><tr>"
                        f"<th>family</th><th>verdict</th><th>share</th><th>hypothesis</th></tr>{hyp}</table>" if hyp else "")

@@ -244,6 +244,18 @@ SOFTNET_COLS = {"processed": 0, "dropped": 1, "time_squeeze": 2, "received_rps":
                 "backlog_len": 11}  # 0-based columns of /proc/net/softnet_stat (net/core/net-procfs.c)
 
 
+def parse_processes(text: str, path: str = "/proc/stat") -> int:
+    """/proc/stat's `processes` line: forks (and clones: threads too) since boot, node-wide
+    (fs/proc/stat.c, total_forks)."""
+    at = text.find("\nprocesses ")
+    if at < 0:
+        raise InputError(path, "no 'processes' line")
+    try:
+        return int(text[at + 11:text.index("\n", at + 1)])
+    except ValueError:
+        raise InputError(path, "the 'processes' line is not a number") from None
+
+
 def parse_softnet(text: str, online: list[int] | None, path: str = "/proc/net/softnet_stat") -> dict[int, dict]:
     """Per CPU, the columns this kernel prints: {cpu: {"processed": n, ...}}.
 

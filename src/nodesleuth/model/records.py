@@ -614,6 +614,7 @@ class Tick:
     kernel_log: KernelLog | None = None
     stat_read: StatRead | None = None
     kube: "Kube | None" = None
+    spawns: Spawns | None = None
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
@@ -817,6 +818,53 @@ class IrqTop(Section):
         for (cpu, line), (name, n) in counts.items():
             cpus.setdefault(cpu, []).append([line, name, round(n / span, 1) if span else 0.0])
         return cls(span, {c: sorted(r, key=lambda x: -x[2])[:3] for c, r in cpus.items()})
+
+
+@dataclass
+class Spawns(Section):
+    """Processes started this interval: /proc/stat's `processes` counter (forks and clones since boot,
+    node-wide: threads count too), and, on a second with at least collect/spawns.MIN_FORKS of them, who
+    started the processes a listing of /proc caught alive, grouped by parent and command (docs/groups.md).
+    A process that starts and exits between two listings is not caught: the rows are a sample, the
+    counter is exact."""
+
+    FIELD = "spawns"
+    METRICS = (Metric("nodesleuth_processes_forked", "counter", "Processes and threads started on the node "
+                      "(/proc/stat processes)"),)
+    WEB = "not shown: explain's evidence for a group of short-lived processes (docs/groups.md)"
+    MAX: ClassVar[int] = 8
+
+    forks: int  # started this interval, node-wide (threads included)
+    total: int | None = None  # the kernel's counter now, for /metrics and `dump --format openmetrics`
+    # one row per (parent, command) of the processes new since the last listing (at most MAX, most first):
+    # {"ppid", "pcomm", "comm", "new": caught alive this interval, "brief": caught in the last listing and gone in
+    #  this one (lived under ~2 intervals), "lasting": caught in the last listing and still alive,
+    #  "cgroup": the parent's (v2 path, or the first v1 line's), "listed": 1 when /proc was listed this interval}
+    rows: list = field(default_factory=list)
+    listed: bool = False  # /proc was listed this interval (forks >= MIN_FORKS, and the interval before too)
+
+    @classmethod
+    def merge(cls, vals: list["Spawns"]) -> "Spawns":
+        """A window of seconds: forks summed; rows of the same parent and command summed, the MAX largest."""
+        by: dict = {}
+        for v in vals:
+            for r in v.rows:
+                k = (r["ppid"], r["comm"])
+                m = by.get(k)
+                if m is None:
+                    by[k] = dict(r)
+                else:
+                    for f in ("new", "brief", "lasting"):
+                        m[f] = m.get(f, 0) + r.get(f, 0)
+        rows = sorted(by.values(), key=lambda r: -r["new"])[:cls.MAX]
+        return cls(sum(v.forks for v in vals), vals[-1].total if vals else None, rows, any(v.listed for v in vals))
+
+    def to_dict(self) -> dict:
+        return {"forks": self.forks, "total": self.total, "rows": self.rows, "listed": self.listed}
+
+    def samples(self):
+        if self.total is not None:
+            yield "nodesleuth_processes_forked", (), self.total
 
 
 @dataclass

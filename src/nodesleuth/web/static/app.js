@@ -495,6 +495,15 @@ function showProblems(problems) {
     `incomplete. First: ${problems[0]}`;
 }
 
+
+// a group of processes that leads (explain/groups.py): who starts it, how many a second, its share
+function groupHtml(inc, esc) {
+  const g = (inc.hypotheses || []).find(h => h.family === "group");
+  if (!g || inc.family !== "group") return "";
+  return `<p class="group" data-family="group"><b>Group:</b> ${esc(g.summary.replace(/^group: /, ""))}</p><ul class="group">` +
+    g.evidence.map(e => `<li>${esc(e)}</li>`).join("") + `</ul>`;
+}
+
 async function loadIncidents() {
   const el = $("incidents"); el.textContent = "explaining the recording...";
   const doc = await api("incidents");
@@ -509,6 +518,7 @@ async function loadIncidents() {
     div.innerHTML = `<h3>Incident ${i + 1}: ${esc(inc.title)}</h3><p>${inc.iso} (${inc.kind})` +
       (inc.root_cause ? ` &mdash; <b>root cause (proven end to end, ${inc.family}): ${esc(inc.root_cause)}</b>`
                       : ` &mdash; no root cause proven; leading explanation: <b>${esc(inc.leading)}</b>`) + `</p>` +
+      groupHtml(inc, esc) +
       (inc.rejected.length ? `<p class="rejected">rejected: ${inc.rejected.map(esc).join("; ")}</p>` : "") +
       (inc.hypotheses && inc.hypotheses.length ? `<table class="hypotheses"><tr><th>family</th><th>verdict</th>` +
         `<th>share of the excess</th><th>hypothesis</th></tr>` + inc.hypotheses.map(h =>
