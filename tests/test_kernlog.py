@@ -713,3 +713,32 @@ def test_overlapping_pstore_records_count_each_event_once():
     assert len(hangs) == 14
     resets = [e for e in events if e.reason == "IgcResetAdapter"]
     assert text.count("Reset adapter") == 3 and sorted(e.usec for e in resets) == [913490303, 963734557]
+
+
+def _nic_findings(name: str):
+    from nodesleuth.detect.nic import findings
+
+    r, recs, events = _whole(name)
+    return r, recs, events, findings(events, None, None)
+
+
+def test_a_syslog_of_a_failed_hns3_reset_gives_one_critical_nic_finding(utc):
+    """netdev bug report (hns3, Debian 5.10.205 arm64, rsyslog RFC 3339 stamps before the dmesg time): a tx timeout
+    under memory pressure, a PF reset, five rebuilds that fail to allocate ring memory, then 'Reset fail!'. The
+    reader finds that incident: one critical nic_reset finding on the port's PCI address with 2 reset starts, 6
+    'Reset done' lines and 6 failures (5 re-schedules and the final 'Reset fail!'), each at its syslog wall time;
+    the queue-state dump of the tx timeout is an informational event, never a finding; the OOM task lines and the
+    page-allocation trace match no rule."""
+    r, recs, events, fs = _nic_findings("syslog-rfc3339-hns3-reset-fail.txt")
+    assert r.format == "journal-short-iso" and len(recs) == 109 and r._parser.skipped == 0
+    assert all(e.family == "hns3" and e.clock == "wall" for e in events)
+    assert [e.reason for e in events if e.severity == "info"] == ["Hns3TxTimeoutCountQueue"]
+    assert [(f.kind, f.severity) for f in fs] == [("nic_reset", "critical")]
+    f = fs[0]
+    assert f.data["ifname"] == "0000:7d:00.1" and f.data["resets"] == 6 and f.data["families"] == ["hns3"]
+    kinds = {}
+    for e in f.data["events"]:
+        kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+    assert kinds == {"reset_start": 2, "reset": 6, "reset_failed": 6}
+    assert f.data["events"][-1]["reason"] == "Hns3ResetFail"
+    assert time.strftime("%H:%M:%S", time.gmtime(f.data["events"][-1]["time"])) == "08:27:13"  # 16:27:13 +08:00
