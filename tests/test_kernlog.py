@@ -742,3 +742,19 @@ def test_a_syslog_of_a_failed_hns3_reset_gives_one_critical_nic_finding(utc):
     assert kinds == {"reset_start": 2, "reset": 6, "reset_failed": 6}
     assert f.data["events"][-1]["reason"] == "Hns3ResetFail"
     assert time.strftime("%H:%M:%S", time.gmtime(f.data["events"][-1]["time"])) == "08:27:13"  # 16:27:13 +08:00
+
+
+def test_a_bare_console_paste_of_via_rhine_timeouts_gives_its_five_resets(utc):
+    """LKML 2004 (via-rhine, 2.6.5-rc2-mm1): a console paste without time stamps, five NETDEV WATCHDOG timeouts, each
+    followed by via-rhine's own 'Transmit timed out, status 0003, PHY status 786d, resetting...' and an 'irq 11:
+    nobody cared!' trace. Read as bare messages (stack lines join their record): 5 watchdog and 5 via-rhine events,
+    one nic_reset finding on eth0 naming both families; no wall or boot time is made up."""
+    r, recs, events, fs = _nic_findings("console-via-rhine-2004.txt")
+    assert r.format == "bare" and len(recs) == 48
+    got = {}
+    for e in events:
+        got[e.reason] = got.get(e.reason, 0) + 1
+    assert got == {"NetdevWatchdog": 5, "ViaRhineTransmitTimedOutStatus": 5}
+    assert all(e.time is None and e.clock == "none" and e.ifname == "eth0" for e in events)
+    assert [(f.kind, f.severity, f.data["ifname"]) for f in fs] == [("nic_reset", "warning", "eth0")]
+    assert fs[0].data["families"] == ["netdev_watchdog", "via_rhine"] and len(fs[0].data["events"]) == 10
