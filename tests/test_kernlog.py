@@ -758,3 +758,20 @@ def test_a_bare_console_paste_of_via_rhine_timeouts_gives_its_five_resets(utc):
     assert all(e.time is None and e.clock == "none" and e.ifname == "eth0" for e in events)
     assert [(f.kind, f.severity, f.data["ifname"]) for f in fs] == [("nic_reset", "warning", "eth0")]
     assert fs[0].data["families"] == ["netdev_watchdog", "via_rhine"] and len(fs[0].data["events"]) == 10
+
+
+def test_a_mlx4_catastrophic_error_log_gives_critical_findings_for_the_device_and_its_port(utc):
+    """Michael Stapelberg's ConnectX-3 log (blog, 2021): 'kernel:'-prefixed lines with three systemd-networkd lines
+    among them, no time stamps. The report: a CQE error, an internal (catastrophic) error, a device reset that
+    succeeds, then the port restart fails and the link stays down. The reader finds: the internal error, the reset
+    start (twice: mlx4_core and mlx4_en), the reset done and the failed port restart, all critical but the reset
+    done. mlx4_core's lines name only the PCI address and mlx4_en's en_err lines only the interface, and no line
+    names both, so they make two findings (0000:01:00.0 and enp1s0), not one; no time is made up."""
+    r, recs, events, fs = _nic_findings("kernel-prefixed-mlx4-catas.txt")
+    assert r.format == "bare" and len(recs) == 35
+    assert [e.reason for e in events] == ["Mlx4InternalErrorDetected", "Mlx4DeviceGoingReset",
+                                          "Mlx4DeviceResetSuccessfully", "Mlx4InternalErrorDetectedRestarting",
+                                          "Mlx4FailedRestartingPort"]
+    assert all(e.time is None for e in events)
+    got = [(f.kind, f.severity, f.data["ifname"], f.data["families"], len(f.data["events"])) for f in fs]
+    assert got == [("nic_reset", "critical", "0000:01:00.0", ["mlx4"], 4), ("nic_reset", "critical", "enp1s0", ["mlx4"], 1)]
