@@ -775,3 +775,18 @@ def test_a_mlx4_catastrophic_error_log_gives_critical_findings_for_the_device_an
     assert all(e.time is None for e in events)
     got = [(f.kind, f.severity, f.data["ifname"], f.data["families"], len(f.data["events"])) for f in fs]
     assert got == [("nic_reset", "critical", "0000:01:00.0", ["mlx4"], 4), ("nic_reset", "critical", "enp1s0", ["mlx4"], 1)]
+
+
+def test_an_igb_sriov_deadlock_console_log_gives_its_hung_task_and_two_vf_notices(utc):
+    """intel-wired-lan 2023 (6.2.0-rc8+, I350): 'echo 2 > sriov_numvfs; modprobe -r igb' hangs (a deadlock since
+    commit 6faee3d4ee8b). The reader finds the incident the report describes: one hung_task finding, modprobe:2078
+    blocked for 10 s. The two igbvf 'PF still resetting' probe notices (the PF was down) are reset starts, so their
+    findings are warnings, not critical: the rule counted them as done resets before issue 41."""
+    from nodesleuth.detect import lockups
+
+    r, recs, events, fs = _nic_findings("console-igb-sriov-hung-task.txt")
+    assert r.format == "dmesg" and len(recs) == 71
+    assert [(f.kind, f.severity, f.data["ifname"], f.data["resets"]) for f in fs] == [
+        ("nic_reset", "warning", "0000:84:10.2", 0), ("nic_reset", "warning", "0000:84:10.6", 0)]
+    (lf,) = lockups.findings(events)
+    assert (lf.kind, lf.data["count"], lf.data["processes"], lf.data["longest_s"]) == ("hung_task", 1, ["modprobe:2078"], 10)
