@@ -42,7 +42,8 @@ def test_kallsyms_unreadable_is_unknown(tmp_path):
 
 def test_kallsyms_module_lines(tmp_path):
     """Lines of modules carry a tab and [module]; real lines copied from this host's /proc/kallsyms
-    (addresses as root sees them) plus, shaped like them, 7.2's symbol (tests/vm/out/matrix/7.2-v2-2cpu-symbols.json)."""
+    (addresses as root sees them) plus, shaped like them, 7.2's symbol (tests/vm/out/matrix/7.2-v2-2cpu-symbols.json,
+    run output: `git show 8b3d002:tests/vm/out/matrix/7.2-v2-2cpu-symbols.json`)."""
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "kallsyms").write_text(
         "ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]\n"
