@@ -1,7 +1,7 @@
 """The size of `nodesleuth cut` for a 10-minute incident of a 96-CPU node, per stream, and its time.
 
 The store: `nodesleuth record` on the animated 96-CPU / 1,000-process / 70,000-memcg fixture
-(benchmarks/fixtures.py, as recorder_overhead.py runs it) for `--minutes` with `--segment 5m`, so
+(fixtures/nodes.py, as recorder_overhead.py runs it) for `--minutes` with `--segment 5m`, so
 the cut's segments are compressed against trained dictionaries as an hour-old recording's are; or
 an existing recording (`--store`). The last 10 minutes are cut (`--window`), and the cut is
 checked: `dump` of it equals `dump` of the same range of the source. The fixture has no perf (the
@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def record_fixture(work: str, minutes: float) -> str:
-    from benchmarks.fixtures import make_node
+    from fixtures.nodes import make_node
     from fixtures.trees import Animator
 
     fx = make_node(os.path.join(work, "node"), cpus=96, procs=1000, memcgs=70000)

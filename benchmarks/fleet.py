@@ -1,6 +1,6 @@
 """Fleet analysis at fleet scale, three paths, each beside a real tool doing the same transfer.
 
-- prometheus: 10,000 and 100,000 synthetic hosts (tests/fleetgen.py) written into a real TSDB by
+- prometheus: 10,000 and 100,000 synthetic hosts (fixtures/fleetgen.py) written into a real TSDB by
   `promtool tsdb create-blocks-from openmetrics`, served by a real `prometheus`; wall time of
   `nodesleuth fleet --prometheus URL` end to end (process start, queries, ranking), median of 3,
   beside `curl` running the same PromQL queries one after another (the server's own share).
@@ -25,10 +25,8 @@ import tempfile
 import time
 import urllib.request
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-
-from benchmarks.common import emit  # noqa: E402
-from fleetgen import CAUSE, build_tsdb, make_fleet, serve_tsdb, write_fleet, write_openmetrics  # noqa: E402
+from benchmarks.common import emit
+from fixtures.fleetgen import CAUSE, build_tsdb, make_fleet, serve_tsdb, write_fleet, write_openmetrics
 from nodesleuth.node.children import spawn
 
 

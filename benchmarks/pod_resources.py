@@ -9,7 +9,7 @@ user+sys (wait4).
 
 The 96-CPU figures are derived, each from a measurement and said how: the recorder's steady CPU at
 96 CPUs from benchmarks/results/recorder_overhead.json (the 96-CPU / 70k-memcg fixture), the
-profiler's from profile_cost_r31's µs per sample at 96 x 49 Hz, the per-CPU ring buffers from
+profiler's from benchmarks/results/profile_cost.json's µs per sample at 96 x 49 Hz, the per-CPU ring buffers from
 profile/direct.ring_pages (allocated per CPU), the rest as measured here.
 
     python -m benchmarks.pod_resources [--seconds 120]
@@ -117,7 +117,7 @@ def main() -> None:
     rec = runs["recorder"]
     # 96 CPUs, derived from measurements (module docstring)
     ro = (_load("recorder_overhead.json") or {}).get("runs", {}).get("nodesleuth_fixture", {})
-    pc = (_load("profile_cost_r31_run3.json") or {}).get("us_per_sample", {}).get("nodesleuth_direct_after", {})
+    pc = (_load("profile_cost.json") or {}).get("us_per_sample", {}).get("nodesleuth_direct_after", {})
     fixture_pct, fixture_rss = ro.get("cpu_pct_of_core"), ro.get("max_rss_mb")
     us = pc.get("96cpu_rate_end_to_end")
     rings_mb = (96 - cpus) * (ring_pages(49) + 1) * 4096 / 2**20

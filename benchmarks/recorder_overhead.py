@@ -34,7 +34,7 @@ import time
 
 from benchmarks import BASE_ENV
 from benchmarks.common import Measured, emit
-from benchmarks.fixtures import make_node
+from fixtures.nodes import make_node
 from fixtures.trees import Animator
 
 SADC = "/usr/lib/sysstat/sadc"

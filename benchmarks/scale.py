@@ -1,5 +1,5 @@
 """Scale: the cost of `check`, `record` (per tick) and `explain` as a function of CPUs, processes,
-memory cgroups and recording length, on fixture nodes from benchmarks/fixtures.py (tmpfs, like
+memory cgroups and recording length, on fixture nodes from fixtures/nodes.py (tmpfs, like
 /proc and /sys), and whether anything grows faster than linearly (log-log slope per dimension).
 
 - record: CPU seconds of one 1 Hz tick (collect + encode + compress + append), in process, mean over
@@ -31,7 +31,7 @@ import tempfile
 import time
 
 from benchmarks.common import emit, run_measured
-from benchmarks.fixtures import make_node
+from fixtures.nodes import make_node
 from fixtures.trees import Animator
 
 SIZES = {

@@ -1,6 +1,6 @@
 """Write long stores fast: days of a 96-CPU recording without ticking a sampler millions of times.
 
-A pool of real ticks is sampled off the animated 96-CPU fixture (benchmarks/fixtures.py: a quiet
+A pool of real ticks is sampled off the animated 96-CPU fixture (fixtures/nodes.py: a quiet
 node, and one with CPU 39 pinned), encoded once by the recorder's own codec (schema 3, store/codec.py)
 and compressed once against one trained dictionary; every segment then gets the same head frame
 (that dictionary and the codec's context) and its frames are the pooled compressed records under

@@ -732,7 +732,7 @@ def test_fleet_concurrency_bounds_snapshot_fetches_in_flight():
     import http.server
 
     sys.path.insert(0, HERE)
-    from fleetgen import make_fleet
+    from fixtures.fleetgen import make_fleet
 
     snaps = make_fleet(8)
     for s in snaps[:3]:

@@ -123,13 +123,13 @@ def test_web_api_reversed_baseline_is_refused_with_422(web):
 
 @pytest.fixture(scope="module")
 def tsdb(tmp_path_factory):
-    """A real Prometheus over 200 hosts' info metrics and incident counters (tests/fleetgen.py, written by
+    """A real Prometheus over 200 hosts' info metrics and incident counters (fixtures/fleetgen.py, written by
     promtool), whose series name their host by a `node` label instead of `instance`; and a real Prometheus
     with no data at all."""
     if not shutil.which("prometheus") or not shutil.which("promtool"):
         missing("prometheus/promtool are not installed (scripts/setup-tests.sh)")
     sys.path.insert(0, HERE)
-    from fleetgen import build_tsdb, make_fleet, serve_tsdb, write_openmetrics
+    from fixtures.fleetgen import build_tsdb, make_fleet, serve_tsdb, write_openmetrics
 
     d = tmp_path_factory.mktemp("tsdb-node")
     at = float(int(time.time()) - 7200)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import free_port, nodesleuth
-from fleetgen import CAUSE, DECOYS, build_tsdb, make_fleet, serve_tsdb, write_fleet, write_openmetrics
+from fixtures.fleetgen import CAUSE, DECOYS, build_tsdb, make_fleet, serve_tsdb, write_fleet, write_openmetrics
 from fixtures.trees import Animator, make_v1_node, make_v2_node
 
 HERE = os.path.dirname(__file__)

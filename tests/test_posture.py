@@ -21,7 +21,7 @@ from nodesleuth.collect import posture
 from nodesleuth.model.records import ZombiePosture
 from nodesleuth.node.cgroupfs import (STALE_S, Memcg, make_zombies, own_cgroup, remove_cgroup_tree, remove_stale,
                                       remove_stale_pins)
-from nodesleuth.node.root import Root
+from nodesleuth.node.root import Root, fstype
 
 
 
@@ -42,7 +42,8 @@ def test_kallsyms_unreadable_is_unknown(tmp_path):
 
 def test_kallsyms_module_lines(tmp_path):
     """Lines of modules carry a tab and [module]; real lines copied from this host's /proc/kallsyms
-    (addresses as root sees them) plus, shaped like them, 7.2's symbol (tests/vm/out/matrix/7.2-v2-2cpu-symbols.json)."""
+    (addresses as root sees them) plus, shaped like them, 7.2's symbol (tests/vm/out/matrix/7.2-v2-2cpu-symbols.json,
+    run output: `git show 8b3d002:tests/vm/out/matrix/7.2-v2-2cpu-symbols.json`)."""
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "kallsyms").write_text(
         "ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]\n"
@@ -93,9 +94,9 @@ def test_probe_on_this_kernel_keeps_page_cache_zombies():
 def test_disk_dir_is_never_tmpfs(monkeypatch, tmp_path):
     monkeypatch.setenv("NODESLEUTH_PROBE_DIR", "/dev/shm")
     d = posture.disk_dir()
-    assert d != "/dev/shm" and (d is None or posture._fstype(d) not in posture.MEMORY_FS)
+    assert d != "/dev/shm" and (d is None or fstype(d) not in posture.MEMORY_FS)
     monkeypatch.setenv("NODESLEUTH_PROBE_DIR", str(tmp_path))
-    if posture._fstype(str(tmp_path)) not in posture.MEMORY_FS:
+    if fstype(str(tmp_path)) not in posture.MEMORY_FS:
         assert posture.disk_dir() == str(tmp_path)
 
 

@@ -1,6 +1,6 @@
 """model/stats.py against scipy.stats (a test dependency only: the product no longer imports it).
 
-The cases: every feature's 2x2 table of the generated fleets the fleet tests analyse (tests/fleetgen.py:
+The cases: every feature's 2x2 table of the generated fleets the fleet tests analyse (fixtures/fleetgen.py:
 300 and 2,000 hosts, the planted cause, its decoys and the random facts), tables with a zero margin or
 a zero cell, large fleets (10,000 hosts: p underflows, the log tail must not), and Spearman on the dose
 shapes explain/dose.py sees (ties, monotone, noise)."""
@@ -17,7 +17,7 @@ from scipy import stats as sp
 from nodesleuth.fleet import drift
 from nodesleuth.model import stats
 
-from fleetgen import make_fleet
+from fixtures.fleetgen import make_fleet
 
 
 def _fleet_tables() -> list[tuple[int, int, int, int]]:

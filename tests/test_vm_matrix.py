@@ -35,7 +35,7 @@ MATRIX = [
     pytest.param("6.1", "v2", id="6.1-v2", marks=[pytest.mark.slow, pytest.mark.matrix]),
     pytest.param("6.12", "v2", id="6.12-v2", marks=[pytest.mark.slow, pytest.mark.matrix]),
 ]
-REPARENTS = {"7.2"}  # generations whose Debian kernel has lru_reparent_memcg (tests/vm/out/matrix/*-symbols.json)
+REPARENTS = {"7.2"}  # generations whose Debian kernel has lru_reparent_memcg (tests/vm/out/matrix/*-symbols.json, in git at 8b3d002)
 
 
 @pytest.fixture(scope="module")

@@ -285,9 +285,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
 
 def _memcgs_dying(t: Tick) -> bool:
     c = t.census
-    if c.v2 is not None and (c.v2.subsys.get("memory", (0, c.v2.nr_dying_descendants))[1] > 0):
-        return True
-    return any(x.name == "memory" and (x.dying or 0) > 0 for x in c.v1)
+    mem = c.controller("memory")
+    return (c.v2 is not None and c.v2.memory_dying() > 0) or (mem is not None and (mem.dying or 0) > 0)
 
 
 def to_json(res: CheckResult, root: str) -> dict:

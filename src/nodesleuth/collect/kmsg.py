@@ -19,13 +19,13 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import re
 import stat
 import time
 from collections import OrderedDict, deque
 
 from ..model.records import KernelEvent
 from ..model.errors import InputError
+from ..model.mpstat import parse_btime
 from ..model.kernlog import LABEL, WALL, LineParser, Record, detect, parse_kmsg, split_units
 from ..node.root import Root
 from ..model.rules import REPORT_END, Rule, load_rules, match, tie_stack
@@ -41,10 +41,10 @@ def boot_wall_time(root: Root) -> float:
     if root.live:
         return time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
     # a recorded tree: /proc/stat's btime (after the long intr line) is what that host said
-    m = re.search(r"^btime (\d+)$", root.read("/proc/stat"), re.M)
-    if not m:
+    btime = parse_btime(root.read("/proc/stat"), root.join("/proc/stat"))
+    if btime is None:
         raise InputError(root.join("/proc/stat"), "no btime line: cannot turn kernel-log times into wall time")
-    return float(m.group(1))
+    return float(btime)
 
 
 class KmsgReader:

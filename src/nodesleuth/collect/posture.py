@@ -21,7 +21,7 @@ from ..model.procfs import parse_cgroup_stat
 from ..model.records import ZombiePosture
 from ..node.cgroupfs import (Memcg, count_dirs, drop_pin_dir, make_zombies, mounts, pin_dir, remove_cgroup_tree,
                              remove_stale_pins, scratch_tree, v1_mount, v2_mount)
-from ..node.root import Root
+from ..node.root import Root, fstype
 
 REPARENT_SYMBOLS = ("lru_reparent_memcg", "lru_gen_reparent_memcg")
 
@@ -75,27 +75,11 @@ MEMORY_FS = ("tmpfs", "ramfs", "devtmpfs")
 DISK_DIRS = ("/var/tmp", "/var/lib", "/tmp", "/root")
 
 
-def _fstype(path: str) -> str | None:
-    """The file system type of the mount that holds `path` (from this process's mount table)."""
-    best, fs = "", None
-    real = os.path.realpath(path)
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                mnt = left.split()[4].replace("\\040", " ")
-                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
-                    best, fs = mnt, right.split()[0]
-    except (OSError, IndexError):
-        return None
-    return fs
-
-
 def disk_dir() -> str | None:
     """A writable directory on a disk file system (not tmpfs) for the probe's disk page cache:
     $NODESLEUTH_PROBE_DIR, else the first of DISK_DIRS that is on one; None when none is."""
     for d in ([os.environ["NODESLEUTH_PROBE_DIR"]] if os.environ.get("NODESLEUTH_PROBE_DIR") else []) + list(DISK_DIRS):
-        if os.path.isdir(d) and os.access(d, os.W_OK) and _fstype(d) not in MEMORY_FS:
+        if os.path.isdir(d) and os.access(d, os.W_OK) and fstype(d) not in MEMORY_FS:
             return d
     return None
 

@@ -39,10 +39,9 @@ def findings(first: Census, last: Census, meminfo: dict[str, int], seconds: floa
                             _on(churn, c.hierarchy), last, warn, crit, grew, cost))
     if last.v2 is not None:
         v = last.v2
-        dying = v.subsys["memory"][1] if "memory" in v.subsys else v.nr_dying_descendants
+        dying = v.memory_dying()
         d0 = first.v2
-        before = (d0.subsys["memory"][1] if d0 and "memory" in d0.subsys else
-                  d0.nr_dying_descendants if d0 else dying)
+        before = d0.memory_dying() if d0 else dying
         if dying > 0 or dying - before > 0:
             name = "memory" if "memory" in v.subsys else "all"
             out.append(_finding(name, "v2", v.nr_descendants + 1 + dying, v.nr_descendants + 1, dying,

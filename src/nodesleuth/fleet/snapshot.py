@@ -129,10 +129,7 @@ def take(root: Root, seconds: float = 2.0, ns_pid: int | None = None, zone: str 
     res = run_check(CheckOptions(root=root.path, seconds=seconds, ns_pid=ns_pid, trace=False))
     doc = host_facts(root, zone, unit_dicts(res.units, enabled_services(root, ns_pid)))
     units = doc["units"]
-    mem = next((c for c in res.census["v1"] if c["controller"] == "memory"), None)
-    v2 = res.census.get("v2")
-    dying = mem["dying"] if mem and mem["dying"] is not None else (
-        (v2["subsys"].get("memory", {}).get("dying", v2["nr_dying_descendants"])) if v2 else None)
+    dying = res.ticks[-1].census.memory_dying() if res.ticks else None
     doc["health"] = {"problem": res.exit_code == 1, "dying_memcgs": dying,
                      "findings": [{"kind": f.kind, "severity": f.severity, "title": f.title} for f in res.findings],
                      "crash_looping_units": [u["unit"] for u in units if u["crash_looping"]],

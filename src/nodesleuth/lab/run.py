@@ -43,9 +43,10 @@ from dataclasses import asdict, dataclass, field
 from ..collect.cpu import read_stat
 from ..model.errors import InputError
 from ..model.mpstat import utilisation
+from ..model.systemd import parse_properties
 from ..node.cgroupfs import Memcg, drop_caches, remove_cgroup_tree
 from ..node.children import run as run_child, spawn
-from ..node.root import Root
+from ..node.root import Root, fstype
 from .actors import ecs_agent
 from .netvictim import NetLab, NetLabError, describe as net_describe, verdict as net_verdict
 from .systemd import SystemdNamespace
@@ -141,7 +142,7 @@ def preflight(workdir: str) -> None:
     real = os.path.realpath(workdir)
     if real == "/tmp" or real.startswith(("/tmp/", "/var/tmp/")):
         raise LabError(f"--workdir {workdir}: the namespace's systemd has a private /tmp; use a path on disk")
-    fs = _fstype(real)
+    fs = fstype(real)
     if fs in ("tmpfs", "ramfs"):
         raise LabError(f"--workdir {workdir} is on {fs}: reads of the data loader's sparse file there are holes (the "
                        "zero page), charged to no cgroup, so nothing would be reclaimed; use a disk filesystem "
@@ -150,20 +151,6 @@ def preflight(workdir: str) -> None:
         swap = next((int(ln.split()[1]) for ln in f if ln.startswith("SwapTotal:")), 0)
     if swap:
         raise LabError("swap is on: tmpfs-pinned zombies would be swapped out and freed; the lab needs swap off")
-
-
-def _fstype(path: str) -> str:
-    """The filesystem type of the mount holding `path` (or its nearest existing ancestor)."""
-    while not os.path.exists(path) and path not in ("/", ""):
-        path = os.path.dirname(path)
-    best, fs = "", ""
-    with open("/proc/self/mountinfo") as f:
-        for ln in f:
-            pre, _, post = ln.partition(" - ")
-            mnt = pre.split()[4].replace("\\040", " ")
-            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
-                best, fs = mnt, post.split()[0]
-    return fs
 
 
 def _mount_tmpfs(path: str) -> None:
@@ -400,7 +387,7 @@ WantedBy=multi-user.target
 
 def _show(ns: SystemdNamespace, unit: str) -> dict:
     p = ns.systemctl("show", "-p", "NRestarts,ExecMainStatus,ExecMainCode,Result,SubState", unit, check=False)
-    return dict(ln.split("=", 1) for ln in p.stdout.split() if "=" in ln)
+    return parse_properties(p.stdout)
 
 
 def write_simulated_reset(napi_usec: int) -> None:

@@ -76,6 +76,19 @@ def _fast_rows(text: str) -> "np.ndarray | None":
     return a[:, 1:].astype(np.int64)
 
 
+def parse_btime(text: str, path: str = "/proc/stat") -> int | None:
+    """/proc/stat's `btime` (boot time, epoch seconds; it follows the long intr line); None without one."""
+    i = -1 if text.startswith("btime ") else text.find("\nbtime ")
+    if i < 0 and not text.startswith("btime "):
+        return None
+    j = text.find("\n", i + 1)
+    line = text[i + 1:j if j >= 0 else None]
+    try:
+        return int(line.split()[1])
+    except (IndexError, ValueError):
+        raise InputError(path, f"malformed btime line {line!r}") from None
+
+
 def parse_stat(text: str, path: str = "/proc/stat", fast: bool = True) -> CpuTimes:
     mat = _fast_rows(text) if fast else None
     if mat is not None:
@@ -83,13 +96,10 @@ def parse_stat(text: str, path: str = "/proc/stat", fast: bool = True) -> CpuTim
         if head[:1] == ["cpu"] and len(head) == 11 and all(x.isdigit() for x in head[1:]):
             cpus = {-1: tuple(map(int, head[1:]))}
             cpus.update(enumerate(map(tuple, mat.tolist())))
-            i = text.find("\nbtime ")
-            if i >= 0:
-                line = text[i + 7:text.find("\n", i + 7) if text.find("\n", i + 7) >= 0 else None]
-                if line.strip().isdigit():
-                    return CpuTimes(cpus=cpus, btime=int(line), mat=mat)
+            btime = parse_btime(text, path)
+            if btime is not None:
+                return CpuTimes(cpus=cpus, btime=btime, mat=mat)
     cpus: dict[int, tuple[int, ...]] = {}
-    btime = 0
     for line in text.splitlines():
         if line.startswith("cpu"):
             parts = line.split()
@@ -108,23 +118,11 @@ def parse_stat(text: str, path: str = "/proc/stat", fast: bool = True) -> CpuTim
                     cpus[int(name[3:])] = vals
                 except ValueError:
                     raise InputError(path, f"malformed cpu name {name!r}") from None
-        elif line.startswith("btime "):
-            try:
-                btime = int(line.split()[1])
-            except (IndexError, ValueError):
-                raise InputError(path, f"malformed btime line {line!r}") from None
         elif line.startswith("intr"):
             break  # everything after is irrelevant here; the intr line is long
     if -1 not in cpus:
         raise InputError(path, "no aggregate 'cpu' line")
-    if not btime:  # btime follows the long intr line the loop stops at
-        i = text.find("\nbtime ")
-        if i >= 0:
-            try:
-                btime = int(text[i + 7:text.index("\n", i + 7) if "\n" in text[i + 7:] else None])
-            except ValueError:
-                raise InputError(path, "malformed btime line") from None
-    return CpuTimes(cpus=cpus, btime=btime)
+    return CpuTimes(cpus=cpus, btime=parse_btime(text, path) or 0)
 
 
 def _tot(c) -> int:

@@ -22,7 +22,17 @@ class Mount:
     read_only: bool = False  # mounted ro (the per-mount options, mountinfo's 6th field)
 
 
-def parse_mountinfo(text: str, path: str) -> list[Mount]:
+class MountEntry(NamedTuple):
+    """One line of /proc/PID/mountinfo (proc_pid_mountinfo(5)): the fields nodesleuth reads."""
+
+    path: str  # mount point (5th field, octal escapes of spaces undone)
+    fstype: str  # first field after " - "
+    read_only: bool  # "ro" among the per-mount options (6th field)
+    super_options: str  # third field after " - " ("" when absent)
+
+
+def parse_mount_table(text: str, path: str) -> list[MountEntry]:
+    """Every mount of a mountinfo file, in its order."""
     out = []
     for line in text.splitlines():
         if not line.strip():
@@ -31,16 +41,33 @@ def parse_mountinfo(text: str, path: str) -> list[Mount]:
             left, right = line.split(" - ", 1)
             lf = left.split()
             rf = right.split()
-            mnt = lf[4].replace("\\040", " ")
-            fstype, opts = rf[0], rf[2] if len(rf) > 2 else ""
-            ro = "ro" in lf[5].split(",")
+            out.append(MountEntry(lf[4].replace("\\040", " "), rf[0], "ro" in lf[5].split(","),
+                                  rf[2] if len(rf) > 2 else ""))
         except (ValueError, IndexError):
             raise InputError(path, f"malformed line {line[:80]!r}") from None
-        if fstype == "cgroup":
-            ctrls = tuple(o for o in opts.split(",") if o not in ("rw", "ro") and "=" not in o)
-            out.append(Mount("cgroup", mnt, ctrls, ro))
-        elif fstype == "cgroup2":
-            out.append(Mount("cgroup2", mnt, (), ro))
+    return out
+
+
+def mount_holding(mounts: list[MountEntry], path: str) -> MountEntry | None:
+    """The mount that holds the absolute `path`: the longest mount point above it, the last mounted of
+    equals (the one on top)."""
+    best: MountEntry | None = None
+    for m in mounts:
+        if (path == m.path or path.startswith(m.path.rstrip("/") + "/")) and (best is None
+                                                                              or len(m.path) >= len(best.path)):
+            best = m
+    return best
+
+
+def parse_mountinfo(text: str, path: str) -> list[Mount]:
+    """The cgroup (v1) and cgroup2 mounts of a mountinfo file."""
+    out = []
+    for m in parse_mount_table(text, path):
+        if m.fstype == "cgroup":
+            ctrls = tuple(o for o in m.super_options.split(",") if o not in ("rw", "ro") and "=" not in o)
+            out.append(Mount("cgroup", m.path, ctrls, m.read_only))
+        elif m.fstype == "cgroup2":
+            out.append(Mount("cgroup2", m.path, (), m.read_only))
     return out
 
 
@@ -230,13 +257,9 @@ def numbers(text: str) -> "np.ndarray | None":
 
 def cpu_list_count(text: str, path: str) -> int:
     """How many CPUs a kernel CPU list names ("0-15", "0-3,8-11"; /sys/devices/system/cpu/possible)."""
-    n = 0
-    try:
-        for part in text.strip().split(","):
-            a, _, b = part.partition("-")
-            n += int(b or a) - int(a) + 1
-    except ValueError:
-        raise InputError(path, f"malformed CPU list {text.strip()!r}") from None
+    n = len(parse_cpu_list(text, path))
+    if not n:
+        raise InputError(path, f"malformed CPU list {text.strip()!r}")
     return n
 
 
@@ -295,7 +318,7 @@ def parse_cpu_list(text: str, path: str) -> list[int]:
     out: list[int] = []
     try:
         for part in text.strip().split(","):
-            if part:
+            if part.strip():
                 a, _, b = part.partition("-")
                 out += range(int(a), int(b or a) + 1)
     except ValueError:

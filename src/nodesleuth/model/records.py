@@ -115,6 +115,14 @@ class V2Stat:
     nr_dying_descendants: int
     subsys: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (live, dying), 6.12+
 
+    def memory_dying(self) -> int:
+        """Dying memory cgroups: the root's nr_dying_subsys_memory (6.12+), else every dying cgroup."""
+        return self.subsys["memory"][1] if "memory" in self.subsys else self.nr_dying_descendants
+
+    def memory_live(self) -> int:
+        """Live memory cgroups, the root included, on the same count as memory_dying()."""
+        return self.subsys["memory"][0] if "memory" in self.subsys else self.nr_descendants + 1
+
     def to_dict(self) -> dict:
         return {"mount": self.mount, "nr_descendants": self.nr_descendants,
                 "nr_dying_descendants": self.nr_dying_descendants,
@@ -146,22 +154,14 @@ class Census:
         mem = self.controller("memory")
         if mem is not None and mem.dying is not None:
             return mem.dying
-        if self.v2 is not None:
-            if "memory" in self.v2.subsys:
-                return self.v2.subsys["memory"][1]
-            return self.v2.nr_dying_descendants
-        return None
+        return None if self.v2 is None else self.v2.memory_dying()
 
     def memory_live(self) -> int | None:
         """Live memory cgroups (the root included), the same hierarchy memory_dying() counts."""
         mem = self.controller("memory")
         if mem is not None and mem.live is not None:
             return mem.live
-        if self.v2 is not None:
-            if "memory" in self.v2.subsys:
-                return self.v2.subsys["memory"][0]
-            return self.v2.nr_descendants + 1
-        return None
+        return None if self.v2 is None else self.v2.memory_live()
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,21 @@ from .errors import InputError
 from .records import Unit
 
 
+def parse_properties(text: str) -> dict[str, str]:
+    """One unit's KEY=VALUE lines, each split on its first '=' only: values keep their spaces and '='
+    signs (`Description=A unit`, `RestartUSec=1min 30s`, `ExecStart={ path=/bin/sh ; ... }`)."""
+    kv = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            kv[k] = v
+    return kv
+
+
 def parse_show(text: str, path: str) -> list[Unit]:
     units = []
     for block in text.split("\n\n"):
-        kv = {}
-        for line in block.splitlines():
-            k, sep, v = line.partition("=")
-            if sep:
-                kv[k] = v
+        kv = parse_properties(block)
         if not kv.get("Id"):
             continue
 

@@ -16,22 +16,33 @@ import os
 from dataclasses import dataclass
 
 from ..model.errors import InputError
+from ..model.procfs import MountEntry, mount_holding, parse_mount_table
 
 LIVE, HOST, TREE = "live", "host", "tree"
 
 
-def _procfs_mounts() -> set[str]:
-    """Mount points of procfs instances in this process's mount namespace."""
-    out = set()
+def own_mounts() -> list[MountEntry]:
+    """This process's mount table (/proc/self/mountinfo: the paths it opens); [] when unreadable."""
     try:
         with open("/proc/self/mountinfo") as f:
-            for line in f:
-                left, _, right = line.partition(" - ")
-                if right.split()[:1] == ["proc"]:
-                    out.add(left.split()[4].replace("\\040", " "))
-    except (OSError, IndexError):
-        pass
-    return out
+            return parse_mount_table(f.read(), "/proc/self/mountinfo")
+    except (OSError, InputError):
+        return []
+
+
+def fstype(path: str) -> str | None:
+    """The file system type of the mount that holds `path` (or its nearest existing ancestor), in this
+    process's mount table; None when that cannot be read."""
+    path = os.path.realpath(path)
+    while not os.path.exists(path) and path not in ("/", ""):
+        path = os.path.dirname(path)
+    m = mount_holding(own_mounts(), path)
+    return None if m is None else m.fstype
+
+
+def _procfs_mounts() -> set[str]:
+    """Mount points of procfs instances in this process's mount namespace."""
+    return {m.path for m in own_mounts() if m.fstype == "proc"}
 
 
 @functools.lru_cache(maxsize=16)

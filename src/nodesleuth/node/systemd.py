@@ -12,7 +12,7 @@ import subprocess
 
 from ..model.errors import InputError
 from ..model.records import Unit
-from ..model.systemd import parse_show
+from ..model.systemd import parse_properties, parse_show
 from .children import run
 from .root import Root
 
@@ -107,7 +107,7 @@ def unit_state(unit: str, root: Root = Root("/"), ns_pid: int | None = None) -> 
                 "ActiveState,SubState,UnitFileState,NRestarts", unit], timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    return dict(line.split("=", 1) for line in p.stdout.split() if "=" in line)
+    return parse_properties(p.stdout)
 
 
 def act(args: list[str], root: Root = Root("/"), ns_pid: int | None = None,

@@ -31,7 +31,7 @@ import orjson
 
 from ..model.errors import InputError
 from ..store.catalog import AGG_LEVELS, HEAT, HEAT_ALL, agg
-from .arrays import distinct
+from .arrays import distinct, intern
 from .codec import stored_times
 from .parse import Batch, is_idle
 
@@ -96,13 +96,6 @@ class Aggregator:
         self.open: dict[int, tuple[int, list]] = {}  # level -> (window number, [(cols, counts, tmin, tmax)])
         self.heat: tuple[int, list] | None = None  # (minute number, [(t, cpu, work)])
 
-    def _intern(self, ix: dict, table: list, item) -> int:
-        i = ix.get(item)
-        if i is None:
-            i = ix[item] = len(table)
-            table.append(item)
-        return i
-
     def _stack(self, st: tuple[str, ...]) -> int:
         i = self.stack_ix.get(st)
         if i is None:
@@ -111,7 +104,7 @@ class Aggregator:
             self.stack_idle.append(is_idle(0, st))
             self.stack_hashes.append(stack_hash(st))
             fx = self.frame_ix
-            self.stack_fids.append(np.array([self._intern(fx, self.frame_names, f) for f in st], dtype=np.int64))
+            self.stack_fids.append(np.array([intern(fx, self.frame_names, f) for f in st], dtype=np.int64))
         return i
 
     def _compact(self) -> None:
@@ -134,7 +127,7 @@ class Aggregator:
         self.stack_fids = [self.stack_fids[i] for i in keep]
         if len(self.frame_names) > 4 * 200_000:  # frames no kept stack uses: start the table over
             self.frame_ix, self.frame_names = {}, []
-            self.stack_fids = [np.array([self._intern(self.frame_ix, self.frame_names, f) for f in st], dtype=np.int64)
+            self.stack_fids = [np.array([intern(self.frame_ix, self.frame_names, f) for f in st], dtype=np.int64)
                                for st in self.stacks]
         self.comm_ix = {c: i for i, c in enumerate(self.comms)}
         self.stack_ix = {s: i for i, s in enumerate(self.stacks)}
@@ -159,7 +152,7 @@ class Aggregator:
         flags = self.stack_idle
         idle = np.array([flags[i] for i in sids] or [False], dtype=bool)
         self._heat(t, cpu.astype(np.int64), ~idle[stack_ids.astype(np.int64)] | (eff != 0))
-        cmap = np.array([self._intern(self.comm_ix, self.comms, c) for c in comms], dtype=np.int64)
+        cmap = np.array([intern(self.comm_ix, self.comms, c) for c in comms], dtype=np.int64)
         cols = [cpu.astype(np.int64), pid_column(pid, tid), cmap[comm_ids.astype(np.int64)],
                 smap[stack_ids.astype(np.int64)]]
         lvl = self.levels[0]

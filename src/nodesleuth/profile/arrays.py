@@ -1,8 +1,17 @@
-"""Array helpers the profile readers and writers share."""
+"""Array and table helpers the profile readers and writers share."""
 
 from __future__ import annotations
 
 import numpy as np
+
+
+def intern(ix: dict, table: list, item) -> int:
+    """The index of `item` in `table`, appended when new (`ix` maps each item to its index)."""
+    i = ix.get(item)
+    if i is None:
+        i = ix[item] = len(table)
+        table.append(item)
+    return i
 
 
 def distinct(a: np.ndarray) -> np.ndarray:

@@ -36,8 +36,9 @@ from itertools import chain
 
 import numpy as np
 
+from ..model.procfs import parse_cpu_list
 from ..node.root import Root
-from .arrays import distinct
+from .arrays import distinct, intern as intern_in
 from .parse import Batch
 from .symbols import KernelSymbols, Lazy, UserSymbols, frame, perf_map_symbols
 from .worker import EVENT, ProfileWorker
@@ -74,23 +75,14 @@ class Unavailable(Exception):
 def online_cpus(path: str = "/sys/devices/system/cpu/online") -> list[int]:
     try:
         with open(path) as f:
-            text = f.read().strip()
+            text = f.read()
     except OSError:
         return list(range(os.cpu_count() or 1))
-    out = []
-    for part in text.split(","):
-        a, _, b = part.partition("-")
-        out += list(range(int(a), int(b or a) + 1))
-    return out
+    return parse_cpu_list(text, path)
 
 
 def online_cpus_from(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        if part.strip():
-            a, _, b = part.strip().partition("-")
-            out += list(range(int(a), int(b or a) + 1))
-    return out
+    return parse_cpu_list(text, "the CPU list")
 
 
 def _read(path: str) -> str:
@@ -940,11 +932,7 @@ class Decoder:
         comm_ix: dict[str, int] = {}
 
         def intern(c: str) -> int:
-            i = comm_ix.get(c)
-            if i is None:
-                i = comm_ix[c] = len(b.comms)
-                b.comms.append(c)
-            return i
+            return intern_in(comm_ix, b.comms, c)
 
         def base(x: int, p: int) -> str:
             ch = comm_changes.get(x)

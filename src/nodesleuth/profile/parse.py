@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.errors import InputError
+from .arrays import intern
 
 # a frame line as stackcollapse-perf.pl accepts it: `addr symbol (dso)` (its recorded outputs are the test)
 FRAME = re.compile(r"^\s*(\w+)\s*(.+) \((.*)\)")
@@ -247,13 +248,6 @@ class _Parser:
         self.key_ix: dict[tuple, int] = {}
         self.tail_ix: dict[str, tuple] = {}  # `time: period event:` minus the time -> (period, event id)
 
-    def intern(self, ix: dict, table: list, item) -> int:
-        i = ix.get(item)
-        if i is None:
-            i = ix[item] = len(table)
-            table.append(item)
-        return i
-
     def frames(self, lines) -> tuple[str, ...]:
         names: list[str] = []
         line_ix = self.line_ix
@@ -281,8 +275,8 @@ class _Parser:
         if h is None:
             return None
         comm, pid, tid, cpu, t, period, event = h
-        who = (self.intern(self.comm_ix, self.b.comms, comm), pid, tid, cpu)
-        return who, t, period, self.intern(self.event_ix, self.b.events, event)
+        who = (intern(self.comm_ix, self.b.comms, comm), pid, tid, cpu)
+        return who, t, period, intern(self.event_ix, self.b.events, event)
 
     def run(self, text: str) -> Batch:
         b = self.b
@@ -335,7 +329,7 @@ class _Parser:
             sid = key_ix.get(key)
             if sid is None:
                 stack = self.callers_tab[cid_] + (leaf or ())
-                sid = key_ix[key] = self.intern(self.stack_ix, b.stacks, stack)
+                sid = key_ix[key] = intern(self.stack_ix, b.stacks, stack)
             a_t(t)
             a_c(who[0])
             a_p(who[1])
@@ -373,7 +367,7 @@ class _Parser:
                     leaf = ln.split(ev + ":", 1)[1].strip() if ev else ""
                     if leaf and (FRAME.match(leaf) or FRAME_NO_DSO.match("\t" + leaf)):
                         st = self.frames(["\t" + leaf])
-                        self.add(h[0], h[1], h[2], h[3], self.intern(self.stack_ix, b.stacks, st))
+                        self.add(h[0], h[1], h[2], h[3], intern(self.stack_ix, b.stacks, st))
                     else:
                         head = h
                         self.remember_prefix(ln, h)
@@ -386,10 +380,10 @@ class _Parser:
             if not frames:
                 return
             # no header at all (`-F ip,sym,dso`): the sample is known only by its stack
-            head = ((self.intern(self.comm_ix, b.comms, ""), -1, -1, -1), 0.0, 0,
-                    self.intern(self.event_ix, b.events, ""))
+            head = ((intern(self.comm_ix, b.comms, ""), -1, -1, -1), 0.0, 0,
+                    intern(self.event_ix, b.events, ""))
         st = self.frames(frames)
-        self.add(head[0], head[1], head[2], head[3], self.intern(self.stack_ix, b.stacks, st))
+        self.add(head[0], head[1], head[2], head[3], intern(self.stack_ix, b.stacks, st))
 
     def remember_prefix(self, header: str, h) -> None:
         """Cache `comm pid/tid [cpu]` and the `: period event:` tail so the next sample of the same

@@ -16,7 +16,7 @@ from ..store.segment import Problem
 from ..model.thresholds import HOT_BUSY
 from ..store.catalog import HEAT, HEAT_ALL, PROFILE, PROFILE_LOST, agg
 from ..store.store import StoreReader
-from .arrays import distinct
+from .arrays import distinct, intern
 from .codec import SPAN, Decoded, _names, decode_lost
 from .parse import SUFFIXES, idle_stacks, is_clock
 
@@ -101,14 +101,6 @@ class Samples:
         return m
 
 
-def _intern(ix: dict, table: list, item) -> int:
-    i = ix.get(item)
-    if i is None:
-        i = ix[item] = len(table)
-        table.append(item)
-    return i
-
-
 def load(reader: StoreReader, t0: float | None, t1: float | None, on_segment=None) -> Samples:
     """Read batches overlapping [t0, t1] (a batch covers up to its rotation period)."""
     slack = 3 * SPAN  # a batch is stamped with its first sample and covers at most SPAN (codec.encode_pieces)
@@ -179,7 +171,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
                     continue
                 cpu, pid, comm, stack, count = _count_rows(d.cpu[m], pid_column(d.pid[m], d.tid[m]), d.comm[m],
                                                            d.stack[m])
-                cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms] or [0], dtype=np.int64)
+                cmap = np.array([intern(comm_ix, comms, c) for c in d.comms] or [0], dtype=np.int64)
                 used = distinct(stack)
                 smap = np.zeros(len(d.stack_frames), dtype=np.int64)
                 smap[used] = [table.of(d.stack_names(i)) for i in used.tolist()]
@@ -196,7 +188,7 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
             cpu, pid, comm, stack, count = rec.rows(cpus)
             if not len(count):
                 continue
-            cmap = np.array([_intern(comm_ix, comms, c) for c in rec.comms], dtype=np.int64)
+            cmap = np.array([intern(comm_ix, comms, c) for c in rec.comms], dtype=np.int64)
             used = distinct(stack)
             if rec.hashes is not None:  # by their hashes: the record's frame tables stay unparsed
                 smap = np.zeros(len(rec.hashes), dtype=np.int64)
@@ -317,8 +309,8 @@ def assemble(decoded, t0: float | None = None, t1: float | None = None) -> Sampl
         # intern only the stacks the selected samples use (a 1 s query touches few of a batch's)
         used = distinct(d.stack[m])
         smap = np.zeros(len(d.stack_frames), dtype=np.int64)
-        smap[used] = [_intern(stack_ix, stacks, d.stack_names(i)) for i in used.tolist()]
-        cmap = np.array([_intern(comm_ix, comms, c) for c in d.comms], dtype=np.int64)
+        smap[used] = [intern(stack_ix, stacks, d.stack_names(i)) for i in used.tolist()]
+        cmap = np.array([intern(comm_ix, comms, c) for c in d.comms], dtype=np.int64)
         parts.append((d.t[m], d.cpu[m], d.pid[m], d.tid[m], cmap[d.comm[m]] if len(cmap) else d.comm[m],
                       smap[d.stack[m]] if len(smap) else d.stack[m], d.period[m]))
     if parts:
