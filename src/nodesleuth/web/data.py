@@ -78,8 +78,13 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
                 for cc in range(c + 1, min(cols, int((r.t + 60 - t0) / step))):
                     grid[:, cc] = np.maximum(grid[:, cc], vals)
             events += [{"t": e[0], "reason": e[1], "kind": e[2], "ifname": e[3]} for e in r.ev if t0 <= e[0] <= t1]
-            for p in pans:
-                pt = p.from_minute(r) if p.from_minute else None
+            tk = None
+            for p in pans:  # a panel without its own minute form draws the minute's folded sections as a tick
+                if p.from_minute:
+                    pt = p.from_minute(r)
+                else:
+                    tk = tk or tiers.from_minute(r)
+                    pt = p.from_tick(tk)
                 if pt:
                     points[p.name].append(pt)
         resolution = 60
