@@ -120,14 +120,16 @@ def store_into(rec: dict, sections: dict[str, Section], keys: bool = True) -> di
     return rec
 
 
-def restore(rec: dict, where: str, only: str | None = None, keys: bool = True) -> dict[str, Section]:
-    """A record's sections by field name (`only`: just that one); a name this version does not know is ignored.
-    A section that does not decode is an InputError naming `where`."""
+def restore(rec: dict, where: str, only: str | tuple[str, ...] | None = None, keys: bool = True) -> dict[str, Section]:
+    """A record's sections by field name (`only`: just that one, or those); a name this version does not know is
+    ignored. A section that does not decode is an InputError naming `where`."""
     from .errors import InputError
 
     x = rec.get("x") or {}
     out = {}
-    for name, cls in SECTIONS.items() if only is None else ((only, SECTIONS[only]),):
+    names = SECTIONS if only is None else (only,) if isinstance(only, str) else only
+    for name in names:
+        cls = SECTIONS[name]
         d = rec.get(cls.KEY) if cls.KEY and keys else x.get(name)
         if d is None:
             continue

@@ -226,6 +226,13 @@ def from_minute(m) -> CoarseTick:
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)
 
 
+def minute_sections(m, names: tuple[str, ...]) -> Tick:
+    """Only the named sections of a stored minute, as a tick (time, interval, those sections): what a chart
+    of a day reads, without the per-CPU figures from_minute builds."""
+    return Tick(time=m.t + 60, interval=float(m.n), cpu={}, procs=[], census=Census(m.t + 60, (), None, (), None),
+                meminfo={}, **restore({"x": m.x or {}}, "rollup record", names, keys=False))
+
+
 @dataclass
 class Part:
     tier: str  # "1s", "10s", "1min"
