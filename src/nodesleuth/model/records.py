@@ -285,6 +285,14 @@ class Softirqs(MapSection):
                 out[k] = sum_rows(out[k], row) if k in out else list(row)
         return cls(out)
 
+    MINUTE = ("NET_RX", "NET_TX")  # what the minute tier keeps: the rows the starvation chart draws
+
+    @classmethod
+    def fold(cls, vals: list["Softirqs"]) -> "Softirqs":
+        """A minute: the network softirqs' per-CPU counts summed (the other 8 rows would be 4/5 of its size)."""
+        m = cls.merge(vals)
+        return cls({k: v for k, v in m.items() if k in cls.MINUTE})
+
 
 class Starve(MapSection):
     """The victim's side of the interval (collect/starvation.py): ksoftirqd wait and run per CPU (ms),
