@@ -15,7 +15,7 @@ from conftest import nodesleuth
 from nodesleuth.collect.registry import registered
 from nodesleuth.model import metrics
 from nodesleuth.model import records as model
-from nodesleuth.model.section import SECTIONS
+from nodesleuth.model.section import SECTIONS, key_of
 from nodesleuth.web.panels import panels
 from nodesleuth.store import codec, query as sq
 from nodesleuth.store.store import StoreReader
@@ -24,7 +24,7 @@ from nodesleuth.web import data as wd
 TICK_FIELDS = {f.name for f in dataclasses.fields(model.Tick)}
 DUMP_KEY = {"time": "time", "interval": "interval", "cpu": "cpus", "cpu_raw": "cpus", "procs": "procs",
             "census": "cgroups", "meminfo": "meminfo", "events": "events", "nics": "nics", "units": "units",
-            "softirqs": "softirqs", "nic_irqs": "nic_irqs", "starve": "starvation", **{n: n for n in SECTIONS}}
+            "nic_irqs": "nic_irqs", **{n: key_of(c) for n, c in SECTIONS.items()}}
 
 
 def test_every_tick_field_has_a_place_in_each_view():

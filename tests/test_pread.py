@@ -92,12 +92,12 @@ def test_nic_irq_lines_from_sysfs_equal_proc_interrupts():
     r = Preader(live=True)
     ir = IrqReader(Root("/"), r)
     try:
-        first = ir.read()[1]  # the full read, which finds the per-line files
+        first = ir.read()  # the full read, which finds the per-line files
         if not ir.keys or not first:
             missing("no NIC IRQ lines in /proc/interrupts here")
         assert ir.lines, "/sys/kernel/irq/N/per_cpu_count not used"
         before = parse_interrupts(r.read("/proc/interrupts").decode(), ir.keys)
-        got = ir.read()[1]  # from sysfs
+        got = ir.read()  # from sysfs
         after = parse_interrupts(r.read("/proc/interrupts").decode(), ir.keys)
         assert set(got) == set(before) == set(after)
         for k, v in got.items():
@@ -132,7 +132,7 @@ def test_fixture_irq_sysfs_is_shaped_like_this_kernels(tmp_path):
         assert len(ir.lines) == 8, ir.lines  # eth0-Tx-Rx-0..7
         for _ in range(2):
             anim.step()
-            got = ir.read()[1]
+            got = ir.read()
             with open(f"{root}/proc/interrupts") as f:
                 want = parse_interrupts(f.read(), ir.keys)
             assert got == want and any(sum(v) > 0 for v in got.values())

@@ -281,7 +281,7 @@ def test_sampler_ticks_follow_mpstat_over_offline_and_back(tmp_path):
     root = str(tmp_path / "r")
     os.makedirs(os.path.join(root, "proc"))
     shutil.copy(SYSSTAT_ROOTS[0], os.path.join(root, "proc", "stat"))
-    s = Sampler(Root(root), threads=False, kmsg=False, starvation=False)
+    s = Sampler(Root(root), threads=False, kmsg=False)
     try:
         s.prime()
         expected = mpstat_blocks(read(os.path.join(D, "sysstat", "expected.mpstat-H")))

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from conftest import ART, free_port, missing, needs_root
-from fixtures.webstore import build, build_day
+from fixtures.webstore import build, build_day, build_week
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -337,6 +337,42 @@ def test_day_timeline_from_rollups(tmp_path, browser):
         assert pg.locator("#tip").inner_text().startswith("CPU 7  2026-11-30T")
         pg.screenshot(path=os.path.join(ART, "web-day.png"))
         pg.close()
+
+
+PANELS = ("census", "memory", "starve", "softnet", "tcp", "reclaim")
+
+
+def test_week_view_draws_every_panel_from_the_minute_tier(tmp_path, browser):
+    """Seven days of minutes only (the 1 s and 10 s tiers past their retention), written by the recorder's Rollup
+    from a real Sampler's ticks of the fixture node: every chart under the timeline draws the whole week, the
+    sections' charts (starvation, softnet, tcp, reclaim) from the minute's folded sections, with the values the
+    stored minutes hold."""
+    from nodesleuth.store import rollup, tier
+    from nodesleuth.store.store import StoreReader
+
+    store = build_week(str(tmp_path))
+    minutes = list(rollup.minutes(StoreReader(store)))
+    assert len(minutes) == 7 * 1440
+    processed = max(round(sum(tier.from_minute(m).softnet.processed) / m.n) for m in minutes)
+    assert processed > 0
+    with served_page(browser, store, f"/?from={minutes[0].t:.0f}&to={minutes[-1].t + 60:.0f}") as pg:
+        pg.wait_for_function("window.nodesleuth.ready === true", timeout=60000)
+        assert "1 min rollups" in pg.locator("#range").inner_text()
+        t0, t1 = pg.evaluate("[window.nodesleuth.state.tl.from, window.nodesleuth.state.tl.to]")
+        assert t1 - t0 >= 7 * 86400 - 120
+        for name in PANELS:
+            got = pg.evaluate("""n => { const u = window.nodesleuth.state.charts[n]; if (!u) return null;
+                const x = u.data[0]; return [x.length, x[0], x[x.length - 1],
+                u.data.slice(1).map(s => s.filter(v => v != null).length), u.series.map(s => s.label)]; }""", name)
+            assert got, f"{name}: no chart"
+            n, first, last, present, labels = got
+            assert n >= 500 and first - t0 <= 3600 and t1 - last <= 3600, (name, got[:3])
+            assert max(present) == n, (name, present, labels)
+            assert pg.locator(f"#{name}").inner_text() != "not recorded in this range", name
+        i = pg.evaluate("window.nodesleuth.state.charts.softnet.series.map(s => s.label)").index("packets processed")
+        drawn = pg.evaluate(f"Math.max(...window.nodesleuth.state.charts.softnet.data[{i}])")
+        assert drawn == processed  # the busiest minute's rate (thinning keeps each bucket's max)
+        pg.screenshot(path=os.path.join(ART, "web-week.png"), full_page=True)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

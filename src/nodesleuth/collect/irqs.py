@@ -1,4 +1,5 @@
-"""Per-CPU softirq counts (/proc/softirqs) and the NIC's IRQ lines of /proc/interrupts.
+"""Per-CPU softirq counts (/proc/softirqs: the registered `softirqs` collector) and the NIC's IRQ lines of
+/proc/interrupts (IrqReader, read by the sampler for Tick.nic_irqs).
 
 Which IRQ lines belong to a NIC is decided once, from the interface names and their device names
 (eth0 -> virtio2 -> "virtio2-input.0"; ENA names its lines "eth0-Tx-Rx-N"), so a tick reads each
@@ -8,11 +9,47 @@ file once and keeps only the NIC lines of /proc/interrupts (it can have thousand
 from __future__ import annotations
 
 import os
+from operator import sub
 
 from ..model.errors import InputError
-from ..node.pread import Preader
+from ..model.records import Softirqs
+from ..node.pread import Preader, read_text
 from ..model.procfs import online_columns, parse_interrupts, parse_softirqs
 from ..node.root import Root
+from .registry import collector
+
+
+def _delta(a, b) -> list[int]:
+    """Counter deltas; clamped only in the rare case one went backwards (CPU hotplug, reset)."""
+    d = list(map(sub, b, a))
+    return d if min(d, default=0) >= 0 else [max(0, x) for x in d]
+
+
+def deltas(prev: dict[str, list[int]], cur: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Per-line (per-softirq) counter deltas of two reads; a line new since `prev` starts at zero."""
+    return {k: _delta(prev[k], v) if k in prev else [0] * len(v) for k, v in cur.items()}
+
+
+@collector("softirqs", uses=("check", "record"))
+class SoftirqsReader:
+    """/proc/softirqs every tick (kept open: collect/pread.py): each softirq's per-CPU count of the interval."""
+
+    def __init__(self, root: Root, reader: Preader):
+        self.root, self.reader = root, reader
+        self.prev: dict | None = None
+
+    def _read(self) -> dict[str, list[int]]:
+        return parse_softirqs(read_text(self.reader, self.root, "/proc/softirqs"), self.root.join("/proc/softirqs"))
+
+    def prime(self) -> None:
+        self.prev = self._read()
+
+    def read(self, interval: float, seen=None) -> Softirqs | None:
+        prev, self.prev = self.prev, self._read()
+        return Softirqs(deltas(prev, self.prev)) if prev is not None else None
+
+    def close(self) -> None:
+        pass
 
 
 def nic_irq_keys(root: Root) -> list[str]:
@@ -48,15 +85,8 @@ class IrqReader:
         self.lines: list[tuple[str, str]] = []  # (key in the result, per_cpu_count path)
         self.cols: list[int] = []
 
-    def _text(self, abspath: str, one_record: bool) -> str:
-        p = self.root.join(abspath)
-        try:
-            return self.reader.read(p, one_record).decode(errors="replace")
-        except OSError as e:
-            raise InputError(p, e.strerror or str(e)) from None
-
     def _full(self) -> dict[str, list[int]]:
-        text = self._text("/proc/interrupts", False)
+        text = read_text(self.reader, self.root, "/proc/interrupts", False)
         irq = parse_interrupts(text, self.keys, self.root.join("/proc/interrupts"))
         self.cols = online_columns(text)
         sysdir = self.root.join("/sys/kernel/irq")
@@ -80,8 +110,8 @@ class IrqReader:
             return None
         return out
 
-    def read(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-        si = parse_softirqs(self._text("/proc/softirqs", True), self.root.join("/proc/softirqs"))
+    def read(self) -> dict[str, list[int]]:
+        """The NIC's IRQ lines: per-CPU cumulative counts."""
         irq = None
         if self.keys:
             if self.lines and self.n % self.rescan:
@@ -89,4 +119,4 @@ class IrqReader:
             if irq is None:
                 irq = self._full()
         self.n += 1
-        return si, irq or {}
+        return irq or {}

@@ -5,21 +5,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from operator import sub
 
 from .cgroups import CgroupCensus
 from ..model.records import KernelEvent, NicCounters, ProcUse, Tick
 from ..model.errors import InputError
 from ..model.mpstat import CpuTimes, interval as cpu_interval
 from .cpu import read_stat
-from .irqs import IrqReader
+from .irqs import IrqReader, deltas as irq_deltas
 from .kmsg import KmsgReader
 from .meminfo import read_meminfo
 from .nic import NicReader
 from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from ..node.root import Root
-from .starvation import StarvationReader, deltas as starvation_deltas
 from .registry import Seen, registered
 from .units import UnitWatcher
 
@@ -38,16 +36,6 @@ def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5)
     return out
 
 
-def _delta(a, b) -> list[int]:
-    """Counter deltas; clamped only in the rare case one went backwards (CPU hotplug, reset)."""
-    d = list(map(sub, b, a))
-    return d if min(d, default=0) >= 0 else [max(0, x) for x in d]
-
-
-def _deltas(prev: dict[str, list[int]], cur: dict[str, list[int]]) -> dict[str, list[int]]:
-    return {k: _delta(prev[k], v) if k in prev else [0] * len(v) for k, v in cur.items()}
-
-
 MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
 
 
@@ -60,11 +48,10 @@ class Preset:
     live_every: float = 60.0  # s between cgroup directory walks (the counts themselves every tick)
     units_every: int = 5  # ticks between systemd reads; 0: never
     ethtool_every: int = 10  # ticks between `ethtool -S`
-    irqs: bool = False  # the NIC's IRQ lines per CPU
+    irqs: bool = False  # the NIC's IRQ lines per CPU (/proc/softirqs: the registered collector, check and record)
     util: bool = True  # percentages per tick (the recorder keeps jiffies and computes on read)
     procs_full_every: int = 1  # ticks between full process rescans (busy ones every tick)
     procs_full_max: int = 0  # > procs_full_every: defer full rescans up to this while /proc/stat is explained
-    starvation: bool = True  # ksoftirqd schedstat, PSI
 
 
 # a check is short: NIC counters every tick so the window's delta is exact; check reads units itself
@@ -83,8 +70,7 @@ class Sampler:
                  nic_every: int = 1, units_every: int = 5, kmsg: bool | str = True,
                  ns_pid: int | None = None, ethtool: bool = True, rules_path: str | None = None,
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
-                 procs_full_max: int = 0,
-                 starvation: bool = True, kmsg_boot: float | str | None = "root", units_timeout: float = 120.0):
+                 procs_full_max: int = 0, kmsg_boot: float | str | None = "root", units_timeout: float = 120.0):
         self.root = root
         self.threads = threads
         self.nic_every = nic_every
@@ -119,9 +105,7 @@ class Sampler:
         self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
         self.nic_reader = NicReader(root, self.reader)
         self.irqs = IrqReader(root, self.reader) if irqs else None
-        self._irq_prev: tuple[dict, dict] | None = None
-        self.starvation = StarvationReader(root, self.reader) if starvation else None
-        self._starve_prev: dict | None = None
+        self._irq_prev: dict | None = None
         # the registered collectors of this use (collect/registry.py): one Tick field each
         self.extra = [(r, r.cls(root, self.reader)) for r in registered(use)]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
@@ -148,8 +132,6 @@ class Sampler:
         self._stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
         self.nics = self._read("nics", lambda: self.nic_reader.read(self.ethtool))
-        if self.starvation:
-            self._starve_prev = self._read("starvation", self.starvation.read)
         if self.irqs:
             self._irq_prev = self._read("irqs", self.irqs.read)
         for r, c in self.extra:
@@ -208,25 +190,20 @@ class Sampler:
                     self.problems.setdefault("units", err)
                 elif units is not None and self.problems.pop("units", None) is not None:
                     self.recovered.append("units")
-        si = ni = None
+        ni = None
         if self.irqs:
             cur = self._read("irqs", self.irqs.read)
             if cur is not None and self._irq_prev is not None:
-                si, ni = (_deltas(a, b) for a, b in zip(self._irq_prev, cur))
+                ni = irq_deltas(self._irq_prev, cur)
             self._irq_prev = cur
-        starve = None
-        if self.starvation:
-            cur_s = self._read("starvation", self.starvation.read)
-            if cur_s is not None and self._starve_prev is not None:
-                starve = starvation_deltas(self._starve_prev, cur_s, interval)
-            self._starve_prev = cur_s
         seen = Seen(busy, procs, self.kmsg)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
-        return Tick(now, interval, cpu, procs, census, {k: mi[k] for k in MEMINFO_KEYS if k in mi},
-                    events, nics, units, raw, si, ni, starve, **sections)
+        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census,
+                    meminfo={k: mi[k] for k in MEMINFO_KEYS if k in mi}, events=events, nics=nics, units=units,
+                    cpu_raw=raw, nic_irqs=ni, **sections)
 
     def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:
         """New kernel-log events (`budget`: seconds the read may take). Following the root's own log (record,

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import os
 
+from ..model.records import Starve
 from ..node.pread import Preader
 from ..node.root import Root
 from ..model.procfs import parse_psi_some_total
+from .registry import collector
 
 
+@collector("starve")
 class StarvationReader:
     def __init__(self, root: Root, reader: Preader | None = None):
         self.root = root
@@ -28,7 +31,20 @@ class StarvationReader:
         self.ksoftirqd: dict[int, int] = {}  # cpu -> pid
         self.reader = reader or Preader(root.live)  # schedstat files stay open: 96 CPUs, 96 preads a tick
         self.psi_path = root.join("/proc/pressure/cpu")
+        self.prev: dict | None = None
         self._find()
+
+    def prime(self) -> None:
+        self.prev = self.counters()
+
+    def read(self, interval: float, seen=None) -> Starve | None:
+        """This interval's figures (deltas of the counters), None on the first read or when nothing is known."""
+        prev, self.prev = self.prev, self.counters()
+        got = deltas(prev, self.prev, interval)
+        return None if got is None else Starve(got)
+
+    def close(self) -> None:
+        pass
 
     def _comm(self, pid: str) -> str:
         try:
@@ -57,7 +73,7 @@ class StarvationReader:
         self.ksoftirqd = found
         self._paths = [(cpu, f"{self.proc}/{pid}/schedstat") for cpu, pid in found.items()]
 
-    def read(self) -> dict:
+    def counters(self) -> dict:
         """Cumulative counters: {"ksoftirqd": {cpu: (run_ns, wait_ns)}, "psi_some_us": int|None}."""
         ks: dict[int, tuple[int, int]] = {}
         missing = False

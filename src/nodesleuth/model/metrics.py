@@ -28,10 +28,6 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_hot_core_others_busy_ratio", "gauge", "Mean busy fraction of the other CPUs (those not saturated "
            "themselves) over each hot "
            "CPU's current run (the incident rule wants it low: one starved core, not a busy node)", ("cpu",)),
-    Metric("nodesleuth_ksoftirqd_wait_ratio", "gauge",
-           "Fraction of the interval ksoftirqd/N waited for its CPU (runnable, not running)", ("cpu",)),
-    Metric("nodesleuth_cpu_pressure_some_ratio", "gauge",
-           "Fraction of the interval some task waited for a CPU (/proc/pressure/cpu)"),
     Metric("nodesleuth_cgroups_tracked", "gauge", "Cgroups the kernel tracks, dying ones included",
            ("controller", "hierarchy")),
     Metric("nodesleuth_cgroups_live", "gauge", "Cgroups with a directory", ("controller", "hierarchy")),
@@ -87,7 +83,6 @@ FROM_TICK = {
     "events": ("nodesleuth_nic_kernel_events", "nodesleuth_incidents"),
     "nics": ("nodesleuth_nic_driver_resets",),
     "units": ("nodesleuth_unit_restarts", "nodesleuth_unit_crash_looping"),
-    "starve": ("nodesleuth_ksoftirqd_wait_ratio", "nodesleuth_cpu_pressure_some_ratio"),
     **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items() if cls.METRICS},
 }
 NOT_FROM_TICK = {
@@ -95,7 +90,6 @@ NOT_FROM_TICK = {
     "interval": "rates are over the scrape interval",
     "cpu_raw": "jiffies: exported as the ratios of `cpu`",
     "procs": "per-process labels are unbounded cardinality: /snapshot carries the top processes",
-    "softirqs": "per-CPU per-softirq series are 10 x CPUs: the ksoftirqd wait and PSI say what matters",
     "nic_irqs": "per-CPU per-IRQ line: in /snapshot and the recording",
     **{name: cls.NO_METRICS for name, cls in SECTIONS.items() if not cls.METRICS},
 }
@@ -119,12 +113,6 @@ def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None, ids
         yield "nodesleuth_hot_core_seconds", (str(c),), s
         if others is not None:
             yield "nodesleuth_hot_core_others_busy_ratio", (str(c),), round(others / 100, 4)
-    if t.starve:
-        iv = max(1e-6, t.starve.get("interval") or t.interval)
-        for c, ms in sorted(t.starve.get("ksoftirqd_wait_ms", {}).items()):
-            yield "nodesleuth_ksoftirqd_wait_ratio", (str(c),), round(min(1.0, ms / 1000 / iv), 4)
-        if t.starve.get("psi_cpu_some_ms") is not None:
-            yield "nodesleuth_cpu_pressure_some_ratio", (), round(min(1.0, t.starve["psi_cpu_some_ms"] / 1000 / iv), 4)
     for c in t.census.v1:
         yield "nodesleuth_cgroups_tracked", (c.name, "v1"), c.tracked
         if c.live is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .metric import Metric
-from .section import SECTIONS, Section
+from .section import SECTIONS, MapSection, Section, key_of
 from .thresholds import CRASH_LOOP_RESTARTS
 from .timeparse import iso
 
@@ -231,6 +231,123 @@ class Unit:
         return {"unit": self.id, "n_restarts": self.n_restarts, "active": self.active, "sub": self.sub,
                 "enabled": self.enabled, "result": self.result, "exit_status": self.exit_status,
                 "crash_looping": self.crash_looping}
+
+
+def sum_rows(a, b) -> list:
+    """Two per-CPU rows added column by column (the shorter one padded with zeros)."""
+    if len(a) < len(b):
+        a = list(a) + [0] * (len(b) - len(a))
+    elif len(b) < len(a):
+        b = list(b) + [0] * (len(a) - len(b))
+    return [x + y for x, y in zip(a, b)]
+
+
+_NUM = (int, float)
+
+
+def sum_num(a, b):
+    """Numbers summed, dicts of them key by key (ksoftirqd wait/run per CPU), anything else: b's."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    ta, tb = type(a), type(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = dict(a)
+        for k, v in b.items():
+            x = out.get(k)
+            if x is None:
+                out[k] = v
+            elif type(x) in _NUM and type(v) in _NUM:  # the per-CPU figures: no call each
+                out[k] = x + v
+            else:
+                out[k] = sum_num(x, v)
+        return out
+    if ta in _NUM and tb in _NUM:
+        return a + b
+    return b
+
+
+class Softirqs(MapSection):
+    """Per-CPU softirq counts of the interval (/proc/softirqs deltas): name -> one count per CPU."""
+
+    FIELD = "softirqs"
+    KEY = "si"  # stored so before sections were
+    WEB = "panel:starve"
+    NO_METRICS = "per-CPU per-softirq series are 10 x CPUs: the ksoftirqd wait and PSI say what matters"
+
+    @classmethod
+    def merge(cls, vals: list["Softirqs"]) -> "Softirqs":
+        """A window: each softirq's per-CPU counts summed."""
+        out: dict = {}
+        for v in vals:
+            for k, row in v.items():
+                out[k] = sum_rows(out[k], row) if k in out else list(row)
+        return cls(out)
+
+    MINUTE = ("NET_RX", "NET_TX")  # what the minute tier keeps: the rows the starvation chart draws
+
+    @classmethod
+    def fold(cls, vals: list["Softirqs"]) -> "Softirqs":
+        """A minute: the network softirqs' per-CPU counts summed (the other 8 rows would be 4/5 of its size)."""
+        m = cls.merge(vals)
+        return cls({k: v for k, v in m.items() if k in cls.MINUTE})
+
+
+class Starve(MapSection):
+    """The victim's side of the interval (collect/starvation.py): ksoftirqd wait and run per CPU (ms),
+    CPU pressure (ms of it some task waited), and the interval (s) they cover."""
+
+    FIELD = "starve"
+    KEY = "sv"  # stored so before sections were
+    DUMP = "starvation"
+    WEB = "panel:starve"
+    METRICS = (Metric("nodesleuth_ksoftirqd_wait_ratio", "gauge",
+                      "Fraction of the interval ksoftirqd/N waited for its CPU (runnable, not running)", ("cpu",)),
+               Metric("nodesleuth_cpu_pressure_some_ratio", "gauge",
+                      "Fraction of the interval some task waited for a CPU (/proc/pressure/cpu)"))
+
+    def to_dict(self) -> dict:
+        return keyed_by_name(self)
+
+    def stored(self) -> dict:
+        return keyed_by_name(self)
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Starve":
+        starve = dict(d)
+        for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms"):
+            per = starve.get(k, {})
+            starve[k] = dict(zip(_int_keys(tuple(per)), per.values()))
+        return cls(starve)
+
+    @classmethod
+    def merge(cls, vals: list["Starve"]) -> "Starve":
+        """A window: waits, runs, pressure and the interval summed."""
+        out = None
+        for v in vals:
+            out = sum_num(out, v)
+        return cls(out or {})
+
+    def samples(self):
+        iv = max(1e-6, self.get("interval") or 1.0)
+        for c, ms in sorted(self.get("ksoftirqd_wait_ms", {}).items()):
+            yield "nodesleuth_ksoftirqd_wait_ratio", (str(c),), round(min(1.0, ms / 1000 / iv), 4)
+        if self.get("psi_cpu_some_ms") is not None:
+            yield "nodesleuth_cpu_pressure_some_ratio", (), round(min(1.0, self["psi_cpu_some_ms"] / 1000 / iv), 4)
+
+
+_INT_KEYS: dict = {}
+
+
+def _int_keys(keys: tuple[str, ...]) -> tuple[int, ...]:
+    """CPU numbers of JSON object keys (strings), converted once: every second has the same 96+."""
+    ints = _INT_KEYS.get(keys)
+    if ints is None:
+        if len(_INT_KEYS) > 64:
+            _INT_KEYS.clear()
+        ints = _INT_KEYS[keys] = tuple(map(int, keys))
+    return ints
 
 
 @dataclass
@@ -601,10 +718,10 @@ class Tick:
     nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
     units: list[Unit] | None = None
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
-    softirqs: dict[str, list[int]] | None = None  # per-CPU deltas this interval
     nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
-    starve: dict | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
     # sections of registered collectors (model/section.py): None when not read this tick
+    softirqs: Softirqs | None = None  # per-CPU deltas this interval
+    starve: Starve | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
     softnet: Softnet | None = None
     vmstat: Vmstat | None = None
     irqtop: IrqTop | None = None
@@ -637,9 +754,9 @@ class Tick:
                 "events": [e.to_dict() for e in self.events],
                 "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
                 "units": None if self.units is None else [u.to_dict() for u in self.units],
-                "softirqs": self.softirqs, "nic_irqs": self.nic_irqs,
-                "starvation": keyed_by_name(self.starve) if self.starve else None,
-                **{name: None if getattr(self, name) is None else getattr(self, name).to_dict() for name in SECTIONS}}
+                "nic_irqs": self.nic_irqs,
+                **{key_of(cls): None if getattr(self, name) is None or getattr(self, name).empty()
+                   else getattr(self, name).to_dict() for name, cls in SECTIONS.items()}}
 
 
 @dataclass
@@ -715,6 +832,7 @@ class RollupMinute:
     percpu: int | None = None  # /proc/meminfo Percpu, bytes
     slab: int | None = None
     ev: list = field(default_factory=list)  # NIC events of the minute: [time, reason, kind, ifname]
+    x: dict | None = None  # sections folded over the minute (Section.fold), stored by field name (model/section.py)
 
 
 @dataclass

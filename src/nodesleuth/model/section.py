@@ -3,9 +3,16 @@
 A new kind of data reaches every view by declaring it once, here in the model: subclass Section with
 a dataclass of its fields, set FIELD (the Tick field that holds it; add that field to Tick), METRICS
 (its series) and WEB (the web panel that draws it, web/panels/NAME.py, or why none does), and
-implement samples() for /metrics and merge() for the 10 s tier (how a window of seconds folds into one). Then the store keeps it by field name (store/codec.py), `dump`
-prints to_dict(), the exporter and `dump --format openmetrics` serve samples(), with no other file
-touched. tests/test_model.py checks every declaration.
+implement samples() for /metrics and merge() for the 10 s tier (how a window of seconds folds into
+one); fold() says what the minute tier keeps (by default: the minute merged as merge() does, for a
+section a panel draws; nothing for the others). Then the store keeps it by field name in the tick,
+the 10 s and the minute records (store/codec.py, store/tier.py, store/rollup.py), `dump` prints
+to_dict() under DUMP (default FIELD), the exporter and `dump --format openmetrics` serve samples(),
+with no other file touched. tests/test_model.py checks every declaration.
+
+KEY: the record key of a section that was stored before sections were (the hand-wired fields of
+older versions: "sv", "si"), so every store written since reads the same; a new section leaves it
+empty (kept under "x" by FIELD).
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ class Section:
     METRICS: ClassVar[tuple[Metric, ...]] = ()
     WEB: ClassVar[str] = ""  # "panel:NAME" (web/panels/NAME.py) or "not shown: why"
     NO_METRICS: ClassVar[str] = ""  # why a section with no METRICS is not exported
+    KEY: ClassVar[str] = ""  # its own record key (sections older than the pattern); "" -> record["x"][FIELD]
+    DUMP: ClassVar[str] = ""  # its key in `dump` and Tick.to_dict() ("" -> FIELD)
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -54,6 +63,78 @@ class Section:
         a state its last second's); tests/test_model.py checks each class defines it."""
         raise NotImplementedError(cls.__name__)
 
+    @classmethod
+    def fold(cls, vals: list["Section"]) -> "Section | None":
+        """A minute as one (store/rollup.py, kept a year): what a panel draws for a day, so by default a
+        drawn section's merge() and nothing for one no panel shows."""
+        return cls.merge(vals) if cls.WEB.startswith("panel:") else None
+
+    def empty(self) -> bool:
+        """Nothing to keep (a mapping section with no entries): stored and dumped as absent (None)."""
+        return False
+
     def samples(self) -> Iterable[tuple[str, tuple, float]]:
         """(metric name, label values, value) for /metrics; counters carry the kernel's own totals."""
         return ()
+
+
+class MapSection(dict, Section):
+    """A section that is a mapping (the hand-wired tick fields of older versions: a plain dict to every reader,
+    so `tk.starve.get(...)` and `tk.softirqs["NET_RX"]` read as before)."""
+
+    def to_dict(self) -> dict:
+        return dict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "MapSection":
+        return cls(d)
+
+    def empty(self) -> bool:
+        return not self
+
+
+def key_of(cls: type[Section]) -> str:
+    """The section's key in `dump` and Tick.to_dict()."""
+    return cls.DUMP or cls.FIELD
+
+
+def kept(obj) -> dict[str, Section]:
+    """The sections of a tick (or of anything with the Tick fields) that hold something, by field name."""
+    out = {}
+    for name in SECTIONS:
+        v = getattr(obj, name, None)
+        if v is not None and not v.empty():
+            out[name] = v
+    return out
+
+
+def store_into(rec: dict, sections: dict[str, Section], keys: bool = True) -> dict:
+    """Sections into a record: under their own KEY (older ones, in tick records) or record["x"][FIELD]
+    (`keys` False: every one, as the minute records keep them)."""
+    for name, v in sections.items():
+        k = SECTIONS[name].KEY if keys else ""
+        if k:
+            rec[k] = v.stored()
+        else:
+            rec.setdefault("x", {})[name] = v.stored()
+    return rec
+
+
+def restore(rec: dict, where: str, only: str | tuple[str, ...] | None = None, keys: bool = True) -> dict[str, Section]:
+    """A record's sections by field name (`only`: just that one, or those); a name this version does not know is
+    ignored. A section that does not decode is an InputError naming `where`."""
+    from .errors import InputError
+
+    x = rec.get("x") or {}
+    out = {}
+    names = SECTIONS if only is None else (only,) if isinstance(only, str) else only
+    for name in names:
+        cls = SECTIONS[name]
+        d = rec.get(cls.KEY) if cls.KEY and keys else x.get(name)
+        if d is None:
+            continue
+        try:
+            out[name] = cls.from_stored(d)
+        except (TypeError, KeyError, ValueError, IndexError, AttributeError) as e:
+            raise InputError(where, f"{name} section {str(d)[:60]!r}: {e}") from None
+    return out

@@ -33,7 +33,8 @@ import orjson
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
 from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, NicCounters, ProcUse, Tick,
-                             Unit, V2Stat, keyed_by_name)
+                             Unit, V2Stat)
+from ..model.section import kept, restore, store_into
 from . import pack as packing
 
 VERSION = 3  # the tick record schema this version writes
@@ -148,12 +149,8 @@ class Encoder:
         if c.dying_subtrees:
             rec["ds"] = table(c.dying_subtrees, ("path", "dying"))
         rec["mi"] = t.meminfo
-        if t.softirqs:
-            rec["si"] = t.softirqs
         if t.nic_irqs:  # affined IRQs: sparse [cpu, delta] pairs
             rec["ni"] = {k: [[c, d] for c, d in enumerate(v) if d] for k, v in t.nic_irqs.items()}
-        if t.starve:
-            rec["sv"] = keyed_by_name(t.starve)
         if t.events:
             rec["ev"] = {"f": EVENT_FIELDS, "r": [[round(getattr(e, n), 6) if n == "time" else getattr(e, n)
                                                    for n in EVENT_FIELDS] for e in t.events]}
@@ -169,10 +166,7 @@ class Encoder:
             if key or units != self._units:
                 rec["u"] = units
                 self._units = units
-        for name in SECTIONS:  # registered collectors' sections (model/section.py), by field name
-            v = getattr(t, name)
-            if v is not None:
-                rec.setdefault("x", {})[name] = v.stored()
+        store_into(rec, kept(t))  # registered collectors' sections (model/section.py), by field name
         if extra:
             rec.update(extra)
         return rec
@@ -254,22 +248,10 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 
 def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
-    return Tick(r["t"], r["iv"], cpu, _procs(r.get("p")), _census(r, where), r.get("mi", {}),
-                untable(r.get("ev"), KernelEvent, where), _nics(r), untable(r["u"], Unit, where) if "u" in r else None,
-                raw, r.get("si"), _nic_irqs(r, raw), _starve(r), **_sections(r, where))
-
-
-def _sections(r: dict, where: str) -> dict:
-    """Sections of registered collectors by field name; a name this version does not know is ignored."""
-    out = {}
-    for name, d in (r.get("x") or {}).items():
-        cls = SECTIONS.get(name)
-        if cls is not None:
-            try:
-                out[name] = cls.from_stored(d)
-            except (TypeError, KeyError, ValueError, IndexError) as e:
-                raise InputError(where, f"{name} section {str(d)[:60]!r}: {e}") from None
-    return out
+    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), census=_census(r, where),
+                meminfo=r.get("mi", {}), events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r),
+                units=untable(r["u"], Unit, where) if "u" in r else None, cpu_raw=raw, nic_irqs=_nic_irqs(r, raw),
+                **restore(r, where))
 
 
 class _OnRead:
@@ -310,7 +292,7 @@ class LazyTick(Tick):
 
     procs = _OnRead(lambda self: _procs(self._r.get("p")))
     census = _OnRead(lambda self: _census(self._r, self._where))
-    starve = _OnRead(lambda self: _starve(self._r))
+    starve = _OnRead(lambda self: restore(self._r, self._where, "starve").get("starve"))
 
     @_OnRead
     def nic_irqs(self):
@@ -363,13 +345,14 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
         return decode_v1(r)
     t = LazyTick.__new__(LazyTick)
     t._r, t._where = r, where
-    t.time, t.interval, t.meminfo, t.softirqs = r["t"], r["iv"], r.get("mi", {}), r.get("si")
+    t.time, t.interval, t.meminfo = r["t"], r["iv"], r.get("mi", {})
     t.events = untable(r.get("ev"), KernelEvent, where)
     t.nics = _nics(r)
     t.units = untable(r["u"], Unit, where) if "u" in r else None
     for name in SECTIONS:
-        t.__dict__[name] = None
-    t.__dict__.update(_sections(r, where))
+        if not isinstance(LazyTick.__dict__.get(name), _OnRead):
+            t.__dict__[name] = None
+    t.__dict__.update((k, v) for k, v in restore(r, where).items() if k != "starve")
     return t
 
 
@@ -393,29 +376,6 @@ def _nics(r: dict) -> list[NicCounters] | None:
         nics.append(NicCounters(ifname, n.get("driver", ""), n.get("stats", {}), n.get("queue_tx_timeouts", 0),
                                 eth, n.get("bus", "")))
     return nics
-
-
-def _starve(r: dict) -> dict | None:
-    if "sv" not in r:
-        return None
-    starve = dict(r["sv"])
-    for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms"):
-        d = starve.get(k, {})
-        starve[k] = dict(zip(_int_keys(tuple(d)), d.values()))
-    return starve
-
-
-_INT_KEYS: dict = {}
-
-
-def _int_keys(keys: tuple[str, ...]) -> tuple[int, ...]:
-    """CPU numbers of JSON object keys (strings), converted once: every second has the same 96+."""
-    ints = _INT_KEYS.get(keys)
-    if ints is None:
-        if len(_INT_KEYS) > 64:
-            _INT_KEYS.clear()
-        ints = _INT_KEYS[keys] = tuple(map(int, keys))
-    return ints
 
 
 def _procs(d: dict | None) -> list[ProcUse]:
@@ -555,5 +515,6 @@ def decode_v1(r: dict) -> Tick:
             eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
             nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
     units = [Unit(*u) for u in r["u"]] if "u" in r else None
-    return Tick(r["t"], r["iv"], cpu, procs, census, r.get("mi", {}), events, nics, units, raw,
-                r.get("si"), _nic_irqs(r, raw))
+    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=r.get("mi", {}),
+                events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=_nic_irqs(r, raw),
+                **restore(r, "schema 1 record", "softirqs"))

@@ -1,6 +1,7 @@
 """Per-minute rollups written beside the 1 Hz ticks, so a day's timeline is 1,440 small records
 instead of 86,400 ticks: per CPU the mean and the max of the per-second busy %, the mean sys %,
-the cgroup census and Percpu/Slab at the minute's end, and the minute's NIC events."""
+the cgroup census and Percpu/Slab at the minute's end, the minute's NIC events, and each section
+folded over the minute as its class says (Section.fold: the ones a panel draws), by field name."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Iterator
 import orjson
 
 from ..model.mpstat import from_deltas
-from ..model.records import RollupMinute, Tick
+from ..model.records import SECTIONS, RollupMinute, Tick
+from ..model.section import kept, store_into
 from ..model.rules import is_nic
 from .catalog import ROLLUP
 from .segment import Problem
@@ -77,6 +79,7 @@ class Rollup:
         self.busy_max: list[float] = []
         self.sys_sum: list[float] = []
         self.events: list[list] = []
+        self.sections: dict[str, list] = {}
         self.last: Tick | None = None
 
     def add(self, t: Tick) -> bytes | None:
@@ -102,6 +105,8 @@ class Rollup:
             if busy > bm[i]:
                 bm[i] = busy
         self.events += [[round(e.time, 3), e.reason, e.kind, e.ifname] for e in t.events if is_nic(e)]
+        for name, v in kept(t).items():
+            self.sections.setdefault(name, []).append(v)
         self.n += 1
         self.last = t
         return out
@@ -110,11 +115,13 @@ class Rollup:
         n = max(1, self.n)
         t = self.last
         mem = t.census.controller("memory") if t else None
+        folded = {name: SECTIONS[name].fold(vals) for name, vals in self.sections.items()}
+        x = store_into({}, {k: v for k, v in folded.items() if v is not None and not v.empty()}, keys=False).get("x")
         return encode(RollupMinute(
             self.start, self.n, [round(x / n) for x in self.busy_sum], [round(x) for x in self.busy_max],
             [round(x / n) for x in self.sys_sum], [mem.tracked, mem.live, mem.dying] if mem else None,
             t.census.memory_dying() if t else None, t.meminfo.get("Percpu") if t else None,
-            t.meminfo.get("Slab") if t else None, self.events))
+            t.meminfo.get("Slab") if t else None, self.events, x))
 
     def flush(self) -> bytes | None:
         return self.record() if self.n else None

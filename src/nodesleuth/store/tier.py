@@ -8,8 +8,8 @@ its `interval` the window's seconds, and:
 - per CPU the busiest second's busy % (`bmax`), sys % (`smax`) and how many seconds were at or over
   the hot-core threshold (`hot`): a 3 s hot core in a quiet 10 s window still shows;
 - `procs`: each process's mean % of a CPU over the window (top 5 per CPU over 0.5 %, as a tick);
-- every kernel event of the window; softirqs, NIC IRQs and ksoftirqd wait/run summed; the NIC
-  counters, units, cgroup census and meminfo of its last second; a registered collector's section
+- every kernel event of the window; NIC IRQs summed; the NIC counters, units, cgroup census and
+  meminfo of its last second; every section (softirqs, ksoftirqd wait/run, softnet, tcp, ...)
   folded by its class's `merge(list)` (counters summed, states their last second's).
 
 What is lost at 10 s: which second inside the window (an episode's start and end are known to the
@@ -19,8 +19,9 @@ CPU with two or more hot seconds in a window as its busiest second (so every run
 seconds is found: one of its windows holds two of them) and any other CPU as its mean.
 
 At the 1-minute tier (store/rollup.py's RollupMinute, kept for a year) a minute reads as a tick
-with per CPU the mean busy and sys % and the busiest second; no processes, no softirqs, only the
-NIC events' reasons, and the census's memory counts.
+with per CPU the mean busy and sys % and the busiest second; no processes, only the NIC events'
+reasons, the census's memory counts, and the sections a panel draws folded over the minute
+(Section.fold; minutes written before sections were folded have none).
 
 `ticks(reader, t0, t1)` reads [t0, t1] from the 1 s ticks where they exist and from the coarser
 tiers before them, in time order; `plan()` says which tier covers which part, for the line every
@@ -35,7 +36,8 @@ from operator import add
 from typing import Iterator
 
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, KernelEvent, ProcUse, Tick
+from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, KernelEvent, ProcUse, Tick, sum_rows
+from ..model.section import kept, restore
 from ..model.thresholds import HOT_BUSY
 from ..model.timeparse import iso
 from . import catalog, query, rollup
@@ -49,7 +51,8 @@ NAMES = {TICKS.name: "1s", TICKS10.name: "10s", ROLLUP.name: "1min"}
 LOST = {"10s": "seconds inside each 10 s window (an episode's edges are known to 10 s; busy is the window's mean, "
                "with its busiest second and hot seconds per CPU), processes under 0.5 % of a CPU",
         "1min": "seconds inside each minute, processes, kernel-log messages (NIC events keep their reason), "
-                "softirqs, NIC counters, units; busy and sys are the minute's means with its busiest second"}
+                "NIC counters, units; busy and sys are the minute's means with its busiest second, the charts' "
+                "series the minute's sums"}
 
 
 class CoarseTick(Tick):
@@ -89,40 +92,6 @@ def _coarse(tk: Tick, tier: str, n: int, bmax: dict, smax: dict, hot: dict | Non
     return c
 
 
-def _sum_rows(a: list, b) -> list:
-    if len(a) < len(b):
-        a = list(a) + [0] * (len(b) - len(a))
-    elif len(b) < len(a):
-        b = list(b) + [0] * (len(a) - len(b))
-    return list(map(add, a, b))
-
-
-_NUM = (int, float)
-
-
-def _sum_num(a, b):
-    """Numbers summed, dicts of them key by key (ksoftirqd wait/run per CPU), anything else: b's."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    ta, tb = type(a), type(b)
-    if ta is dict and tb is dict:
-        out = dict(a)
-        for k, v in b.items():
-            x = out.get(k)
-            if x is None:
-                out[k] = v
-            elif type(x) in _NUM and type(v) in _NUM:  # the per-CPU figures: no call each
-                out[k] = x + v
-            else:
-                out[k] = _sum_num(x, v)
-        return out
-    if ta in _NUM and tb in _NUM:
-        return a + b
-    return b
-
-
 class Aggregator:
     """Feeds 1 Hz ticks; returns a window's aggregate (a Tick plus its `extra` record fields) when a
     window of `period` seconds (aligned to the wall clock) closes. The sums are kept as ticks come
@@ -141,7 +110,7 @@ class Aggregator:
         self.smax: dict[int, float] = {}
         self.hot: dict[int, int] = {}
         self.use: dict[tuple[int, int], list] = {}
-        self.si = self.ni = self.starve = None
+        self.ni = None
         self.events: list = []
         self.sections: dict[str, list] = {}
         self.last: Tick | None = None
@@ -170,7 +139,7 @@ class Aggregator:
         raw, bmax, smax, hot = self.raw, self.bmax, self.smax, self.hot
         for c, d in (t.cpu_raw or {}).items():
             acc = raw.get(c)
-            raw[c] = list(d) if acc is None else _sum_rows(acc, d)
+            raw[c] = list(d) if acc is None else sum_rows(acc, d)
         for c, busy, sys_ in rollup.busy_sys(t):  # shared with the minute's rollup: made once a tick
             if busy is None:
                 d = t.cpu_raw[c]
@@ -191,27 +160,18 @@ class Aggregator:
                 slot[0] = p.comm
                 slot[1] += p.pct * iv
                 slot[2] = slot[2] or p.estimate
-        if t.softirqs is not None:
-            si = self.si
-            self.si = {k: list(v) for k, v in t.softirqs.items()} if si is None else \
-                {k: _sum_rows(si[k], v) if k in si else list(v) for k, v in t.softirqs.items()} | \
-                {k: v for k, v in si.items() if k not in t.softirqs}
         if t.nic_irqs is not None:
             ni = self.ni
             self.ni = {k: list(v) for k, v in t.nic_irqs.items()} if ni is None else \
-                {k: _sum_rows(ni[k], v) if k in ni else list(v) for k, v in t.nic_irqs.items()} | \
+                {k: sum_rows(ni[k], v) if k in ni else list(v) for k, v in t.nic_irqs.items()} | \
                 {k: v for k, v in ni.items() if k not in t.nic_irqs}
-        if t.starve is not None:
-            self.starve = _sum_num(self.starve, t.starve)
         self.events += t.events
         if t.nics is not None:
             self.nics = t.nics
         if t.units is not None:
             self.units = t.units
-        for name in SECTIONS:
-            v = getattr(t, name)
-            if v is not None:
-                self.sections.setdefault(name, []).append(v)
+        for name, v in kept(t).items():
+            self.sections.setdefault(name, []).append(v)
 
     def aggregate(self) -> tuple[Tick, dict]:
         last, interval = self.last, self.interval
@@ -221,13 +181,11 @@ class Aggregator:
             if pct >= MIN_PCT:
                 by_cpu.setdefault(cpu, []).append(ProcUse(pid, comm, cpu, pct, est))
         procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
-        sections = {}
-        for name, cls in SECTIONS.items():
-            vals = self.sections.get(name)
-            sections[name] = cls.merge(vals) if vals else None
-        agg = Tick(last.time, interval, {}, procs, last.census, last.meminfo, list(self.events), self.nics,
-                   self.units, {c: tuple(v) for c, v in self.raw.items()} if self.raw else None, self.si, self.ni,
-                   self.starve, **sections)
+        sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
+        agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, census=last.census, meminfo=last.meminfo,
+                   events=list(self.events), nics=self.nics, units=self.units,
+                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None, nic_irqs=self.ni,
+                   **sections)
         cpus = sorted(self.bmax)
         extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],
                         "smax": [round(self.smax[c], 1) for c in cpus], "hot": [self.hot.get(c, 0) for c in cpus]}}
@@ -245,7 +203,8 @@ def from_record(tk: Tick, rec_extra: dict | None) -> Tick:
 
 
 def from_minute(m) -> CoarseTick:
-    """A stored minute (RollupMinute) as a tick: means, busiest seconds, NIC events, the census."""
+    """A stored minute (RollupMinute) as a tick: means, busiest seconds, NIC events, the census, and the
+    sections folded over the minute (Section.fold: those a panel draws)."""
     cpu: dict[int, CpuUtil] = {}
     for c, (b, s) in enumerate(zip(m.busy, m.sys)):
         usr = max(0.0, float(b) - float(s))
@@ -262,8 +221,16 @@ def from_minute(m) -> CoarseTick:
     meminfo = {k: v for k, v in (("Percpu", m.percpu), ("Slab", m.slab)) if v is not None}
     events = [KernelEvent(0, e[0], None, e[1], e[2], "", "", e[3] if len(e) > 3 else "", "", category="nic")
               for e in m.ev]
-    tk = Tick(m.t + 60, float(m.n), cpu, [], census, meminfo, events)
+    tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], census=census, meminfo=meminfo, events=events,
+              **restore({"x": m.x or {}}, "rollup record", keys=False))
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)
+
+
+def minute_sections(m, names: tuple[str, ...]) -> Tick:
+    """Only the named sections of a stored minute, as a tick (time, interval, those sections): what a chart
+    of a day reads, without the per-CPU figures from_minute builds."""
+    return Tick(time=m.t + 60, interval=float(m.n), cpu={}, procs=[], census=Census(m.t + 60, (), None, (), None),
+                meminfo={}, **restore({"x": m.x or {}}, "rollup record", names, keys=False))
 
 
 @dataclass

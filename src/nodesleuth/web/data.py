@@ -67,6 +67,7 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
     grid = None
     if use_rollup:
         key = {"busy": "bmax", "mean": "busy", "sys": "sys"}.get(metric, "bmax")
+        folded = tuple(f for p in pans if not p.from_minute for f in p.fields if f in SECTIONS)
         for r in rollup.minutes(reader, t0, t1):
             vals = getattr(r, key)
             if grid is None:
@@ -78,8 +79,9 @@ def timeline(reader: StoreReader, t0: float, t1: float, cols: int = 600, metric:
                 for cc in range(c + 1, min(cols, int((r.t + 60 - t0) / step))):
                     grid[:, cc] = np.maximum(grid[:, cc], vals)
             events += [{"t": e[0], "reason": e[1], "kind": e[2], "ifname": e[3]} for e in r.ev if t0 <= e[0] <= t1]
-            for p in pans:
-                pt = p.from_minute(r) if p.from_minute else None
+            tk = tiers.minute_sections(r, folded) if folded else None
+            for p in pans:  # a panel without its own minute form draws the minute's folded sections as a tick
+                pt = p.from_minute(r) if p.from_minute else p.from_tick(tk) if tk is not None else None
                 if pt:
                     points[p.name].append(pt)
         resolution = 60

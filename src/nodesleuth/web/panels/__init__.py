@@ -1,6 +1,6 @@
 """Charts below the timeline, registered the way collectors and detectors are: a module here calls
-panel(Panel(...)) with what to draw (series, their units, y axes) and how one recorded second (and
-one rollup minute, for long ranges) becomes a point. The timeline's data carries every panel's
+panel(Panel(...)) with what to draw (series, their units, y axes) and how one recorded second becomes a
+point (a rollup minute, for long ranges, reads as a tick too, unless the panel gives its own form). The timeline's data carries every panel's
 points; static/app.js draws any panel from that description, so a new chart is one file here (and a
 script under static/panels/NAME.js only for a drawing lineChart cannot do)."""
 
@@ -41,7 +41,8 @@ class Panel:
     axes: tuple[Axis, ...]
     series: tuple[Series, ...]
     from_tick: Callable  # Tick -> point dict (with "t") or None
-    from_minute: Callable | None = None  # RollupMinute -> point or None (None: the panel has no day view)
+    from_minute: Callable | None = None  # RollupMinute -> point or None (None: from_tick of the minute as a tick,
+    # store/tier.from_minute, whose sections are folded over the minute as each Section.fold says)
     thin: str = "last"  # thinning to the screen's columns: "last" value or the bucket's "max" (spikes survive)
     extra: dict = field(default_factory=dict)
 
