@@ -430,7 +430,6 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
     else:
         st.rate, st.rate_from = CURVE_RATE, "no cost curve measured (--no-curve): not chosen to saturate, not held to it"
     rate = st.rate
-    log(f"lab: data loader rate {rate:.0f} MB/s, {st.rate_from}")
     st.save()
     mc = Memcg()
     parent, rjob = LAB_CG, LAB_CG + "/kubepods/job"
@@ -495,7 +494,8 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         _write(control, f"{max(1, per_start // 25)} 2")
         if net:
             netlab, streams, snaps = _net_start(st, cpu, log)
-        log(f"lab: {st.zombies} dying memcgs under /{LAB_CG}; the data loader starts on CPU {cpu} ({rate:.0f} MB/s)")
+        log(f"lab: {st.zombies} dying memcgs under /{LAB_CG}; the data loader starts on CPU {cpu}: data loader rate "
+            f"{rate:.0f} MB/s, {st.rate_from}")
         _limit(mc, parent, rjob)
         if streams is not None:
             snaps.append(streams.snapshot())
