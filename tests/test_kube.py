@@ -95,6 +95,49 @@ def test_pid_and_restarts_named_through_cri(kubelet, tmp_path):
     assert there == ref
 
 
+def test_bundle_cache_rereads_misses_is_bounded_and_forgets_gone_cgroups(kubelet, tmp_path, monkeypatch):
+    """node/kube's bundle cache: a bundle that could not be read is read again once MISS_RETRY has passed
+    (not cached as unreadable for good), the cache holds at most MAX_BUNDLES entries, and refresh()
+    forgets a container whose cgroup is gone (a crash loop's short-lived containers leave nothing)."""
+    from nodesleuth.node import kube as nkube
+
+    now = [1000.0]
+    pod = kubelet.run_pod("team-d", "cache-0", "burstable")
+    cid = kubelet.start_container(pod, "app", ["sh", "-c", "sleep 300"])
+    pid = kubelet.container_pid(cid)
+    # the node seen through a root whose runtime state is not there yet (as when /run/containerd is
+    # mounted after the reader started): the cgroup path and kubelet's logs, no bundle
+    tree = tmp_path / "host"
+    shutil.copytree("/var/log/pods", tree / "var/log/pods")
+    (tree / f"proc/{pid}").mkdir(parents=True)
+    shutil.copy(f"/proc/{pid}/cgroup", tree / f"proc/{pid}/cgroup")
+    pods = Pods(str(tree), clock=lambda: now[0])
+    ref = pods.of_pid(pid)
+    assert (ref.container_id, ref.pod, ref.container) == (cid, "cache-0", "")  # the pod from the logs only
+    bundle = f"{cri.STATE}/io.containerd.runtime.v2.task/k8s.io/{cid}/config.json"
+    (tree / bundle.lstrip("/")).parent.mkdir(parents=True)
+    shutil.copy(bundle, tree / bundle.lstrip("/"))
+    now[0] += nkube.MISS_RETRY / 2
+    assert pods.of_pid(pid).container == ""  # the miss is still fresh: not read again yet
+    now[0] += nkube.MISS_RETRY
+    assert pods.of_pid(pid).container == "app"  # read again, and named
+    # no mount table under this tree: whether a cgroup is gone cannot be told, so nothing is forgotten
+    pods.refresh()
+    assert pods.cached() == 1
+    # bounded: the oldest reads go first
+    monkeypatch.setattr(nkube, "MAX_BUNDLES", 4)
+    for i in range(10):
+        assert pods.bundle(f"{i:064x}") is None
+    assert pods.cached() == 4 and pods.bundle(f"{9:064x}") is None and cid not in pods._bundles
+    # the live node: the container's cgroup is removed with it, and refresh() forgets its bundle
+    live = Pods("/")
+    assert live.of_pid(pid).container == "app" and live.cached() == 1
+    kubelet.stop_container(cid)
+    assert not any(os.path.isdir(f"{m}{pod.cgroup_parent}/{cid}") for m in cri.v1_mounts())
+    live.refresh()
+    assert live.cached() == 0
+
+
 def test_a_pod_whose_bundle_is_gone_keeps_its_log_names(kubelet):
     """After the runtime removed a container (its bundle is gone), kubelet's log directory still names
     the pod and the container's restarts: what a churn trace's removed cgroup paths need."""
