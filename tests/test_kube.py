@@ -217,32 +217,12 @@ def test_container_restart_loop_is_proven_as_the_zombie_maker(kubelet, tmp_path)
     CRI as kubelet restarts a CrashLoopBackOff container: each restart is a new container cgroup, the old
     one removed while the page cache its file holds stays charged to it. check's churn trace proves the
     pod's containers as the creator and names namespace/pod/container with kubelet's restart count."""
-    import threading
-
     data = Path(tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp"))
     pod = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
-    stop = threading.Event()
-    errors = []
-
-    def loop():
-        try:
-            while not stop.is_set():
-                cid = kubelet.start_container(pod, "agent", [
-                    "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
-                    mounts={str(data): "/data"})
-                kubelet.wait_exit(cid)
-                kubelet.stop_container(cid)  # kubelet removes the dead container before the next start
-        except Exception as e:  # noqa: BLE001 -- reported by the test below
-            errors.append(e)
-
-    t = threading.Thread(target=loop, daemon=True)
     try:
-        time.sleep(0)  # the loop starts with the check's trace running
-        t.start()
-        rc, doc = check_json("--seconds", "20", "--no-probe", timeout=180)
+        with kubelet.crash_loop(pod, "agent", str(data)) as errors:  # runs with the check's trace
+            rc, doc = check_json("--seconds", "20", "--no-probe", timeout=180)
     finally:
-        stop.set()
-        t.join(60)
         shutil.rmtree(data, ignore_errors=True)  # the files go, and with them what pinned the memcgs
     assert not errors, errors
     restarts = pod.attempts["agent"]
@@ -260,52 +240,50 @@ def test_container_restart_loop_is_proven_as_the_zombie_maker(kubelet, tmp_path)
     assert creators[0]["pod"]["uid"] == pod.uid
 
 
+def _record_a_crash_loop(kubelet, store: str, seconds: int, lead: float, pod, during) -> None:
+    """`nodesleuth record --trace-churn --profile` for `seconds` into `store`, with container `agent` of
+    `pod` crash-looping (cri.Kubelet.crash_loop, its files in a hostPath directory removed at the end)
+    from `lead` s in to the recording's end; `during()` runs while it loops. Returns when the recording
+    ended (asserting it exited 0 and the loop met no error)."""
+    import subprocess
+
+    data = tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp")
+    rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
+                            "--duration", f"{seconds}s", "--trace-churn", "--profile"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(lead)
+        with kubelet.crash_loop(pod, "agent", data) as errors:
+            during()
+            _, err = rec.communicate(timeout=120)
+        assert rec.returncode == 0, err
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+        shutil.rmtree(data, ignore_errors=True)  # the files go, and with them what pinned the memcgs
+    assert not errors, errors
+
+
 @pytest.mark.slow  # a 26 s recording
 @retry_when_busy()
 def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
-    """A recording (1 Hz ticks, churn trace) of two pods: one's container pinned to CPU 1, the other's in a
-    restart loop leaving lasting zombies. explain names the first as the process on the core and the
-    second's containers as the zombies' creator and its container's restarts as the restart loop."""
-    import subprocess
-    import threading
-
+    """A recording (1 Hz ticks, churn trace, profile) of two pods: one's container pinned to CPU 1, the
+    other's in a restart loop leaving lasting zombies. explain names the first as the process on the core,
+    the second's containers as the zombies' creator and its container's restarts as the restart loop; and
+    the crash-looping container is NOT the root cause of this core (it spun in user space: the zombies'
+    walk cost none of it): the pod is named `not proven` with the share the walk explains."""
     store = str(tmp_path / "st")
-    data = Path(tempfile.mkdtemp(prefix="nodesleuth-crashloop-", dir="/var/tmp"))
     hot = kubelet.run_pod("ml-train", "ray-worker-0", "guaranteed")
     agent = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
-    stop = threading.Event()
-    errors = []
 
-    def loop():
-        try:
-            while not stop.is_set():
-                cid = kubelet.start_container(agent, "agent", [
-                    "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
-                    mounts={str(data): "/data"})
-                kubelet.wait_exit(cid)
-                kubelet.stop_container(cid)
-        except Exception as e:  # noqa: BLE001 -- reported below
-            errors.append(e)
-
-    rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
-                            "--duration", "26s", "--trace-churn"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    t = threading.Thread(target=loop, daemon=True)
-    try:
-        time.sleep(3)
-        t.start()
+    def during():
         time.sleep(4)
         spin = kubelet.start_container(hot, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
         time.sleep(9)
         kubelet.stop_container(spin)
-        _, err = rec.communicate(timeout=120)
-        assert rec.returncode == 0, err
-    finally:
-        stop.set()
-        t.join(60)
-        if rec.poll() is None:
-            rec.kill()
-        shutil.rmtree(data, ignore_errors=True)
-    assert not errors, errors
+
+    _record_a_crash_loop(kubelet, store, 26, 3, agent, during)
     from conftest import nodesleuth
 
     ex = nodesleuth("explain", "--store", store, "--json", timeout=300)
@@ -327,6 +305,18 @@ def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
     loop_lk = links["unit_loop"]
     assert loop_lk["data"]["owner"] == "batch/agent-5f6c/agent" and loop_lk["data"]["restarts"] > 0, loop_lk
     assert "container batch/agent-5f6c/agent restarted" in loop_lk["summary"]
+    # the chain does not hold: the core ran user space, the zombies' walk took (next to) none of it
+    inc = incs[0]
+    assert "agent-5f6c" not in inc["root_cause"] and inc["chain_proven"] is (inc["root_cause"] != ""), inc
+    pc = inc["pod_cause"]
+    assert pc is not None and pc["owner"] == "batch/agent-5f6c/agent", inc
+    assert pc["verdict"] in ("not_proven", "contributing") and pc["share"] is not None and pc["share"] < 0.5, pc
+    assert pc["restarts"] >= 1 and pc["cause"] == f"pod batch/agent-5f6c/agent ({pc['restarts']} restarts)", pc
+    assert pc["links"]["walk cost on the core"] != "proven", pc
+    said = inc["rejected"] if pc["verdict"] == "not_proven" else inc["notes"]
+    assert pc["summary"] in said and pc["summary"].startswith(
+        f"{pc['cause']} as the root cause: {pc['verdict'].replace('_', ' ')}: its containers left "), pc
+    assert f"their walk took {100 * pc['share']:.0f}% of CPU {links['saturated_core']['data']['cpu']}" in pc["summary"]
     # the web view: the incidents page (a real Chromium) and the heatmap cell's process list
     from test_web import CHROMIUM, served_page
 
@@ -347,6 +337,70 @@ def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
                 assert any(p.get("pod") == "ml-train/ray-worker-0/spin" for p in cell["procs"]), cell
         finally:
             b.close()
+
+
+@pytest.mark.slow  # a 36 s recording
+@retry_when_busy(attempts=2, pause=10.0)
+def test_explain_proves_a_crash_looping_container_as_the_root_cause(kubelet, tmp_path):
+    """The incident in a pod: its sidecar `agent` crash-loops (each restart a new container cgroup, the old
+    one kept dying by the page cache its file holds), and its `loader` container, pinned to CPU 1, reads a
+    data file under the pod's memory limit (set on the pod cgroup as kubelet sets a pod's limit), so every
+    page it caches is reclaimed within the pod: a walk over the pod's memory cgroups, the dying ones
+    included. explain proves every link and names the root cause as the pod's container with kubelet's
+    restart count; the remedy is for the pod's owner (nodesleuth deletes no pod)."""
+    import re
+
+    from conftest import nodesleuth
+    from nodesleuth.node.cgroupfs import Memcg
+
+    store = str(tmp_path / "st")
+    big = Path(tempfile.mkdtemp(prefix="nodesleuth-loader-", dir="/var/tmp"))
+    with open(big / "sparse", "wb") as f:
+        f.truncate(4 << 30)  # holes: read without I/O, each page still cached and charged
+    pod = kubelet.run_pod("batch", "agent-5f6c", "burstable")
+    mc = Memcg()
+
+    def during():
+        time.sleep(14)
+        mc.set_limit(pod.cgroup_parent, mc.usage(pod.cgroup_parent) + (32 << 20))  # kubelet: the pod's limit
+        loader = kubelet.start_container(pod, "loader", [
+            "sh", "-c", "while :; do dd if=/big/sparse of=/dev/null bs=1M 2>/dev/null; done"],
+            cpuset="1", mounts={str(big): "/big"})
+        time.sleep(12)
+        kubelet.stop_container(loader)
+
+    try:
+        _record_a_crash_loop(kubelet, store, 36, 2, pod, during)
+    finally:
+        shutil.rmtree(big, ignore_errors=True)
+    ex = nodesleuth("explain", "--store", store, "--json", timeout=300)
+    assert ex.returncode == 0, ex.stderr
+    doc = json.loads(ex.stdout)
+    incs = [i for i in doc["incidents"] if i["links"][1]["data"].get("cpu") == 1]
+    if not incs:
+        raise Busy(f"no hot core on CPU 1 was recorded: {[i['title'] for i in doc['incidents']]}")
+    inc = max(incs, key=lambda i: i["end"] - i["start"])
+    lk = {x["name"]: x for x in inc["links"]}
+    pc = inc["pod_cause"]
+    assert pc is not None and pc["owner"] == "batch/agent-5f6c/agent", inc["links"]
+    top = lk["processes"]["data"]["top"][0]
+    assert top["pod"]["pod"] == "agent-5f6c" and top["pod"]["container"] == "loader", top
+    assert top["source"] == "profile" and top["kernel"] >= 0.5, top
+    # every link the root cause needs, with its numbers
+    why = (pc["summary"], {n: (lk[n]["verdict"], lk[n]["share"], lk[n]["summary"]) for n in
+                           ("processes", "resource", "creator", "unit_loop")}, inc["hypotheses"][:3])
+    for name in ("processes", "resource", "creator", "unit_loop"):
+        assert lk[name]["verdict"] == "proven" and lk[name]["share"] >= 0.5, why
+    assert lk["creator"]["data"]["lasting"] >= 10 and lk["resource"]["data"]["dying"] >= 10, why
+    m = re.fullmatch(r"pod batch/agent-5f6c/agent \((\d+) restarts\)", inc["root_cause"])
+    assert m and inc["chain_proven"] is True and inc["family"] == "memcg_walk", why
+    n = int(m.group(1))
+    assert 10 <= n <= pod.attempts["agent"] and pc["restarts"] == n, (n, pod.attempts)
+    assert pc["verdict"] == "proven" and pc["share"] >= 0.5 and pc["cause"] == inc["root_cause"], pc
+    assert inc["leading"].startswith(f"{inc['root_cause']} crash loop -> "), inc["leading"]
+    acts = [a for a in inc["actions"] if a["target"] == "batch/agent-5f6c/agent"]
+    assert acts and acts[0]["kind"] == "investigate", inc["actions"]
+    assert any("kubectl -n batch logs agent-5f6c -c agent --previous" in c for c in acts[0]["commands"]), acts
 
 
 @pytest.mark.slow  # boots a VM (QEMU TCG)

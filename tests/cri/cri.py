@@ -166,6 +166,37 @@ class Kubelet:
         self.rt.StartContainer(pb.StartContainerRequest(container_id=cid), timeout=120)
         return cid
 
+    @contextlib.contextmanager
+    def crash_loop(self, pod: Pod, name: str, data: str):
+        """Container `name` of `pod` in a restart loop, as kubelet restarts a CrashLoopBackOff container
+        (without the back-off): each run writes a 256 KiB file to the hostPath `data` (mounted at /data)
+        and exits 1; the dead container is removed before the next start (a new container cgroup each
+        time, the old one removed while the page cache its file holds stays charged to it). Runs on a
+        thread until the block exits; yields the list of errors it met (empty when all went well)."""
+        import threading
+
+        stop = threading.Event()
+        errors: list = []
+
+        def loop():
+            try:
+                while not stop.is_set():
+                    cid = self.start_container(pod, name, [
+                        "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
+                        mounts={data: "/data"})
+                    self.wait_exit(cid)
+                    self.stop_container(cid)  # kubelet removes the dead container before the next start
+            except Exception as e:  # noqa: BLE001 -- yielded to the caller
+                errors.append(e)
+
+        t = threading.Thread(target=loop, daemon=True)
+        t.start()
+        try:
+            yield errors
+        finally:
+            stop.set()
+            t.join(60)
+
     def container_pid(self, cid: str) -> int:
         st = self.rt.ContainerStatus(self.pb.ContainerStatusRequest(container_id=cid, verbose=True), timeout=30)
         return int(json.loads(st.info["info"])["pid"])
