@@ -395,8 +395,16 @@ def test_daemonset_image_names_the_pod_on_a_hot_core(kubelet, image_pod):
     containerd's container that holds CPU 1: cgroup path from /host/proc, names from containerd's bundle
     under /host/run/containerd, kubelet's logs under /host/var/log/pods."""
     pod = kubelet.run_pod("ml-train", "ray-worker-2", "guaranteed")
-    kubelet.start_container(pod, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
-    time.sleep(0.5)
+    cid = kubelet.start_container(pod, "spin", ["sh", "-c", "while :; do :; done"], cpuset="1")
+    pid = kubelet.container_pid(cid)
+    # the names, whatever the machine's load: node/kube read in the image under /host
+    code = ("import json; from nodesleuth.node.kube import Pods; from nodesleuth.node.root import Root; "
+            f"r = Root('/host'); print(json.dumps([r.kind, Pods(r).of_pid({pid}).to_dict()]))")
+    r = image_pod.run("exporter", entrypoint=["/usr/bin/python3"], args=["-c", code], timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    kind, ref = json.loads(r.stdout)
+    assert kind == "host" and (ref["namespace"], ref["pod"], ref["container"], ref["container_id"], ref["uid"]) == \
+        ("ml-train", "ray-worker-2", "spin", cid, pod.uid), (kind, ref)
     r = image_pod.run("exporter", entrypoint=["/usr/local/bin/nodesleuth"],
                       args=["check", "--json", "--seconds", "5", "--no-trace-churn", "--no-probe", "--root", "/host",
                             "--systemd-pid", "1"], timeout=300)

@@ -347,8 +347,11 @@ def containerd():
         for ref, entry in ((PAUSE, ["/bin/busybox", "sleep", "2147483647"]), (BUSYBOX, ["/bin/busybox"])):
             arch = tmp / (re.sub(r"\W", "_", ref) + ".tar")
             oci_archive(arch, ref, entry)
-            subprocess.run(["ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter", "native",
-                            "--index-name", ref, str(arch)], check=True, capture_output=True, timeout=120)
+            argv = ["ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter", "native",
+                    "--index-name", ref, str(arch)]
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            if p.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv)}: exit {p.returncode}: {(p.stderr or p.stdout).strip()[-1000:]}")
         api = stubs(tmp / "stubs")
         channel = grpc.insecure_channel(f"unix://{sock}")
         kube = Kubelet(api, channel)
