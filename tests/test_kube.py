@@ -341,6 +341,62 @@ def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
             b.close()
 
 
+@pytest.mark.slow  # a 40 s recording
+def test_a_pods_limit_reclaim_frees_its_crash_loop_zombies(kubelet, tmp_path):
+    """Why a pod's crash loop is not proven as the root cause of its own limit reclaim: the pod's sidecar
+    `agent` crash-loops (zombies that last while nothing reclaims them), then its `loader` container reads
+    a file on CPU 1 under the pod's memory limit (set on the pod cgroup as kubelet sets a pod's limit).
+    That reclaim walks the pod's memcgs and frees its zombies as it goes (a dying memcg's last pages are
+    always scanned), so few of them are dying through the loader's run: the churn trace shows it
+    (model/churn.dying_through), and explain names no pod as the root cause of a hot core then."""
+    from nodesleuth.explain.load import recording
+    from nodesleuth.model.churn import creators, dying_through
+    from nodesleuth.model.thresholds import MIN_ZOMBIES, ZOMBIE_AGE
+    from nodesleuth.node.cgroupfs import Memcg
+
+    store = str(tmp_path / "st")
+    big = Path(tempfile.mkdtemp(prefix="nodesleuth-loader-", dir="/var/tmp"))
+    with open(big / "sparse", "wb") as f:
+        f.truncate(4 << 30)  # holes: read without I/O, each page still cached and charged
+    pod = kubelet.run_pod("batch", "agent-5f6c", "burstable")
+    mc = Memcg()
+    loaded = []
+
+    def during():
+        time.sleep(22)
+        mc.set_limit(pod.cgroup_parent, mc.usage(pod.cgroup_parent) + (32 << 20))  # kubelet: the pod's limit
+        loader = kubelet.start_container(pod, "loader", [
+            "sh", "-c", "while :; do dd if=/big/sparse of=/dev/null bs=1M 2>/dev/null; done"],
+            cpuset="1", mounts={str(big): "/big"})
+        loaded.append(time.time())
+        time.sleep(12)
+        kubelet.stop_container(loader)
+        loaded.append(time.time())
+
+    try:
+        _record_a_crash_loop(kubelet, store, 40, 2, pod, during)
+    finally:
+        shutil.rmtree(big, ignore_errors=True)
+    rec, _ = recording(store, None, None)
+    cs = [c for c in creators(rec.churn, rec.end, ZOMBIE_AGE) if c.pod and c.pod["uid"] == pod.uid]
+    assert cs, [(c.comm, c.pattern) for c in creators(rec.churn, rec.end, ZOMBIE_AGE)]
+    c = max(cs, key=lambda c: c.mkdir)
+    start, stop = loaded
+    before = dying_through(rec.churn, c, start - 4, start - 1)
+    during_run = dying_through(rec.churn, c, start + 2, stop - 1)
+    assert before >= MIN_ZOMBIES, (before, c.mkdir, c.still_dying, pod.attempts)  # they last while nothing reclaims
+    assert during_run < MIN_ZOMBIES <= before, (during_run, before, c.mkdir)  # the pod's reclaim freed them
+    from conftest import nodesleuth
+
+    ex = nodesleuth("explain", "--store", store, "--json", timeout=300)
+    assert ex.returncode == 0, ex.stderr
+    for inc in json.loads(ex.stdout)["incidents"]:  # a hot core (only on a quiet machine): not the pod's doing
+        assert "agent-5f6c" not in inc["root_cause"], inc
+        if inc["pod_cause"]:
+            assert inc["pod_cause"]["verdict"] != "proven" and inc["pod_cause"]["summary"] in inc["rejected"] + \
+                inc["notes"], inc["pod_cause"]
+
+
 @pytest.mark.slow  # boots a VM (QEMU TCG)
 def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
     """The same on a pure cgroup-v2 kernel (Debian's 6.12 in QEMU, tests/vm): containerd with the cgroupfs
