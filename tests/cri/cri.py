@@ -168,13 +168,15 @@ class Kubelet:
 
     @contextlib.contextmanager
     def crash_loop(self, pod: Pod, name: str, data: str):
-        """Restart container `name` of `pod` again and again on a thread, as kubelet restarts a container in
-        CrashLoopBackOff (without the back-off): each run writes a file to `data` (a hostPath volume) and
-        exits 1; the dead container is removed before the next start. Yields the list the loop's errors
-        go to; the loop stops when the context exits."""
+        """Container `name` of `pod` in a restart loop, as kubelet restarts a CrashLoopBackOff container
+        (without the back-off): each run writes a 256 KiB file to the hostPath `data` (mounted at /data)
+        and exits 1; the dead container is removed before the next start (a new container cgroup each
+        time, the old one removed while the page cache its file holds stays charged to it). Runs on a
+        thread until the block exits; yields the list of errors it met (empty when all went well)."""
         import threading
 
-        stop, errors = threading.Event(), []
+        stop = threading.Event()
+        errors: list = []
 
         def loop():
             try:

@@ -25,7 +25,7 @@ from ..detect.incidents import (NIC_LOOKBACK, Episode, Incident, _window, descri
 from ..detect.proof import verdict
 from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS, MIN_ZOMBIES, NOT_PROVEN, OBSERVED,
                                 OTHERS_MAX, PROVE, PROVEN, UNKNOWN, ZOMBIE_AGE)
-from ..model.churn import creators
+from ..model.churn import creators, dying_through
 from ..model.kube import KUBELET_READER, is_kubelet, pod_name, pod_owner
 from ..detect.containers import owner_commands
 from ..model.frames import LOCK, MEMCG, RECLAIM, SOFTIRQ
@@ -77,6 +77,7 @@ class Explained:
     hypotheses: list = field(default_factory=list)  # families.Hypothesis, most explaining first
     notes: list[str] = field(default_factory=list)
     dose: dict | None = None  # dose-response over the recording (explain/dose.py), where it allows one
+    pod_cause: dict | None = None  # a pod's restarting container as the root cause: its verdict and share (_pod_verdict)
 
     def link(self, name: str) -> Link | None:
         return next((lk for lk in self.links if lk.name == name), None)
@@ -87,7 +88,7 @@ class Explained:
                 "family": self.family, "chain_proven": bool(self.root_cause), "rejected": self.rejected,
                 "hypotheses": [h.to_dict() for h in self.hypotheses], "notes": self.notes,
                 "actions": [a.to_dict() for a in self.actions], "links": [lk.to_dict() for lk in self.links],
-                "dose_response": self.dose}
+                "dose_response": self.dose, "pod_cause": self.pod_cause}
 
 
 def pct(x: float) -> str:
@@ -122,8 +123,9 @@ def build(rec, inc: Incident) -> Explained:
     ex.hypotheses = hs
     ex.dose = dose.response(rec, ep.cpu, inc.end)
     walk = next((h for h in hs if h.family == "memcg_walk"), None)
-    if core_ok and all(lk.verdict == PROVEN for lk in chain[1:]) and walk is not None and walk.verdict == PROVEN:
-        ex.root_cause, ex.family = chain[-1].data["unit"] or f"pod {chain[-1].data['owner']}", "memcg_walk"
+    if (core_ok and all(lk.verdict == PROVEN for lk in chain[1:]) and walk is not None and walk.verdict == PROVEN
+            and _through_ok(chain[3])):
+        ex.root_cause, ex.family = chain[-1].data["unit"] or pod_cause(chain[-1].data), "memcg_walk"
     else:
         best = next((h for h in hs if h.verdict == PROVEN and h.family != "memcg_walk"), None)
         if core_ok and best is not None and best.cause:
@@ -132,6 +134,9 @@ def build(rec, inc: Incident) -> Explained:
     ex.rejected = [f"{LABEL[lk.name]}: {lk.summary}" for lk in links if lk.verdict == NOT_PROVEN] + [
         f"{h.family}: {h.summary} ({pct(h.share)} of the excess)" for h in hs
         if h.verdict == NOT_PROVEN and h.share and h.family != "memcg_walk" and h.family != ex.family]
+    ex.pod_cause = _pod_verdict(ex, chain, walk, core_ok, ep.cpu)
+    if ex.pod_cause and ex.pod_cause["verdict"] != PROVEN:
+        (ex.notes if ex.pod_cause["verdict"] == CONTRIBUTING else ex.rejected).append(ex.pod_cause["summary"])
     ex.title = links[0].summary + f" <- CPU {ep.cpu} saturated ({ep.busy_mean:.0f}% for {ep.seconds:.0f} s)" + (
         f" <- root cause: {ex.root_cause}" if ex.root_cause else f" <- leading: {ex.leading}")
     links.append(_remedy(ex, ep))
@@ -595,8 +600,16 @@ def _creator(rec, inc: Incident) -> tuple[Link, dict]:
                    + (f" = {pct(share)} of the dying growth" if share is not None else "")
                    + ("" if vd != CONTRIBUTING or growth is None or growth >= PROVE * top.still_dying else
                       f", but the dying count grew only {growth:+d}"))
+    ep = inc.episode
+    through = None  # its zombies dying through all of the hot episode: what a walk then visited of them
+    if ep is not None and t_first <= ep.start and trace_end >= ep.end:
+        through = dying_through(trace, top, ep.start, ep.end)
+        ev.append(f"{through} of {top.comm}'s cgroups ({top.pattern}) were dying through all of CPU {ep.cpu}'s hot "
+                  f"episode ({iso(ep.start)} .. {iso(ep.end)}): removed before it, not freed until after it"
+                  + ("" if through >= MIN_ZOMBIES else f"; under {MIN_ZOMBIES}, its zombies are not what a walk "
+                     "then visited (freed before or during it)"))
     data = {"comm": top.comm, "pattern": top.pattern, "made": top.mkdir, "removed": top.rmdir,
-            "lasting": top.still_dying, "freed_fast": top.freed, "young": top.young, "processes": len(top.pids),
+            "lasting": top.still_dying, "dying_through_episode": through, "freed_fast": top.freed, "young": top.young, "processes": len(top.pids),
             "unit_by_path": top.unit, "dying_growth": growth, "pod": top.pod,
             "median_lifetime": round(statistics.median(top.lifetimes), 3) if top.lifetimes else None}
     return Link("creator", vd, summary, share, rule, ev, data), {"creator": top}
@@ -639,7 +652,58 @@ def _pod_loop(rec, inc: Incident, creator: Link, c: Creator, rule: str) -> Link:
     summary = (f"container {who} restarted {d} times ({counts[-1] if counts else '?'} in all)"
                + ("" if vd == PROVEN else "; its cgroups are not shown to stay dying"))
     return Link("unit_loop", vd, summary, 1.0 if vd == PROVEN else 0.0, rule, ev,
-                {"unit": None, "pod": pod, "owner": who, "restarts": d, "tied": True, "tied_by": "pod cgroup path"})
+                {"unit": None, "pod": pod, "owner": who, "restarts": d, "n_restarts": counts[-1] if counts else None,
+                 "tied": True, "tied_by": "pod cgroup path"})
+
+
+def _through_ok(creator: Link) -> bool:
+    """The creator's zombies were there for the walk: at least MIN_ZOMBIES of them dying through all of the
+    hot episode (True when the trace does not cover the episode: then only its lasting count says it)."""
+    n = (creator.data or {}).get("dying_through_episode")
+    return n is None or n >= MIN_ZOMBIES
+
+
+def pod_cause(loop: dict) -> str:
+    """A pod's restarting container named as a cause: `pod ns/pod/container (N restarts)`, N kubelet's count."""
+    n = loop.get("n_restarts")
+    return f"pod {loop['owner']}" + (f" ({n} restarts)" if n is not None else "")
+
+
+RANK = {PROVEN: 3, OBSERVED: 3, CONTRIBUTING: 2, NOT_PROVEN: 1, UNKNOWN: 0}
+
+
+def _pod_verdict(ex: Explained, chain: list[Link], walk, core_ok: bool, cpu: int) -> dict | None:
+    """When the zombies' creator is a pod's containers: whether that pod's restarting container is the
+    root cause, as the weakest of the links it needs (its cgroups stay dying: creator; its restarts: the
+    restart loop; their walk costs the core: the memcg_walk hypothesis; the core is saturated by the
+    processes named), with the share of the core's excess busy time the walk explains. None otherwise."""
+    loop = chain[-1]
+    if not (loop.data or {}).get("pod"):
+        return None
+    cr = chain[3]
+    need = [("saturated core", chain[0].verdict if core_ok else NOT_PROVEN), ("processes on it", chain[1].verdict),
+            ("zombies stay dying", cr.verdict if _through_ok(cr) else NOT_PROVEN), ("restart loop", loop.verdict),
+            ("walk cost on the core", walk.verdict if walk is not None else UNKNOWN)]
+    vd = min((v for _, v in need), key=lambda v: RANK[v])
+    vd = PROVEN if vd == OBSERVED else vd
+    share = walk.share if walk is not None else None
+    who = pod_cause(loop.data)
+    weak = [f"{name} {v.replace('_', ' ')}" for name, v in need if RANK[v] < RANK[PROVEN]]
+    lasting = (cr.data or {}).get("lasting")
+    through = (cr.data or {}).get("dying_through_episode")
+    summary = (f"{who} as the root cause: {vd.replace('_', ' ')}: its containers left "
+               f"{lasting if lasting is not None else '?'} lasting zombies ({cr.verdict.replace('_', ' ')}"
+               + (f", {pct(cr.share)} of the dying growth" if cr.share is not None else "") + ")"
+               + (f", {through} of them dying through all of the hot episode" if through is not None else "")
+               + "; their walk took "
+               + (f"{pct(share)} of CPU {cpu}'s excess busy time" if share is not None
+                  else "an unknown share of the core (no profile)")
+               + (f"; short of proof: {', '.join(weak)}" if weak else ""))
+    return {"cause": who, "owner": loop.data["owner"], "restarts": loop.data.get("n_restarts"),
+            "restarts_in_recording": loop.data.get("restarts"), "verdict": vd,
+            "share": None if share is None else round(share, 4), "zombies": lasting, "zombies_through_episode": through,
+            "links": dict(need),
+            "summary": summary}
 
 
 def _loopers(rec, t0: float, t1: float) -> list:

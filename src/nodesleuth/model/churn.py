@@ -106,6 +106,22 @@ def creators(events: list[CgEvent], trace_end: float, age: float) -> list[Creato
     return sorted(by.values(), key=lambda c: (-c.still_dying, -c.mkdir))
 
 
+def dying_through(events: list[CgEvent], c: Creator, t0: float, t1: float) -> int:
+    """How many of creator `c`'s cgroups (same hierarchy and path pattern) were dying through all of
+    [t0, t1]: removed at or before t0 and not released before t1. What a walk in that window visited of
+    its zombies: ones freed before or during it cost the walk nothing (or only its first seconds)."""
+    made, gone, freed = set(), {}, {}
+    for e in events:
+        key = (e.hierarchy, e.cg_id)
+        if e.event == "mkdir" and e.hierarchy == c.hierarchy and path_pattern(e.path) == c.pattern:
+            made.add(key)
+        elif e.event == "rmdir" and key in made:
+            gone[key] = e.time
+        elif e.event == "release" and key in gone:
+            freed[key] = e.time
+    return sum(1 for k, t in gone.items() if t <= t0 and freed.get(k, float("inf")) >= t1)
+
+
 def summarise(events: list[CgEvent], seconds: float, age: float = 0.0) -> ChurnSummary:
     """A check window's trace: its creators (cgroups still dying at its end are lasting unless `age`
     says otherwise) and the lifetimes of every cgroup freed in it."""

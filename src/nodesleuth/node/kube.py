@@ -5,18 +5,29 @@ the cgroup path (uid, QoS, container id, runtime), the runtime's bundles (names 
 containerd's /run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/config.json, CRI-O's
 /run/containers/storage/overlay-containers/<id>/userdata/config.json), and kubelet's logs
 (/var/log/pods: names and restart counts per pod uid; /var/log/containers: names per container id).
-A bundle is read once per container id; the log directories once per `refresh()`.
+The log directories are listed once per `refresh()`. A bundle is read once per container id and kept
+in a bounded cache (at most MAX_BUNDLES entries, the oldest dropped first); a bundle that could not be
+read (not written yet, being removed, a runtime not mounted) is read again after MISS_RETRY seconds,
+never cached as unreadable for good; and `refresh()` drops the entries of containers whose cgroup is
+gone from every cgroup hierarchy under the root (short-lived containers leave nothing behind).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..model import kube
+from ..model.errors import InputError
 from ..model.kube import PodRef
+from . import cgroupfs
 from .root import Root
+
+MAX_BUNDLES = 1024  # cached bundles (named or not); the oldest read is dropped first beyond this
+MISS_RETRY = 10.0  # s: a bundle that could not be read is read again after this long
 
 BUNDLES = {
     "containerd": ("/run/containerd/io.containerd.runtime.v2.task/k8s.io", "config.json"),
@@ -29,16 +40,21 @@ CONTAINER_LOGS = "/var/log/containers"
 class Pods:
     """Who a pid or a cgroup path belongs to. Cheap to ask repeatedly: bundles are cached by id."""
 
-    def __init__(self, root: Root | str = "/"):
+    def __init__(self, root: Root | str = "/", clock: Callable[[], float] = time.monotonic):
         self.root = root if isinstance(root, Root) else Root(root)
-        self._bundles: dict[str, PodRef | None] = {}
+        self.clock = clock
+        # container id -> (names or None when unreadable, when read, its cgroup path when known)
+        self._bundles: dict[str, tuple[PodRef | None, float, str]] = {}
+        self._cg_mounts: list[str] | None = None
         self._by_uid: dict[str, tuple[str, str]] = {}
         self._restarts: dict[tuple[str, str], int] = {}
         self._links: dict[str, tuple[str, str, str]] = {}
         self.refresh()
 
     def refresh(self) -> None:
-        """Re-list kubelet's log directories (pods come and go; a restart adds a log file)."""
+        """Re-list kubelet's log directories (pods come and go; a restart adds a log file) and forget the
+        bundles of containers whose cgroup is gone."""
+        self._forget_gone()
         self._by_uid.clear()
         self._restarts.clear()
         self._links.clear()
@@ -64,10 +80,14 @@ class Pods:
         except OSError:
             return []
 
-    def bundle(self, cid: str, runtime: str = "") -> PodRef | None:
-        """The names a runtime's bundle gives container `cid` (read once)."""
-        if cid in self._bundles:
-            return self._bundles[cid]
+    def bundle(self, cid: str, runtime: str = "", cgroup: str = "") -> PodRef | None:
+        """The names a runtime's bundle gives container `cid` (read once; read again MISS_RETRY s after a
+        read that found none). `cgroup`: the container's cgroup path, by which refresh() forgets it."""
+        hit = self._bundles.get(cid)
+        if hit is not None and (hit[0] is not None or self.clock() - hit[1] < MISS_RETRY):
+            if cgroup and not hit[2]:
+                self._bundles[cid] = (hit[0], hit[1], cgroup)
+            return hit[0]
         ref = None
         for rt, (base, rel) in BUNDLES.items():
             if runtime and runtime != rt:
@@ -82,8 +102,32 @@ class Pods:
             ref = kube.from_annotations(ann, cid)
             if ref is not None:
                 break
-        self._bundles[cid] = ref
+        self._bundles.pop(cid, None)  # re-inserted last: the dict's order is the order of reads
+        self._bundles[cid] = (ref, self.clock(), cgroup or (hit[2] if hit else ""))
+        while len(self._bundles) > MAX_BUNDLES:
+            del self._bundles[next(iter(self._bundles))]
         return ref
+
+    def cached(self) -> int:
+        """How many bundles the cache holds (named or not)."""
+        return len(self._bundles)
+
+    def _forget_gone(self) -> None:
+        """Drop the cached bundles of containers whose cgroup no hierarchy under the root holds any more.
+        Kept when that cannot be told (no cgroup path known, no mount table under the root)."""
+        if not self._bundles:
+            return
+        if self._cg_mounts is None:
+            try:
+                self._cg_mounts = [m.path for m in cgroupfs.mounts(self.root)]
+            except InputError:
+                self._cg_mounts = []
+        if not self._cg_mounts:
+            return
+        gone = [cid for cid, (_, _, cg) in self._bundles.items() if cg and not any(
+            self.root.exists(os.path.join(m, cg.lstrip("/"))) for m in self._cg_mounts)]
+        for cid in gone:
+            del self._bundles[cid]
 
     def of_cgroup(self, path: str) -> PodRef | None:
         """The pod and container of a cgroup path, with every name the node holds for it."""
@@ -91,7 +135,7 @@ class Pods:
         if ref is None:
             return None
         if ref.container_id:
-            b = self.bundle(ref.container_id, ref.runtime)
+            b = self.bundle(ref.container_id, ref.runtime, path)
             if b is not None:
                 ref = replace(ref.named(namespace=b.namespace, pod=b.pod, container=b.container, runtime=b.runtime),
                               sandbox=b.sandbox or ref.sandbox)
