@@ -173,12 +173,15 @@ def scratch_tree(mc: "Memcg", kind: str) -> Iterator[str]:
 _MAKERS: set[int] = set()  # make_zombies' children running now
 _MADE = 0  # make_zombies calls by this process (names its files)
 _PINS: set[str] = set()  # directories of files that pin a probe's zombies, removed at exit if still there
+_CLOSING = False  # set at exit: a probe thread still running makes no new pinning directory
 
 
 def pin_dir(base: str, kind: str) -> str:
     """A new directory under `base` for the files that pin a probe's zombies, `nodesleuth-KIND-PID-*`:
     removed by drop_pin_dir, at exit, or (the process killed outright) by remove_stale_pins. While its
     files exist, their page cache keeps the probe's memcgs dying."""
+    if _CLOSING:
+        raise RuntimeError("exiting: no new pinning files")
     d = tempfile.mkdtemp(prefix=f"nodesleuth-{kind}-{os.getpid()}-", dir=base)
     _PINS.add(d)
     return d
@@ -200,8 +203,17 @@ def _remove_scratch() -> None:
             os.waitpid(pid, 0)
         except OSError:
             pass  # its own thread reaped it first
-    for d in list(_PINS):
-        drop_pin_dir(d)
+    global _CLOSING
+    _CLOSING = True
+    for _pass in range(2):  # twice: a thread just past the _CLOSING check may add one during the first
+        for d in list(_PINS):
+            # the probe's thread may still be writing pinning files into it while it goes: again until gone
+            for _ in range(100):
+                drop_pin_dir(d)
+                if not os.path.exists(d):
+                    break
+                time.sleep(0.02)
+        time.sleep(0.05)
     for path in list(_SCRATCH):
         remove_cgroup_tree(path, patience=2.0)
 
