@@ -6,7 +6,9 @@ Cost model (the tool must not become the problem it hunts):
 - the v1 live-directory count needs a directory walk, which costs O(live cgroups) in the VFS
   (it never touches dying memcgs, they have no directory). It is done at a lower rate
   (`live_every`, default 60 s) and reused between walks; the walk also finds the v2 subtrees
-  that hold dying descendants, reading only cgroup.stat files on the way down.
+  that hold dying descendants, reading only cgroup.stat files on the way down. A cached count that
+  no longer fits /proc/cgroups (fewer tracked than it, or tracked moved >= 5% and >= 50 since the
+  walk, at most every 5 s) is walked again: pods starting must not read as zombies.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..node.pread import Preader, read_text
 from ..node.root import Root
 
 
+REWALK_MIN, REWALK_SHARE, REWALK_AFTER = 50, 0.05, 5.0  # when a moved count makes the cached walk stale
 UNMOUNTED = "cgroup v1 controllers not mounted"  # a note, not an unread section (see sample())
 
 
@@ -41,6 +44,7 @@ class CgroupCensus:
         self._live: dict[str, int | None] = {}
         self._subtrees: tuple[DyingSubtree, ...] = ()
         self._walked_at: float | None = None
+        self._num_at_walk: dict[str, int] = {}  # /proc/cgroups' count per controller when last walked
 
     def v1_mount(self, controller: str) -> str | None:
         return v1_mount(self.mounts, controller)
@@ -67,17 +71,38 @@ class CgroupCensus:
             self.problems.setdefault("cgroup v2", str(e))
         self._walked_at = time.time() if now is None else now
 
-    def sample(self, now: float | None = None, force_walk: bool = False) -> Census:
-        now = time.time() if now is None else now
-        if force_walk or self._walked_at is None or now - self._walked_at >= self.live_every:
-            self.walk(now)
+    def _rows(self) -> list:
         try:
             text = self.root.read("/proc/cgroups") if self.reader is None else read_text(self.reader, self.root,
                                                                                         "/proc/cgroups")
-            rows = parse_proc_cgroups(text, self.root.join("/proc/cgroups"))
+            return parse_proc_cgroups(text, self.root.join("/proc/cgroups"))
         except InputError as e:
-            rows = []
             self.problems.setdefault("cgroup v1", str(e))
+            return []
+
+    def _stale(self, rows: list, now: float) -> bool:
+        """Whether the cached live counts no longer fit /proc/cgroups: a controller tracks fewer cgroups
+        than were live at the walk (cgroups were removed since), or its count moved by REWALK_SHARE (at
+        least REWALK_MIN) since the walk and REWALK_AFTER s have passed: mass creation (pods starting)
+        would otherwise read as dying, mass removal as fewer zombies than there are."""
+        for name, hier, num, enabled in rows:
+            mnt = self.v1_mount(name) if hier and enabled else None
+            live, then = self._live.get(mnt) if mnt else None, self._num_at_walk.get(name)
+            if live is not None and num < live:
+                return True
+            if then is not None and abs(num - then) >= max(REWALK_MIN, REWALK_SHARE * then) \
+                    and now - (self._walked_at or 0) >= REWALK_AFTER:
+                return True
+        return False
+
+    def sample(self, now: float | None = None, force_walk: bool = False) -> Census:
+        now = time.time() if now is None else now
+        rows = self._rows()
+        if force_walk or self._walked_at is None or now - self._walked_at >= self.live_every or self._stale(rows, now):
+            self.walk(now)
+            self._num_at_walk = {name: num for name, _, num, _ in rows}
+            if self._stale(rows, now):  # removed while walked: the counter read after the walk fits it
+                rows = self._rows()
         v1 = []
         unmounted = []
         for name, hier, num, enabled in rows:
