@@ -63,7 +63,11 @@ class ChurnTracer:
         if not self.perf:
             self.error = "perf not installed"
             return False
-        base = [self.perf, "record", "-q", "-a", "-o", self.data]
+        # -B -N: no build-ids. perf collects them when it stops, reading every DSO its samples' processes had
+        # mapped, and copies them into ~/.debug: a tracepoint's text needs none of it, and on a cold cache
+        # (a fresh node, the v2 guest) that took longer than stop() waits, so perf was killed before it had
+        # finished its data file and the trace read as empty
+        base = [self.perf, "record", "-q", "-a", "-B", "-N", "-o", self.data]
         for ev in EVENTS:
             base += ["-e", ev]
         ctl, ack = os.path.join(self.dir, "ctl"), os.path.join(self.dir, "ack")
@@ -142,6 +146,7 @@ class ChurnTracer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             _, err = self.proc.communicate()
+            self.note = "perf did not stop within 20 s and was killed: its trace may be incomplete"
         if not os.path.exists(self.data):
             self.error = ((err or b"").decode(errors="replace").strip().splitlines()[-1:]
                           or [f"perf wrote no data (exit {self.proc.returncode})"])[0]
