@@ -183,7 +183,7 @@ def test_host_tests_that_make_cgroups_pass_on_pure_v2(staged):  # noqa: ARG001 (
                           "tests/test_model.py::test_a_real_recording_shows_every_field_where_it_is_declared"])
 
 
-@pytest.mark.long  # ~5 min under TCG here (291 s VM, 233 s of it the guest's pytest): over the slow tier's 3
+@pytest.mark.long  # 198 s and 291 s VM in two passes under TCG here (2026-12-06): over the slow tier's 3 min
 def test_churn_trace_names_the_creator_on_pure_v2(staged):  # noqa: ARG001 (the kernel fetched)
     """The churn test of the host inside the v2 guest. It failed there on 2026-12-06 (churn present, creators
     empty) while passing on this v1 host: ChurnTracer.start() returned before perf traced and stop() killed perf
