@@ -45,19 +45,22 @@ def test_explain_names_the_walk_over_live_cgroups_and_their_maker(tmp_path):
     subprocess.run(["gcc", "-O2", "-o", walker_bin, os.path.join(HERE, "live", "statwalk.c")], check=True)
     mc = memcg()
     base = mc.make(f"nodesleuth-live-{os.getpid()}", children=True)
-    store = str(tmp_path / "st")
+    store = str(tmp_path / f"st-{time.time_ns()}")  # an attempt of its own (retry_when_busy)
     walker = None
     try:
         rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
                                 "--duration", "26s", "--profile", "--profile-rotate", "3", "--trace-churn",
                                 "--live-every", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(5)  # the recorder's start (perf, the first tick) takes seconds on a busy machine
-        subprocess.run([sys.executable, "-c", MAKER, base, str(JOBS), str(TASKS)], check=True, timeout=120)
+        # on CPU 0: CPU 1's episode is the reader's, so the incident's census counts every cgroup made
+        subprocess.run(["taskset", "-c", "0", sys.executable, "-c", MAKER, base, str(JOBS), str(TASKS)], check=True,
+                       timeout=120)
         paths = str(tmp_path / "stats")
         with open(paths, "w") as f:
             f.write("".join(os.path.join(d, "memory.stat") + "\n" for d, _, _ in os.walk(base)))
         walker = subprocess.Popen(["taskset", "-c", "1", walker_bin, paths, "ns-statwalk"], stdout=subprocess.PIPE)
         assert int(walker.stdout.readline()) == 1 + JOBS + JOBS * TASKS
+        walked = (time.time(), time.time() + 10)
         time.sleep(10)
         walker.kill()
         walker.wait()
@@ -73,17 +76,23 @@ def test_explain_names_the_walk_over_live_cgroups_and_their_maker(tmp_path):
     assert ex.returncode == 0, ex.stderr
     doc = json.loads(ex.stdout)
     on1 = [i for i in doc["incidents"] if i["title"].startswith("CPU 1 ")]
-    if not on1:  # the hot-core rule also needs the other CPUs quiet
-        raise Busy("no incident on CPU 1: " + "; ".join(i["title"] for i in doc["incidents"])[:300])
+    if not on1:  # the hot-core rule also needs the other CPUs quiet: busy only when they were not
+        others = _cpu0_busy(store, *walked)
+        if others >= 60:
+            raise Busy(f"CPU 0 averaged {others:.0f}% while the reader ran (the rule wants the others < 60%)")
+        pytest.fail(f"no incident on CPU 1 with CPU 0 at {others:.0f}%: "
+                    + "; ".join(i["title"] for i in doc["incidents"]))
     inc = on1[0]
     hyp = {h["family"]: h for h in inc["hypotheses"]}
     walk = hyp["memcg_walk"]
     assert walk["data"]["over"] == "live", walk
-    assert walk["data"]["live"] >= 1 + JOBS + JOBS * TASKS and walk["data"]["dying"] < walk["data"]["live"] / 2, walk
+    # the counts at the incident's start (an episode that other jobs started before the reader ran counts fewer)
+    assert walk["data"]["live"] > 2 * walk["data"]["dying"], walk
     mk = walk["data"]["live_maker"]
     assert (mk["comm"], mk["pattern"]) == ("ns-cgmaker", "/nodesleuth-live-*/job*/task*"), mk
     # all of them, or the part made once the trace had started (the live growth is counted from its start)
     assert JOBS * TASKS // 2 <= mk["kept"] <= JOBS * TASKS and mk["verdict"] == "proven", mk
+    assert mk["live_growth"] >= mk["kept"], mk  # to the incident's end: every cgroup made was live then
     if walk["verdict"] != "proven":  # another job shared CPU 1: the walker's share of it fell under the rule's
         raise Busy(f"the memcg walk took {walk['share']} of CPU 1's excess: {walk['evidence']}")
     assert inc["family"] == "memcg_walk", (inc["family"], inc["leading"])
@@ -92,3 +101,18 @@ def test_explain_names_the_walk_over_live_cgroups_and_their_maker(tmp_path):
     assert hyp["reclaim"]["verdict"] != "proven", hyp["reclaim"]
     txt = nodesleuth("explain", "--store", store)
     assert "/nodesleuth-live-*/job*/task*" in txt.stdout, txt.stdout[-2000:]
+
+
+def _cpu0_busy(store: str, t0: float, t1: float) -> float:
+    """CPU 0's mean busy % over [t0, t1] of the recording (`dump` prints one tick per line)."""
+    p = nodesleuth("dump", "--store", store, "--format", "json")
+    busy = []
+    for line in p.stdout.splitlines():
+        try:
+            t = json.loads(line)
+        except ValueError:
+            continue
+        if t0 <= t.get("time", 0) <= t1 and "0" in (t.get("cpus") or {}):
+            busy.append(t["cpus"]["0"]["busy"])
+    assert busy, p.stderr[-500:]
+    return sum(busy) / len(busy)
