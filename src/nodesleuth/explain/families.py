@@ -81,6 +81,12 @@ def _memcg(rec, inc, links: dict, ep, prof) -> Hypothesis:
     made the live cgroups the live count grew by (_live_maker)."""
     res = links["resource"]
     dying, live = (res.data or {}).get("dying"), (res.data or {}).get("live")
+    # the memcgs the walk crossed: counted at the episode's end (the resource link counts at the incident's
+    # start, which an episode another job began before the walker predates)
+    end = next((t.census for t in reversed(_ticks(rec, ep)) if t.census is not None
+                and t.census.memory_live() is not None), None)
+    if end is not None and end.memory_dying() is not None:
+        dying, live = end.memory_dying(), end.memory_live()
     walk, why = zombie_walk(dying, live)
     over = "zombies" if walk else "live" if live is not None else "unknown"
     rule = (res.rule + f"; the walk is over zombies when at least {pct(WALK_DYING_SHARE)} of the memory cgroups are "
