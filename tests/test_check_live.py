@@ -101,6 +101,7 @@ def test_churn_trace_names_the_creator(tmp_path):
     assert any(os.path.ismount(p) for p in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"))
     churn = doc["churn"]
     assert churn is not None, doc["notes"]
+    assert churn["creators"], (churn, doc["notes"], out["made"])
     top = churn["creators"][0]
     assert 20 <= top["mkdir"] <= out["made"]
     assert top["pattern"].endswith("/ecs-agent-*-*"), top

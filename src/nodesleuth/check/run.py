@@ -251,6 +251,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
     churn = tracer.stop(s.seconds, root) if tracer else None
     if tracer and churn is None and tracer.error:
         notes.append(f"cgroup churn trace failed: {tracer.error}")
+    if tracer and tracer.note:
+        notes.append(f"cgroup churn trace: {tracer.note}")
 
     events = s.old_events + [e for t in s.ticks for e in t.events] + s.tail
     now = time.time() if root.live else max([e.time for e in events if e.time is not None], default=time.time())

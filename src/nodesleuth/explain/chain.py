@@ -124,10 +124,11 @@ def build(rec, inc: Incident) -> Explained:
     ex.dose = dose.response(rec, ep.cpu, inc.end)
     walk = next((h for h in hs if h.family == "memcg_walk"), None)
     if (core_ok and all(lk.verdict == PROVEN for lk in chain[1:]) and walk is not None and walk.verdict == PROVEN
-            and _through_ok(chain[3])):
+            and walk.data.get("over") == "zombies" and _through_ok(chain[3])):
         ex.root_cause, ex.family = chain[-1].data["unit"] or pod_cause(chain[-1].data), "memcg_walk"
-    else:
-        best = next((h for h in hs if h.verdict == PROVEN and h.family != "memcg_walk"), None)
+    else:  # a walk over live memcgs names its cause itself: who made them (families._live_maker)
+        best = next((h for h in hs if h.verdict == PROVEN
+                     and (h.family != "memcg_walk" or h.data.get("over") == "live")), None)
         if core_ok and best is not None and best.cause:
             ex.root_cause, ex.family = best.cause, best.family
     ex.leading = _leading(ex, ep, prof)
@@ -781,6 +782,10 @@ def _unit_evidence(rec, inc, u) -> list[str]:
 
 def _leading(ex: Explained, ep: Episode, prof: CoreProfile | None) -> str:
     res, procs = ex.link("resource"), ex.link("processes")
+    walk = next((h for h in ex.hypotheses if h.family == "memcg_walk"), None)
+    if ex.root_cause and ex.family == "memcg_walk" and walk is not None and walk.data.get("over") == "live":
+        return (f"{ex.root_cause} -> memcg code {pct(res.share)} of CPU {ep.cpu}'s excess busy time, walking "
+                f"{walk.data['live']} live memory cgroups ({walk.data['dying']} dying)")
     if ex.root_cause and ex.family == "memcg_walk":
         cr = ex.link("creator").data
         return (f"{ex.root_cause} crash loop -> {cr['lasting']} lasting zombie memcgs ({cr['comm']}) -> memcg code "
@@ -790,6 +795,11 @@ def _leading(ex: Explained, ep: Episode, prof: CoreProfile | None) -> str:
         best = next((h for h in ex.hypotheses if h.verdict == CONTRIBUTING), None)
     if best is not None:
         ex.family = ex.family or best.family
+        if best.family == "memcg_walk" and best.data.get("over") == "live":
+            mk = best.data.get("live_maker")
+            made = f"{mk['verdict'].replace('_', ' ')}, {mk['cause']}" if mk else "unknown (no churn trace)"
+            return (f"{res.summary}, a walk over {best.data['live']} live memory cgroups "
+                    f"({res.verdict.replace('_', ' ')}; who made them: {made})")
         if best.family == "memcg_walk":
             return (f"{res.summary} ({res.verdict.replace('_', ' ')}; who makes the zombies: "
                     f"{ex.link('creator').verdict.replace('_', ' ')})")
@@ -805,7 +815,18 @@ def _leading(ex: Explained, ep: Episode, prof: CoreProfile | None) -> str:
 
 def _remedy(ex: Explained, ep: Episode | None) -> Link:
     acts: list[Action] = []
-    if ex.root_cause and ex.family == "memcg_walk":
+    walk = next((h for h in ex.hypotheses if h.family == "memcg_walk"), None)
+    live_walk = walk is not None and walk.data.get("over") == "live"
+    if ex.root_cause and ex.family == "memcg_walk" and live_walk:
+        mk = walk.data["live_maker"]
+        who = f"pod {pod_owner(mk['pod'])}" if mk.get("pod") else mk.get("unit") or mk["comm"]
+        cmds = ([f"systemctl status {mk['unit']}   # the unit whose cgroups the walk crosses"]
+                if mk.get("unit") else []) + [
+            f"find /sys/fs/cgroup -type d -path '*{mk['pattern'].split('*')[0]}*' | wc -l   # the live cgroups like "
+            f"{mk['pattern']}", "# fewer live cgroups (or a reader that visits fewer) makes the walk cheaper"]
+        acts.append(Action("investigate", who, f"{mk['cause']}: the memcg walk over them is proven to cost CPU "
+                           f"{ep.cpu}", commands=cmds))
+    elif ex.root_cause and ex.family == "memcg_walk":
         unit = ex.link("unit_loop").data
         if unit.get("pod"):  # its owner fixes or removes the workload: nodesleuth never deletes a pod
             pod = unit["pod"]
@@ -816,7 +837,8 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
             acts.append(Action("disable_unit", unit["unit"], f"{unit['unit']} is proven to make the zombies that "
                                f"cost CPU {ep.cpu}", protected=unit.get("protected", False)))
     res = ex.link("resource")
-    if res is not None and res.verdict == PROVEN and res.data.get("dying") and ex.family in ("", "memcg_walk"):
+    if (res is not None and res.verdict == PROVEN and res.data.get("dying") and ex.family in ("", "memcg_walk")
+            and not live_walk):
         # cgroup v2: reclaim under the parent the zombies were removed from (memory.reclaim), else the node
         acts.append(Action("reclaim", res.data.get("v2_parent") or "",
                            f"{res.data['dying']} dying memcgs proven to cost CPU {ep.cpu}"))

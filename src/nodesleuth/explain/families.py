@@ -5,8 +5,8 @@ others, with their numbers, as rejected.
 
 | family | share measured as | root cause when |
 |---|---|---|
-| memcg_walk | memory-cgroup code on the core (the chain's resource link), while >= WALK_DYING_SHARE (half) of the memcgs are dying and >= MIN_ZOMBIES (with fewer the walk is over live ones: reclaim's) | creator and unit proven (chain.py) |
-| reclaim | page-reclaim code on the core, while the memcgs it walks are mostly live | never: the pressure's source is not in the data |
+| memcg_walk | memory-cgroup code on the core (the chain's resource link), whatever the memcgs' state: a walk over zombies when >= WALK_DYING_SHARE (half) of them are dying and >= MIN_ZOMBIES, else over live ones (both counts measured) | over zombies: their creator and unit proven (chain.py); over live ones: who made the live cgroups the live count grew by (path pattern, unit, pod; detect/proof.creator on the churn trace) |
+| reclaim | page-reclaim code on the core, unless the memcgs it walks are mostly dying (then the time is the zombie walk's) | never: the pressure's source is not in the data |
 | softirq | the core's %soft (mpstat) | one softirq is >= half of them, and what raised it is seen: the NIC's line >= half of the NIC's interrupts on the core, or RPS (softnet received_rps), or a device line >= half of the core's device interrupts (system vectors LOC/RES/CAL... excluded) |
 | irq | the core's %irq | one interrupt line is >= half of the CPU's interrupts |
 | rt | SCHED_FIFO/RR processes' share of the core | one process >= PROVE (it and its class are the cause) |
@@ -25,7 +25,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..detect.incidents import _window
-from ..detect.proof import verdict
+from ..detect.proof import creator as creator_verdict, verdict
+from ..model.churn import creators
+from ..model.kube import pod_name
 from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, MIN_ZOMBIES, NOT_PROVEN, PROVE, PROVEN, UNKNOWN, WALK_DYING_SHARE,
                                 ZOMBIE_WARN)
 
@@ -74,19 +76,74 @@ def zombie_walk(dying: int | None, live: int | None) -> tuple[bool, str]:
                 f"{pct(WALK_DYING_SHARE)} and >= {MIN_ZOMBIES})")
 
 
-def _memcg(links: dict, ep, prof) -> Hypothesis:
+def _memcg(rec, inc, links: dict, ep, prof) -> Hypothesis:
+    """The memcg walk, whatever the memcgs' state (issue 40 part 2): over zombies when they are the bulk
+    (the chain's creator and unit name its root cause), else over live memcgs, whose root cause is who
+    made the live cgroups the live count grew by (_live_maker)."""
     res = links["resource"]
     dying, live = (res.data or {}).get("dying"), (res.data or {}).get("live")
-    rule = (res.rule + f"; and at least {pct(WALK_DYING_SHARE)} of the memory cgroups dying (with fewer, the "
-            "memory-cgroup code on the core is a walk over live ones: family reclaim)")
-    vd, ev = res.verdict, []
+    # the memcgs the walk crossed: counted at the episode's end (the resource link counts at the incident's
+    # start, which an episode another job began before the walker predates)
+    end = next((t.census for t in reversed(_ticks(rec, ep)) if t.census is not None
+                and t.census.memory_live() is not None), None)
+    if end is not None and end.memory_dying() is not None:
+        dying, live = end.memory_dying(), end.memory_live()
     walk, why = zombie_walk(dying, live)
-    if vd in (PROVEN, CONTRIBUTING) and not walk:
-        vd = NOT_PROVEN  # the walk crosses live memcgs: what the reclaim hypothesis measures
-        ev.append(f"{why}: the memory-cgroup code on CPU {ep.cpu} is not a walk over zombies")
-    return Hypothesis("memcg_walk", res.share, vd, res.summary, None, rule, ev,
-                      {"dying": dying, "live": live, "creator": links["creator"].verdict,
-                       "unit": links["unit_loop"].verdict})
+    over = "zombies" if walk else "live" if live is not None else "unknown"
+    rule = (res.rule + f"; the walk is over zombies when at least {pct(WALK_DYING_SHARE)} of the memory cgroups are "
+            f"dying (and >= {MIN_ZOMBIES}), else over live ones; its root cause: over zombies, the proven creator "
+            "and its restart loop; over live ones, the process whose cgroups (still live) are >= "
+            f"{pct(PROVE)} of the live count's growth over the churn trace, with >= {MIN_ZOMBIES} of them "
+            "(detect/proof.creator), named by path pattern, unit and pod")
+    vd, ev, cause = res.verdict, [], None
+    data = {"dying": dying, "live": live, "over": over, "creator": links["creator"].verdict,
+            "unit": links["unit_loop"].verdict}
+    if vd in (PROVEN, CONTRIBUTING):
+        ev.append(f"{why}: a walk over " + {"zombies": "zombies", "live": "live memory cgroups"}.get(
+            over, "memory cgroups whose state is unknown"))
+    summary = res.summary
+    if over == "live":
+        summary += f", {live} live"
+        mk = _live_maker(rec, inc)
+        data["live_maker"] = mk
+        if mk is not None:
+            ev += mk.pop("evidence")
+            if vd == PROVEN and mk["verdict"] == PROVEN:
+                cause = mk["cause"]
+    return Hypothesis("memcg_walk", res.share, vd, summary, cause, rule, ev, data)
+
+
+def _live_maker(rec, inc) -> dict | None:
+    """Who made the live memory cgroups: from the churn trace up to the incident, per creator the cgroups it
+    made and had not removed, against the growth of the live memory-cgroup count over the trace (the census's
+    directory walks, `record --live-every`). None without a trace or a live count."""
+    trace = [e for e in getattr(rec, "churn", None) or [] if e.time <= inc.end]
+    if not trace:
+        return None
+    t0 = min(e.time for e in trace)
+    ticks = [t for t in rec.ticks if t.census is not None and t.census.memory_live() is not None]
+    before = [t for t in ticks if t.time <= t0] or ticks[:1]
+    after = [t for t in ticks if t.time <= inc.end + 1]
+    if not before or not after:
+        return None
+    c0, c1 = before[-1].census, after[-1].census
+    mem = c1.controller("memory")
+    hier = mem.hierarchy if mem is not None else 0  # the tracepoints' root id: 0 is cgroup2
+    growth = c1.memory_live() - c0.memory_live()
+    cs = [c for c in creators(trace, trace[-1].time, 0.0) if c.hierarchy == hier]
+    if not cs:
+        return None
+    top = max(cs, key=lambda c: (c.mkdir - c.rmdir, c.mkdir))
+    kept = top.mkdir - top.rmdir
+    vd, share = creator_verdict(kept, growth, c1.memory_live())
+    who = (f"{top.comm} made {kept} live memory cgroups like {top.pattern}"
+           + (f" (unit {top.unit})" if top.unit else "") + (f" (pod {pod_name(top.pod)})" if top.pod else ""))
+    ev = [f"live memory cgroups {c0.memory_live()} -> {c1.memory_live()} ({growth:+d}) over the churn trace",
+          f"{who} ({top.mkdir} made, {top.rmdir} removed, from {len(top.pids)} processes)"
+          + (f" = {pct(share)} of the live growth" if share is not None else "")]
+    return {"verdict": vd, "share": None if share is None else round(share, 4), "comm": top.comm,
+            "pattern": top.pattern, "unit": top.unit, "pod": top.pod, "made": top.mkdir, "removed": top.rmdir,
+            "kept": kept, "live_growth": growth, "cause": who, "evidence": ev}
 
 
 def _reclaim(rec, ep, prof, dying: int | None, live: int | None = None) -> Hypothesis:
@@ -357,9 +414,17 @@ def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypo
     res = links.get("resource")
     dying = (res.data or {}).get("dying") if res else None
     live = (res.data or {}).get("live") if res else None
-    hs = [_memcg(links, ep, prof), _reclaim(rec, ep, prof, dying, live), _softirq(rec, ep), _irq(rec, ep),
+    hs = [_memcg(rec, inc, links, ep, prof), _reclaim(rec, ep, prof, dying, live), _softirq(rec, ep), _irq(rec, ep),
           _rt(rec, ep, victim), _lock(ep, prof), _process(ep, prof, links.get("processes"), False),
           _process(ep, prof, links.get("processes"), True)]
+    walk, rec_h = hs[0], hs[1]
+    if (walk.data.get("over") == "live" and walk.verdict in (PROVEN, CONTRIBUTING) and rec_h.verdict == PROVEN
+            and prof is not None and prof.reclaim >= PROVE * prof.memcg):
+        # a charge over a limit reclaims, and reclaim walks the memcgs it reclaims from (shrink_node_memcgs): with
+        # reclaim proven and at least half as many samples as the memcg code, that code is reclaim's
+        walk.verdict, walk.cause = NOT_PROVEN, None
+        walk.evidence.append(f"page reclaim is proven on CPU {ep.cpu} ({pct(rec_h.share)} of the excess): the memcg "
+                             "code over live memcgs is reclaim's own walk and charging (family reclaim)")
     from .groups import hypothesis as group  # after the single-process families: a tie goes to them
 
     g = group(rec, ep, prof)
