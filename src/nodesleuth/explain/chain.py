@@ -28,7 +28,7 @@ from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS,
 from ..model.churn import creators
 from ..model.kube import KUBELET_READER, is_kubelet, pod_name, pod_owner
 from ..detect.containers import owner_commands
-from ..model.frames import LOCK, MEMCG, RECLAIM, SOFTIRQ
+from ..model import frames
 from ..model.records import Creator, softnet_on, softnet_text, sockets_in, tcp_in
 from ..profile.parse import UNNAMED
 from ..model.actions import Action, protected
@@ -355,15 +355,18 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
     memcg = soft = user = other = idle = unnamed = reclaim = lock = 0
     kernel_of: dict[int, int] = {}
     names: dict[int, Counter] = defaultdict(Counter)
+    classes: dict[int, int] = {}  # stack id -> frames.classify (each stack once)
     ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
     for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
         st = s.stacks[sid]
         if pid == 0 and s.idle[sid]:
             idle += c
             continue
-        kframes = [f for f in st if f.endswith("_[k]")]
-        leaf_k = bool(st) and st[-1].endswith("_[k]")
-        is_memcg = any(MEMCG.search(f) for f in kframes)
+        cls = classes.get(sid)
+        if cls is None:
+            cls = classes[sid] = frames.classify(st)
+        leaf_k = bool(cls & frames.KERNEL_LEAF)
+        is_memcg = bool(cls & frames.IS_MEMCG)
         slot = by_pid.setdefault(pid, [s.comms[cid], 0, 0, 0])
         names[pid][s.comms[cid]] += c
         slot[1] += c
@@ -371,14 +374,14 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
             slot[2] += c
         if not is_memcg and any(f.startswith(UNNAMED) for f in st):
             unnamed += c  # perf script had not named all of it: it may have been memcg code
-        is_reclaim = any(RECLAIM.search(f) for f in kframes)
-        is_lock = any(LOCK.search(f) for f in kframes)
+        is_reclaim = bool(cls & frames.IS_RECLAIM)
+        is_lock = bool(cls & frames.IS_LOCK)
         reclaim += c if is_reclaim else 0
         lock += c if is_lock else 0
         if is_memcg:
             memcg += c
             slot[3] += c
-        elif any(SOFTIRQ.search(f) for f in kframes):
+        elif cls & frames.IS_SOFTIRQ:
             soft += c
         elif leaf_k:
             other += c
