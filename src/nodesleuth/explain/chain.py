@@ -19,7 +19,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..detect import proof
-from . import dose, families
+from . import dose
+from .family.registry import hypotheses
 from ..detect.incidents import (NIC_LOOKBACK, Episode, Incident, _window, describe_event_cpu, episodes,
                                 event_cpu, victim, pods_seen)
 from ..detect.proof import verdict
@@ -73,8 +74,8 @@ class Explained:
     leading: str = ""  # what explains the core best, when no root cause is proven
     rejected: list[str] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
-    family: str = ""  # the family of the leading explanation (explain/families.py)
-    hypotheses: list = field(default_factory=list)  # families.Hypothesis, most explaining first
+    family: str = ""  # the family of the leading explanation (explain/family/)
+    hypotheses: list = field(default_factory=list)  # family/common.Hypothesis, most explaining first
     notes: list[str] = field(default_factory=list)
     dose: dict | None = None  # dose-response over the recording (explain/dose.py), where it allows one
 
@@ -117,7 +118,7 @@ def build(rec, inc: Incident) -> Explained:
     ex = Explained(inc.kind, inc.time, inc.start, inc.end, "", links)
     chain = [ex.link(n) for n in ("saturated_core", "processes", "resource", "creator", "unit_loop")]
     core_ok = chain[0].verdict in (PROVEN, OBSERVED)
-    hs, ex.notes = families.hypotheses(rec, inc, ep, prof, {lk.name: lk for lk in links},
+    hs, ex.notes = hypotheses(rec, inc, ep, prof, {lk.name: lk for lk in links},
                                        (ex.link("saturated_core").data or {}).get("victim", {}))
     ex.hypotheses = hs
     ex.dose = dose.response(rec, ep.cpu, inc.end)
@@ -767,7 +768,7 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
         if pid:
             cmds.insert(0, f"ps -o pid,comm,cls,rtprio,pcpu,cgroup -p {pid}   # the process named, its class and cgroup")
         parent = (best.data or {}).get("parent") if best and best.family == "group" else None
-        if parent:  # a group (explain/groups.py): who starts its processes, and where it runs
+        if parent:  # a group (explain/family/group.py): who starts its processes, and where it runs
             if parent.get("unit"):
                 cmds.insert(0, f"systemctl status {parent['unit']}   # the unit whose process starts them")
             cmds.insert(0, f"ps -o pid,ppid,comm,args,cgroup -p {parent['pid']}; pstree -p {parent['pid']}   "
