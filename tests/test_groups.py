@@ -1,4 +1,4 @@
-"""Groups as candidates (explain/groups.py, collect/spawns.py, docs/groups.md): an exec storm and a fork
+"""Groups as candidates (explain/family/group.py, collect/spawns.py, docs/groups.md): an exec storm and a fork
 storm without exec, each a shell or a process on CPU 1 starting short-lived processes over and over,
 recorded for real; explain must lead with the group (who starts them, how many a second, their share
 of the core), not with one of its processes."""
@@ -190,7 +190,7 @@ def test_live_exec_storm_on_cpu_1(tmp_path):
 def test_where_the_parent_runs_is_said_by_pod_unit_or_cgroup():
     """A group's parent is placed by its cgroup: a pod's (real kubelet paths, tests/data/kube/cgroup-paths.json,
     each with its source), a systemd unit's, or the cgroup itself."""
-    from nodesleuth.explain.groups import _where
+    from nodesleuth.explain.family.group import _where
     from nodesleuth.model.kube import from_cgroup
 
     with open(os.path.join(REPO, "tests", "data", "kube", "cgroup-paths.json")) as f:

@@ -304,6 +304,23 @@ def test_families_of_stacks():
     assert family(1, ("python3", "clock_gettime", "__vdso_clock_gettime" + k)) == USER  # the vDSO is user code
 
 
+
+def test_frames_classified_once():
+    """model/frames.classify is the one reading of a stack's frames: the profile's families and explain's
+    core profile (explain/chain.py) take their classes from it."""
+    from nodesleuth.model import frames as F
+
+    k = "_[k]"
+    # memcg reclaim: both classes; a lock taken in it too; the leaf is the kernel's
+    assert F.classify(("x", "try_to_free_mem_cgroup_pages" + k, "shrink_lruvec" + k,
+                       "_raw_spin_lock_irq" + k)) == F.IS_MEMCG | F.IS_RECLAIM | F.IS_LOCK | F.KERNEL_LEAF
+    assert F.classify(("x", "handle_softirqs" + k, "net_rx_action" + k)) == F.IS_SOFTIRQ | F.KERNEL_LEAF
+    assert F.classify(("bash", "main", "compute")) == 0
+    # a user frame named like kernel code is not kernel code
+    assert F.classify(("a", "mem_cgroup_iter")) == 0
+    # the vDSO: a kernel-marked leaf that is user code (explain counts it in the kernel, the profile's families not)
+    assert F.classify(("python3", "__vdso_clock_gettime" + k)) == F.KERNEL_LEAF | F.VDSO_LEAF
+
 def test_cpu_shares_window():
     import numpy as np
 

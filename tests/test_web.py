@@ -677,7 +677,7 @@ def test_flame_says_how_many_samples_perf_lost(recorded, browser, tmp_path):
 
 def test_incidents_page_shows_a_leading_group(browser, tmp_path):
     """The exec storm of the corpus (tests/corpus/cases/exec_storm.py, recorded in the VM): the incidents
-    page leads with the group and its numbers (explain/groups.py, docs/groups.md)."""
+    page leads with the group and its numbers (explain/family/group.py, docs/groups.md)."""
     from benchmarks import explain_corpus as ec
 
     store = ec.extract("exec_storm", str(tmp_path))

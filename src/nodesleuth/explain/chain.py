@@ -19,7 +19,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..detect import proof
-from . import dose, families
+from . import dose
+from .family.registry import hypotheses
 from ..detect.incidents import (NIC_LOOKBACK, Episode, Incident, _window, describe_event_cpu, episodes,
                                 event_cpu, victim, pods_seen)
 from ..detect.proof import verdict
@@ -28,7 +29,7 @@ from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS,
 from ..model.churn import creators, dying_through
 from ..model.kube import KUBELET_READER, is_kubelet, pod_name, pod_owner
 from ..detect.containers import owner_commands
-from ..model.frames import LOCK, MEMCG, RECLAIM, SOFTIRQ
+from ..model import frames
 from ..model.records import Creator, softnet_on, softnet_text, sockets_in, tcp_in
 from ..profile.parse import UNNAMED
 from ..model.actions import Action, protected
@@ -73,8 +74,8 @@ class Explained:
     leading: str = ""  # what explains the core best, when no root cause is proven
     rejected: list[str] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
-    family: str = ""  # the family of the leading explanation (explain/families.py)
-    hypotheses: list = field(default_factory=list)  # families.Hypothesis, most explaining first
+    family: str = ""  # the family of the leading explanation (explain/family/)
+    hypotheses: list = field(default_factory=list)  # family/common.Hypothesis, most explaining first
     notes: list[str] = field(default_factory=list)
     dose: dict | None = None  # dose-response over the recording (explain/dose.py), where it allows one
     pod_cause: dict | None = None  # a pod's restarting container as the root cause: its verdict and share (_pod_verdict)
@@ -118,7 +119,7 @@ def build(rec, inc: Incident) -> Explained:
     ex = Explained(inc.kind, inc.time, inc.start, inc.end, "", links)
     chain = [ex.link(n) for n in ("saturated_core", "processes", "resource", "creator", "unit_loop")]
     core_ok = chain[0].verdict in (PROVEN, OBSERVED)
-    hs, ex.notes = families.hypotheses(rec, inc, ep, prof, {lk.name: lk for lk in links},
+    hs, ex.notes = hypotheses(rec, inc, ep, prof, {lk.name: lk for lk in links},
                                        (ex.link("saturated_core").data or {}).get("victim", {}))
     ex.hypotheses = hs
     ex.dose = dose.response(rec, ep.cpu, inc.end)
@@ -126,7 +127,7 @@ def build(rec, inc: Incident) -> Explained:
     if (core_ok and all(lk.verdict == PROVEN for lk in chain[1:]) and walk is not None and walk.verdict == PROVEN
             and walk.data.get("over") == "zombies" and _through_ok(chain[3])):
         ex.root_cause, ex.family = chain[-1].data["unit"] or pod_cause(chain[-1].data), "memcg_walk"
-    else:  # a walk over live memcgs names its cause itself: who made them (families._live_maker)
+    else:  # a walk over live memcgs names its cause itself: who made them (family/memcg_walk.live_maker)
         best = next((h for h in hs if h.verdict == PROVEN
                      and (h.family != "memcg_walk" or h.data.get("over") == "live")), None)
         if core_ok and best is not None and best.cause:
@@ -361,15 +362,18 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
     memcg = soft = user = other = idle = unnamed = reclaim = lock = 0
     kernel_of: dict[int, int] = {}
     names: dict[int, Counter] = defaultdict(Counter)
+    classes: dict[int, int] = {}  # stack id -> frames.classify (each stack once)
     ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
     for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
         st = s.stacks[sid]
         if pid == 0 and s.idle[sid]:
             idle += c
             continue
-        kframes = [f for f in st if f.endswith("_[k]")]
-        leaf_k = bool(st) and st[-1].endswith("_[k]")
-        is_memcg = any(MEMCG.search(f) for f in kframes)
+        cls = classes.get(sid)
+        if cls is None:
+            cls = classes[sid] = frames.classify(st)
+        leaf_k = bool(cls & frames.KERNEL_LEAF)
+        is_memcg = bool(cls & frames.IS_MEMCG)
         slot = by_pid.setdefault(pid, [s.comms[cid], 0, 0, 0])
         names[pid][s.comms[cid]] += c
         slot[1] += c
@@ -377,14 +381,14 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
             slot[2] += c
         if not is_memcg and any(f.startswith(UNNAMED) for f in st):
             unnamed += c  # perf script had not named all of it: it may have been memcg code
-        is_reclaim = any(RECLAIM.search(f) for f in kframes)
-        is_lock = any(LOCK.search(f) for f in kframes)
+        is_reclaim = bool(cls & frames.IS_RECLAIM)
+        is_lock = bool(cls & frames.IS_LOCK)
         reclaim += c if is_reclaim else 0
         lock += c if is_lock else 0
         if is_memcg:
             memcg += c
             slot[3] += c
-        elif any(SOFTIRQ.search(f) for f in kframes):
+        elif cls & frames.IS_SOFTIRQ:
             soft += c
         elif leaf_k:
             other += c
@@ -850,7 +854,7 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
         if pid:
             cmds.insert(0, f"ps -o pid,comm,cls,rtprio,pcpu,cgroup -p {pid}   # the process named, its class and cgroup")
         parent = (best.data or {}).get("parent") if best and best.family == "group" else None
-        if parent:  # a group (explain/groups.py): who starts its processes, and where it runs
+        if parent:  # a group (explain/family/group.py): who starts its processes, and where it runs
             if parent.get("unit"):
                 cmds.insert(0, f"systemctl status {parent['unit']}   # the unit whose process starts them")
             cmds.insert(0, f"ps -o pid,ppid,comm,args,cgroup -p {parent['pid']}; pstree -p {parent['pid']}   "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..model.frames import MEMCG
+from ..model.frames import IS_MEMCG, classify
 from ..model.stats import spearman
 
 WINDOW = 10.0
@@ -64,7 +64,7 @@ def response(rec, cpu: int, end: float | None = None) -> dict | None:
         import numpy as np
 
 
-        memcg_stack = np.array([any(MEMCG.search(f) for f in st if f.endswith("_[k]")) for st in s.stacks],
+        memcg_stack = np.array([bool(classify(st) & IS_MEMCG) for st in s.stacks],
                                dtype=bool) if len(s.stacks) else np.zeros(0, dtype=bool)
         m = (s.cpu == cpu) & (s.t >= t0) & (s.t < t0 + n * WINDOW)
         idx = ((s.t[m] - t0) // WINDOW).astype(int)

@@ -63,7 +63,7 @@ def to_json(incs: list[Explained], store: str, problems: list, notes: list[str])
 
 
 def group_lines(inc: Explained) -> list[str]:
-    """The numbers of a group (explain/groups.py) that leads: who starts it, how many a second, its share."""
+    """The numbers of a group (explain/family/group.py) that leads: who starts it, how many a second, its share."""
     g = next((h for h in inc.hypotheses if h.family == "group"), None)
     if g is None or inc.family != "group":
         return []

@@ -25,8 +25,8 @@ RESTARTS_TIE = (0.6, 1.6)  # creating processes per unit restart that tie a crea
 ZOMBIE_WARN = 1000  # dying cgroups that make a warning (check --zombie-warn)
 ZOMBIE_CRIT = 10000  # and a critical finding (check --zombie-crit)
 WALK_DYING_SHARE = 0.5  # memory-cgroup code on a hot core is a walk over zombies when at least this share of
-# the memcgs is dying (and >= MIN_ZOMBIES); with fewer it is reclaim's walk over live ones (explain/families.py)
-GROUP_MIN = 5  # processes of one command (and parent) on a hot core that make a group a candidate (explain/groups.py)
+# the memcgs is dying (and >= MIN_ZOMBIES); with fewer it is reclaim's walk over live ones (explain/family/)
+GROUP_MIN = 5  # processes of one command (and parent) on a hot core that make a group a candidate (explain/family/group.py)
 CRASH_LOOP_RESTARTS = 3  # a unit that restarted this often and did not succeed is crash-looping
 
 # --- when a probe (collect/memcg_cost.py, collect/posture.py) must not make memcgs (collect/probe_state.py) ---

@@ -4,7 +4,7 @@ profile signal the exporter publishes (nodesleuth_profile_cpu_share_ratio{cpu, f
 Families are fixed (bounded cardinality: CPUs x 5) and decided per stack, first match wins:
 - idle: the idle task idling (parse.is_idle: softirq/IRQ work on top of idle is not idle);
 - memcg: a kernel frame of memory-cgroup code, the walk or reclaim the incident's cores were pinned
-  in (model/frames.py's MEMCG, the same expression explain uses);
+  in (model/frames.py's classify, the same classification explain uses);
 - softirq: a kernel frame of softirq/NAPI/IRQ handling (model/frames.py's SOFTIRQ);
 - kernel: any other sample whose leaf is in the kernel;
 - user: the rest (user code, vDSO included).
@@ -19,30 +19,23 @@ import time
 
 import numpy as np
 
+from ..model import frames
 from .arrays import distinct
 from .parse import is_idle
 
 FAMILIES = ("memcg", "softirq", "kernel", "user", "idle")
 MEMCG, SOFTIRQ, KERNEL, USER, IDLE = range(5)
-_VDSO = ("__vdso_", "__kernel_", "[vdso]")
 
 
-def _patterns():
-    from ..model import frames
-
-    return frames.MEMCG, frames.SOFTIRQ
-
-
-def family(pid: int, stack: tuple[str, ...], pats=None) -> int:
-    memcg, softirq = pats or _patterns()
+def family(pid: int, stack: tuple[str, ...]) -> int:
     if is_idle(pid, stack):
         return IDLE
-    kframes = [f for f in stack if f.endswith("_[k]") and not f.startswith(_VDSO)]
-    if any(memcg.search(f) for f in kframes):
+    c = frames.classify(stack)
+    if c & frames.IS_MEMCG:
         return MEMCG
-    if any(softirq.search(f) for f in kframes):
+    if c & frames.IS_SOFTIRQ:
         return SOFTIRQ
-    if stack and stack[-1].endswith("_[k]") and not stack[-1].startswith(_VDSO):
+    if c & frames.KERNEL_LEAF and not c & frames.VDSO_LEAF:
         return KERNEL
     return USER
 
@@ -58,13 +51,12 @@ class CpuShares:
         self.samples = 0
         self.lock = threading.Lock()
         self._fam: dict[tuple, int] = {}  # (idle pid?, stack) -> family
-        self._pats = _patterns()
 
     def add(self, t: np.ndarray, cpu: np.ndarray, pid: np.ndarray, stack_ids: np.ndarray, stacks) -> None:
         """Samples as columns: wall-clock times, CPUs, pids, stack ids into `stacks`."""
         if not len(t):
             return
-        cache, pats = self._fam, self._pats
+        cache = self._fam
         if len(cache) > 100_000:
             cache.clear()
         # the idle rule looks at the pid (0): one family per (stack, pid is 0)
@@ -78,7 +70,7 @@ class CpuShares:
             ck = (k & 1, st)
             f = cache.get(ck)
             if f is None:
-                f = cache[ck] = family(0 if k & 1 else 1, st, pats)
+                f = cache[ck] = family(0 if k & 1 else 1, st)
             fam_of[j] = f
         fam = fam_of[inv]
         sec = np.floor(t).astype(np.int64)

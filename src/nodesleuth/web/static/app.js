@@ -496,7 +496,7 @@ function showProblems(problems) {
 }
 
 
-// a group of processes that leads (explain/groups.py): who starts it, how many a second, its share
+// a group of processes that leads (explain/family/group.py): who starts it, how many a second, its share
 function groupHtml(inc, esc) {
   const g = (inc.hypotheses || []).find(h => h.family === "group");
   if (!g || inc.family !== "group") return "";

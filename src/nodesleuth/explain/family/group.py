@@ -1,4 +1,4 @@
-"""Groups as candidates: many processes of one command, or short-lived ones started by one parent,
+"""Family group: many processes of one command, or short-lived ones started by one parent,
 that together saturate a core while each alone takes a sliver of it (an exec storm: a shell starting
 a 3 ms program over and over; a fork storm: a loop forking copies of itself). The group competes with
 single processes for the leading explanation (family `group`), with its numbers: processes started
@@ -7,7 +7,8 @@ unit or pod). docs/groups.md says what is measured and what a 1 s scan cannot se
 
 Share, with a profile: the samples on the core of the group's processes (the parent, the processes of
 the commands it was caught starting, and any process of those commands that lived under HELD seconds
-of the episode's ticks) over the core's excess busy time; the verdict is the share's (detect/proof.py).
+of the episode's ticks) over the core's excess busy time; the verdict is the share's (detect/proof.py);
+how it ranks beside a proven mechanism is registry.py's rule.
 A group needs GROUP_MIN processes with samples on the core, or the parent's being caught starting them.
 
 Without a profile: the parent's exited children's CPU (cutime + cstime, collect/procs.py), which the
@@ -21,18 +22,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..detect.incidents import _window, pods_seen
-from ..detect.proof import verdict
-from ..model.kube import from_cgroup, pod_name
-from ..model.thresholds import GROUP_MIN, NOT_PROVEN, PROVE, PROVEN, UNKNOWN
+from ...detect.incidents import _window, pods_seen
+from ...detect.proof import verdict
+from ...model.kube import from_cgroup, pod_name
+from ...model.thresholds import GROUP_MIN, NOT_PROVEN, PROVE, PROVEN, UNKNOWN
+from .common import Context, Hypothesis, pct
+from .registry import family
 
 EXITED = " (exited children)"  # collect/procs.py's label for a parent's exited children's CPU
 HELD = 3  # a process in this many of the episode's ticks is long-lived: a member of no group
 BEFORE = 60.0  # s before the episode its fork rate is compared with
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
 
 
 def _spawns(ticks) -> tuple[dict, int, float]:
@@ -140,9 +139,9 @@ def _where(cgroup: str | None, pod: dict | None) -> str:
     return f" in cgroup {cgroup}" if cgroup and cgroup != "/" else ""
 
 
-def hypothesis(rec, ep, prof):
-    from .families import Hypothesis
-
+@family("group", rank=90)  # after the single-process families: a tie goes to them
+def group(ctx: Context) -> Hypothesis | None:
+    rec, ep, prof = ctx.rec, ctx.ep, ctx.prof
     rule = (f"processes of one command, or started by one parent, each short-lived or many (>= {GROUP_MIN} on the "
             f"core, or caught being started), take >= {pct(PROVE)} of the core's excess busy time together: from the "
             "profile's samples; without one, the parent's exited children's CPU (cutime/cstime) that /proc's "
