@@ -75,14 +75,15 @@ def create_app(store: str, token: str | None = None) -> Flask:
         resp.status_code = 400
         return resp
 
-    def fnum(name: str, default=None, lo: float | None = None, hi: float | None = None):
+    def _num(name: str, conv, kind: str, default, lo, hi):
+        """A query argument as a number (float or int), within [lo, hi]: else a 400 saying which and why."""
         v = request.args.get(name)
         if v is None or v == "":
             return default
         try:
-            x = float(v)
+            x = conv(v)
         except ValueError:
-            abort(400, f"{name} must be a number, not {v[:40]!r}")
+            abort(400, f"{name} must be {kind}, not {v[:40]!r}")
         if not math.isfinite(x):
             abort(400, f"{name} must be a finite number, not {v[:40]!r}")
         if (lo is not None and x < lo) or (hi is not None and x > hi):
@@ -90,18 +91,11 @@ def create_app(store: str, token: str | None = None) -> Flask:
                   else f"{name} must be at least {lo:g}" if lo is not None else f"{name} must be at most {hi:g}")
         return x
 
+    def fnum(name: str, default=None, lo: float | None = None, hi: float | None = None):
+        return _num(name, float, "a number", default, lo, hi)
+
     def inum(name: str, lo: int | None = None, hi: int | None = None):
-        v = request.args.get(name)
-        if v is None or v == "":
-            return None
-        try:
-            x = int(v)
-        except ValueError:
-            abort(400, f"{name} must be an integer, not {v[:40]!r}")
-        if (lo is not None and x < lo) or (hi is not None and x > hi):
-            abort(400, f"{name} must be between {lo} and {hi}" if lo is not None and hi is not None
-                  else f"{name} must be at least {lo}" if lo is not None else f"{name} must be at most {hi}")
-        return x
+        return _num(name, int, "an integer", None, lo, hi)
 
     def range_args(required: bool, most: float | None = None, what: str = ""):
         """from/to: both finite, from before to (and at most `most` seconds apart)."""
