@@ -9,7 +9,7 @@ import time
 from ..model.records import IrqTop
 from ..node.pread import Preader, read_text
 from ..node.root import Root
-from .registry import collector
+from .registry import Deltas, collector
 
 EVERY = 5  # ticks between full reads
 TOP = 3
@@ -46,7 +46,7 @@ def parse_all_interrupts(text: str) -> tuple[list[int], dict[str, tuple[str, lis
 
 
 @collector("irqtop", every=EVERY)
-class IrqTopReader:
+class IrqTopReader(Deltas):
     def __init__(self, root: Root, reader: Preader):
         self.root, self.reader = root, reader
         self.prev: tuple[float, list[int], dict] | None = None
@@ -55,12 +55,8 @@ class IrqTopReader:
         text = read_text(self.reader, self.root, "/proc/interrupts", one_record=False)
         return (time.monotonic(), *parse_all_interrupts(text))
 
-    def prime(self) -> None:
-        self.prev = self._read()
-
     def read(self, interval: float, seen=None) -> IrqTop | None:
-        cur = self._read()
-        prev, self.prev = self.prev, cur
+        prev, cur = self.step()
         if prev is None:
             return None
         span = max(1e-3, cur[0] - prev[0])

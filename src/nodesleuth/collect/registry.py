@@ -53,3 +53,21 @@ def registered(use: str | None = None) -> list[Registration]:
     for m in pkgutil.iter_modules(here):
         importlib.import_module(f"{__package__}.{m.name}")
     return [r for r in _REGISTERED.values() if use is None or use in r.uses]
+
+
+class Deltas:
+    """A collector of counters, whose record is the change since its last read: `prime()` takes the first
+    reading, `step()` returns (previous, current) and keeps current (previous is None until primed)."""
+
+    prev = None
+
+    def _read(self):
+        raise NotImplementedError
+
+    def prime(self) -> None:
+        self.prev = self._read()
+
+    def step(self):
+        cur = self._read()
+        prev, self.prev = self.prev, cur
+        return prev, cur

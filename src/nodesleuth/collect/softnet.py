@@ -11,14 +11,14 @@ from ..model.procfs import parse_cpu_list, parse_softnet
 from ..model.records import Softnet
 from ..node.pread import Preader, read_text
 from ..node.root import Root
-from .registry import collector
+from .registry import Deltas, collector
 
 WRAP = 1 << 32
 COUNTERS = ("processed", "dropped", "time_squeeze", "received_rps", "flow_limit_count")
 
 
 @collector("softnet")
-class SoftnetReader:
+class SoftnetReader(Deltas):
     def __init__(self, root: Root, reader: Preader):
         self.root, self.reader = root, reader
         self.prev: dict[int, dict] | None = None
@@ -32,12 +32,8 @@ class SoftnetReader:
                 online = parse_cpu_list(read_text(self.reader, self.root, p), self.root.join(p))
         return parse_softnet(text, online, self.root.join("/proc/net/softnet_stat"))
 
-    def prime(self) -> None:
-        self.prev = self._read()
-
     def read(self, interval: float, seen=None) -> Softnet | None:
-        cur = self._read()
-        prev, self.prev = self.prev, cur
+        prev, cur = self.step()
         if prev is None:
             return None
         cpus = sorted(cur)

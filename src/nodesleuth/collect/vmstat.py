@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..model.records import Vmstat
 from ..node.pread import Preader, read_text
 from ..node.root import Root
-from .registry import collector
+from .registry import Deltas, collector
 
 
 def parse_vmstat(text: str) -> dict[str, int]:
@@ -23,7 +23,7 @@ def parse_vmstat(text: str) -> dict[str, int]:
 
 
 @collector("vmstat")
-class VmstatReader:
+class VmstatReader(Deltas):
     def __init__(self, root: Root, reader: Preader):
         self.root, self.reader = root, reader
         self.prev: dict[str, int] | None = None
@@ -31,12 +31,8 @@ class VmstatReader:
     def _read(self) -> dict[str, int]:
         return parse_vmstat(read_text(self.reader, self.root, "/proc/vmstat"))
 
-    def prime(self) -> None:
-        self.prev = self._read()
-
     def read(self, interval: float, seen=None) -> Vmstat | None:
-        cur = self._read()
-        prev, self.prev = self.prev, cur
+        prev, cur = self.step()
         if prev is None:
             return None
         return Vmstat({k: max(0, v - prev.get(k, v)) for k, v in cur.items()}, cur)
