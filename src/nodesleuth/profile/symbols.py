@@ -707,7 +707,7 @@ class UserSymbols:
     MB). A file dropped is read again when a stack next uses it: the same names, some CPU."""
 
     LIMIT = 4096  # files kept
-    MAX_BYTES = 48 << 20  # of tables kept (SymTable.nbytes, a table shared by files counted once per file)
+    MAX_BYTES = 64 << 20  # of tables kept (SymTable.nbytes, a table shared by files counted once per file)
 
     def __init__(self, demangle: Demangler | None = None, max_bytes: int | None = None, limit: int | None = None):
         self.demangle = demangle or Demangler()
