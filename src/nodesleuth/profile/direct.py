@@ -305,8 +305,9 @@ class Decoder:
     # keys pile up for processes long gone, ~200 bytes each; past this the part tables start over (the
     # frame caches stay, so naming them again is a dict lookup per frame)
     PARTS_LIMIT = 50_000
-    # thread names kept: those of exited threads are dropped a batch after their EXIT; past this (lost
-    # EXIT records) the table starts over and a live thread's name is read again from /proc
+    # thread names kept (exited threads' too: dropping them at EXIT named samples of a reused tid from
+    # /proc after an exec, in tests/test_profile_direct.py's fork/exec churn); past this the table
+    # starts over and a live thread's name is read again from /proc
     COMM_LIMIT = 100_000
 
     def __init__(self, max_stack: int = 127, root: Root = Root("/")):
@@ -334,8 +335,6 @@ class Decoder:
         self.samples = 0
         self.named = 0  # distinct stacks named
         self.exited: set[int] = set()
-        self._gone: set[int] = set()  # threads that exited in this batch (their comm goes at the next)
-        self._gone_prev: set[int] = set()
         self._skip: set[int] = set()  # pids whose MMAP2 records this batch skips (decode)
         self._snap: dict[int, Maps] | None = None  # maps read by the snapshot thread, not yet taken
         self._snap_pid: int | None = None  # the pid that thread is reading
@@ -465,7 +464,6 @@ class Decoder:
                 changes.setdefault(pid, []).append((t, self._bump(pid, parent.copy())))
         elif typ == EXIT:
             pid, _ppid, tid, _ptid = struct.unpack_from("<iiii", rec, 8)
-            self._gone.add(tid)
             if pid == tid:
                 self.exited.add(pid)
         elif typ == LOST:
@@ -995,12 +993,6 @@ class Decoder:
             self.nspid.pop(p, None)
             self.jit.pop(p, None)
         self.exited.clear()
-        # a thread's name stays a batch after it exited: a ring read late in the batch that saw its EXIT
-        # can still hold its last samples; a tid reused since has a new name in comm_changes
-        for x in self._gone_prev:
-            if x not in comm_changes:
-                self.comm.pop(x, None)
-        self._gone_prev, self._gone = self._gone, set()
         if (len(self.part_names) > self.STACK_LIMIT or len(self.combos) > self.STACK_LIMIT
                 or len(self.parts) > self.PARTS_LIMIT):
             self.parts, self.part_names, self.combos, self.named_parts = {(0, 0, 0): 0}, [()], {}, {}
