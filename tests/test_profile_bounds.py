@@ -157,3 +157,35 @@ def test_stack_parts_of_many_processes_stay_under_their_bound():
         seen_max = max(seen_max, len(d.parts))
         assert len(d.parts) <= d.PARTS_LIMIT
     assert seen_max > 500  # the bound was reached, not avoided
+
+
+def test_demangling_long_names_in_bulk_does_not_stall():
+    """A table's aliases demangled in bulk: 400 C++ names of ~700 bytes each (a browser's templates are
+    longer) are more than c++filt's two pipes hold; written all first and read after, both processes
+    blocked on a full pipe and the profiler stopped for good (seen in the soak). Answered in full now."""
+    import threading
+
+    from nodesleuth.profile.symbols import Demangler
+
+    if shutil.which("c++filt") is None:
+        missing("c++filt (binutils), perf's demangler")
+    parts = [f"ns_part{i:03d}_with_a_long_identifier" for i in range(30)]
+    names, want = [], []
+    for k in range(400):  # c++filt leaves names of very many components mangled: 20 here
+        p = parts[k % 5:k % 5 + 19] + [f"leaf{k}"]
+        names.append("_ZN" + "".join(f"{len(x)}{x}" for x in p) + "E")
+        want.append("::".join(p))
+    assert sum(len(n) for n in names) > 4 * 65536 // 2  # more than both pipes (64 KB each) hold
+    dm = Demangler()
+    got: list = []
+    th = threading.Thread(target=lambda: got.append(dm.many(names)), daemon=True)
+    th.start()
+    th.join(60)
+    try:
+        assert not th.is_alive(), "c++filt and the profiler blocked each other"
+        assert got[0] == want
+    finally:
+        if th.is_alive() and dm.proc is not None:
+            dm.proc.kill()  # unblock the stuck thread so the test leaves nothing behind
+            th.join(10)
+        dm.close()

@@ -584,8 +584,11 @@ class Demangler:
         return Lazy(name, self, "@plt") if name.startswith("_Z") else name + "@plt"
 
     def many(self, names: list[str], chunk: int = 400) -> list[str]:
-        """Names demangled in bulk (a table's aliases): lines written and read in chunks that fit
-        the pipes."""
+        """Names demangled in bulk (a table's aliases): each chunk's lines written by a thread of its
+        own while this one reads the answers. Written first and read after, a chunk of long C++ names
+        (a browser's, kilobytes each) filled both pipes: c++filt blocked writing its answers, this
+        process blocked writing the rest of the names, and the profiler stopped for good (3 recorders
+        on this host at once, in the soak of issue 38)."""
         out = []
         todo = [n for n in names if n not in self.cache]
         for i in range(0, len(todo), chunk):
@@ -595,9 +598,7 @@ class Demangler:
                 try:
                     with self.lock:
                         self._ensure()
-                        self.proc.stdin.write("".join(n.replace("\n", " ") + "\n" for n in part))
-                        self.proc.stdin.flush()
-                        got = [self.proc.stdout.readline().rstrip("\n") or n for n in part]
+                        got = self._exchange(part)
                 except (OSError, ValueError):
                     self.missing = True
             for n, d in zip(part, got):
@@ -605,6 +606,32 @@ class Demangler:
                     d = _rust_legacy(self.RUST_HASH.sub("", d))
                 self.cache[n] = d
         return [self.cache.get(n, n) for n in names] if names else out
+
+    def _exchange(self, part: list[str]) -> list[str]:
+        proc = self.proc
+        text = "".join(n.replace("\n", " ") + "\n" for n in part)
+        failed: list[BaseException] = []
+
+        def feed():
+            try:
+                proc.stdin.write(text)
+                proc.stdin.flush()
+            except (OSError, ValueError) as e:
+                failed.append(e)
+
+        writer = threading.Thread(target=feed, name="nodesleuth-c++filt-in", daemon=True)
+        writer.start()
+        got = []
+        for n in part:
+            ln = proc.stdout.readline()
+            if not ln:  # c++filt gone: what is left stays mangled
+                failed.append(EOFError())
+                break
+            got.append(ln.rstrip("\n") or n)
+        writer.join()
+        if failed:
+            raise OSError("c++filt stopped answering")
+        return got
 
     def _ensure(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
