@@ -293,6 +293,14 @@ class Decoder:
     """Raw ring records -> Batch (numpy columns, stacks named as perf script names them)."""
 
     STACK_LIMIT = 200_000  # distinct (process, callchain) keys kept; past it the caches start over
+    # user parts are keyed per process (and map version): on a node that starts processes all day their
+    # keys pile up for processes long gone, ~200 bytes each; past this the part tables start over (the
+    # frame caches stay, so naming them again is a dict lookup per frame)
+    PARTS_LIMIT = 50_000
+    # thread names kept (exited threads' too: dropping them at EXIT named samples of a reused tid from
+    # /proc after an exec, in tests/test_profile_direct.py's fork/exec churn); past this the table
+    # starts over and a live thread's name is read again from /proc
+    COMM_LIMIT = 100_000
 
     def __init__(self, max_stack: int = 127, root: Root = Root("/")):
         self.max_stack = max_stack
@@ -973,7 +981,8 @@ class Decoder:
             self.nspid.pop(p, None)
             self.jit.pop(p, None)
         self.exited.clear()
-        if len(self.part_names) > self.STACK_LIMIT or len(self.combos) > self.STACK_LIMIT:
+        if (len(self.part_names) > self.STACK_LIMIT or len(self.combos) > self.STACK_LIMIT
+                or len(self.parts) > self.PARTS_LIMIT):
             self.parts, self.part_names, self.combos, self.named_parts = {(0, 0, 0): 0}, [()], {}, {}
         if len(self.fcache) + len(self.kcache) + len(self.fnames) > self.STACK_LIMIT:
             self.fcache.clear()
@@ -983,7 +992,7 @@ class Decoder:
             self.frames, self.frame_id = [("[unknown]",)], {("[unknown]",): 0}
             self.frames_gen += 1
             self.parts, self.part_names, self.combos, self.named_parts = {(0, 0, 0): 0}, [()], {}, {}
-        if len(self.comm) > 1_000_000:
+        if len(self.comm) > self.COMM_LIMIT:
             self.comm = {0: "swapper"}
 
     def close(self) -> None:

@@ -36,7 +36,9 @@ import shutil
 import struct
 import subprocess
 import threading
+import weakref
 from bisect import bisect_right
+from collections import OrderedDict
 
 import numpy as np
 
@@ -101,7 +103,7 @@ class SymTable:
     or None (the nearest start at or below addr, if addr is inside it; a zero-size symbol matches
     only its own start). Built with numpy: a 100,000-symbol library costs milliseconds."""
 
-    __slots__ = ("starts", "ends", "idx", "name_of", "fids", "fids_gen")  # fids: the direct reader's frame ids
+    __slots__ = ("starts", "ends", "idx", "name_of", "fids", "fids_gen", "extra_bytes", "__weakref__")  # fids: the direct reader's frame ids
 
     def __init__(self, rows: list[tuple], kallsyms: bool = False, dedup: bool = True):
         """From (start, end, binding, name) rows; kallsyms: names may end in a tab and [module]."""
@@ -160,9 +162,15 @@ class SymTable:
         self.starts, self.ends, self.idx = s[keep], e[keep], order[keep]
         self.name_of = name_of
         self.fids, self.fids_gen = None, None
+        self.extra_bytes = 0
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    def nbytes(self) -> int:
+        """What the table holds, about: its arrays, the direct reader's frame ids (8 bytes a symbol, made
+        on first use) and what its names are read from (extra_bytes: an ELF string table, name offsets)."""
+        return self.starts.nbytes + self.ends.nbytes + self.idx.nbytes + 8 * len(self.starts) + self.extra_bytes
 
     def lookup(self, addr: int) -> str | None:
         i = int(self.starts.searchsorted(addr, "right")) - 1
@@ -518,7 +526,9 @@ def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
             cache[i] = n
         return out
 
-    return SymTable.from_arrays(value, end, b, name_of, raw_name)
+    t = SymTable.from_arrays(value, end, b, name_of, raw_name)
+    t.extra_bytes = len(strs) + name_off.nbytes
+    return t
 
 
 def _plt_rows(run: Elf, demangle) -> list[tuple]:
@@ -574,8 +584,11 @@ class Demangler:
         return Lazy(name, self, "@plt") if name.startswith("_Z") else name + "@plt"
 
     def many(self, names: list[str], chunk: int = 400) -> list[str]:
-        """Names demangled in bulk (a table's aliases): lines written and read in chunks that fit
-        the pipes."""
+        """Names demangled in bulk (a table's aliases): each chunk's lines written by a thread of its
+        own while this one reads the answers. Written first and read after, a chunk of long C++ names
+        (a browser's, kilobytes each) filled both pipes: c++filt blocked writing its answers, this
+        process blocked writing the rest of the names, and the profiler stopped for good (3 recorders
+        on this host at once, in the soak of issue 38)."""
         out = []
         todo = [n for n in names if n not in self.cache]
         for i in range(0, len(todo), chunk):
@@ -585,9 +598,7 @@ class Demangler:
                 try:
                     with self.lock:
                         self._ensure()
-                        self.proc.stdin.write("".join(n.replace("\n", " ") + "\n" for n in part))
-                        self.proc.stdin.flush()
-                        got = [self.proc.stdout.readline().rstrip("\n") or n for n in part]
+                        got = self._exchange(part)
                 except (OSError, ValueError):
                     self.missing = True
             for n, d in zip(part, got):
@@ -595,6 +606,32 @@ class Demangler:
                     d = _rust_legacy(self.RUST_HASH.sub("", d))
                 self.cache[n] = d
         return [self.cache.get(n, n) for n in names] if names else out
+
+    def _exchange(self, part: list[str]) -> list[str]:
+        proc = self.proc
+        text = "".join(n.replace("\n", " ") + "\n" for n in part)
+        failed: list[BaseException] = []
+
+        def feed():
+            try:
+                proc.stdin.write(text)
+                proc.stdin.flush()
+            except (OSError, ValueError) as e:
+                failed.append(e)
+
+        writer = threading.Thread(target=feed, name="nodesleuth-c++filt-in", daemon=True)
+        writer.start()
+        got = []
+        for n in part:
+            ln = proc.stdout.readline()
+            if not ln:  # c++filt gone: what is left stays mangled
+                failed.append(EOFError())
+                break
+            got.append(ln.rstrip("\n") or n)
+        writer.join()
+        if failed:
+            raise OSError("c++filt stopped answering")
+        return got
 
     def _ensure(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -691,25 +728,41 @@ def _candidates(path: str, root: str, link: str | None, bid: bytes | None) -> li
 
 
 class UserSymbols:
-    """Symbol tables of mapped files, cached per (path, device, inode) and per build-id."""
+    """Symbol tables of mapped files, cached per (path, device, inode) and per build-id, least recently
+    used first out: at most LIMIT files and about MAX_BYTES of tables (a busy node maps thousands of
+    distinct files in a day: new builds, containers, test binaries; tables of big binaries are tens of
+    MB). A file dropped is read again when a stack next uses it: the same names, some CPU."""
 
     LIMIT = 4096  # files kept
+    MAX_BYTES = 64 << 20  # of tables kept (SymTable.nbytes, a table shared by files counted once per file)
 
-    def __init__(self, demangle: Demangler | None = None):
+    def __init__(self, demangle: Demangler | None = None, max_bytes: int | None = None, limit: int | None = None):
         self.demangle = demangle or Demangler()
-        self.by_file: dict[tuple, FileSymbols] = {}
-        self.by_bid: dict[bytes, SymTable | None] = {}
+        self.max_bytes = self.MAX_BYTES if max_bytes is None else max_bytes
+        self.limit = self.LIMIT if limit is None else limit
+        self.by_file: OrderedDict[tuple, FileSymbols] = OrderedDict()
+        self.by_bid: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # tables files still hold
+        self.bytes = 0  # of the tables by_file holds
         self.vdso: FileSymbols | None = None
         self.files_read = 0
+        self.evicted = 0
+
+    @staticmethod
+    def _size(fs: FileSymbols) -> int:
+        return fs.table.nbytes() if fs.table is not None else 0
 
     def file(self, path: str, root: str, ident: tuple) -> FileSymbols:
         key = (path, ident)
         fs = self.by_file.get(key)
-        if fs is None:
-            if len(self.by_file) > self.LIMIT:
-                self.by_file.clear()
-                self.by_bid.clear()
-            fs = self.by_file[key] = self._load(path, root)
+        if fs is not None:
+            self.by_file.move_to_end(key)
+            return fs
+        fs = self.by_file[key] = self._load(path, root)
+        self.bytes += self._size(fs)
+        while len(self.by_file) > 1 and (self.bytes > self.max_bytes or len(self.by_file) > self.limit):
+            _, old = self.by_file.popitem(last=False)
+            self.bytes -= self._size(old)
+            self.evicted += 1
         return fs
 
     def _load(self, path: str, root: str) -> FileSymbols:
@@ -724,8 +777,10 @@ class UserSymbols:
                 return FileSymbols(None, None)
         try:
             bid = run.build_id()
-            if bid is not None and bid in self.by_bid:
-                return FileSymbols(self.by_bid[bid], bid)
+            if bid is not None:
+                held = self.by_bid.get(bid)
+                if held is not None:
+                    return FileSymbols(held, bid)
             self.files_read += 1
             syms = None
             for cand in _candidates(path, root, run.debuglink(), bid):
@@ -749,7 +804,7 @@ class UserSymbols:
             finally:
                 if syms is not None:
                     syms.close()
-            if bid is not None:
+            if bid is not None and table is not None:
                 self.by_bid[bid] = table
             return FileSymbols(table, bid)
         except Exception:  # noqa: BLE001 - a file this reader cannot make sense of names nothing, as perf

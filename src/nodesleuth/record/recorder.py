@@ -54,6 +54,29 @@ def self_usage() -> tuple[float, int]:
     return ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
+_LIBC = None
+
+
+def release_free_heap() -> bool:
+    """Hand the C allocator's free pages back to the kernel (glibc's malloc_trim(0)). The profiler's
+    work comes in bursts (a ring read of a fork storm, a big binary's symbol table read then dropped)
+    and the memory they free between blocks still in use stays in RSS otherwise: measured at 10 min of
+    `record --profile` on a busy host, 37 MB of 294. False where there is none (musl)."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+
+        try:
+            _LIBC = ctypes.CDLL(None)
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if not _LIBC:
+        return False
+    _LIBC.malloc_trim(0)
+    return True
+
+
 class Recorder:
     def __init__(self, opt: RecordOptions, on_tick=None):
         self.opt = opt
@@ -198,6 +221,8 @@ class Recorder:
                 self.ticks += 1
                 if self.ticks % 60 == 0:
                     self.store.enforce()
+                if self.ticks % 300 == 0 and self.profiler is not None:
+                    release_free_heap()
                 self._say_store_trouble()
                 self._say_unread()
                 self._say_kernel_log()
