@@ -36,6 +36,7 @@ def test_processes_counter_of_this_kernel():
     assert after >= n + 1  # `true` was forked in between
 
 
+@retry_when_busy()
 def test_a_real_exec_storm_is_caught_by_parent_and_command():
     """A shell starting /bin/true over and over (not pinned: the counter moves whatever the load): the
     counter says hundreds a second, the listings catch some of them alive, grouped under the shell."""
@@ -54,8 +55,12 @@ def test_a_real_exec_storm_is_caught_by_parent_and_command():
     assert all(isinstance(s, Spawns) for s in got)
     assert sum(s.forks for s in got) >= 6 * MIN_FORKS * 0.5  # a storm by the rule's own measure
     assert got[0].rows == [] and not got[0].listed  # the first listing is a baseline, never counted
+    if not any(s.listed for s in got[1:]):
+        # a loaded host ran the storm below the rule's rate (MIN_FORKS a second) in some half-second, so
+        # every listing was a new baseline: nothing to compare
+        raise Busy(f"the storm started {[s.forks for s in got]} processes per half-second: no two listings in a row")
     mine = [row for s in got[1:] for row in s.rows if row["ppid"] == p.pid]
-    assert mine, [s.rows for s in got]
+    assert mine, [(s.forks, s.listed, s.rows) for s in got]
     assert {row["pcomm"] for row in mine} == {"sh"}
     assert {row["comm"] for row in mine} <= {"true", "sh"}
     assert sum(row["new"] for row in mine) >= 1
