@@ -48,12 +48,12 @@ def answer(inc: Explained) -> tuple[str, str]:
     return text, act
 
 
-def repeated(inc: Explained) -> set[str]:
-    """Rejected entries the report already shows (a not-proven link of the chain, a hypothesis): the
-    hypotheses are listed once; JSON keeps `rejected` whole."""
+def rejected(inc: Explained) -> list[str]:
+    """The rejected entries the report has not shown already (a not-proven link of the chain, a
+    hypothesis): the hypotheses are listed once; JSON keeps `rejected` whole."""
     shown = {f"{LABEL.get(lk.name, lk.name)}: {lk.summary}" for lk in inc.links}
-    shown |= {r for r in inc.rejected for h in inc.hypotheses if r.startswith(f"{h.family}: {h.summary}")}
-    return shown
+    prefixes = tuple(f"{h.family}: {h.summary}" for h in inc.hypotheses)
+    return [r for r in inc.rejected if r not in shown and not (prefixes and r.startswith(prefixes))]
 
 
 def to_json(incs: list[Explained], store: str, problems: list, notes: list[str]) -> dict:
@@ -108,7 +108,7 @@ def terminal(incs: list[Explained], notes: list[str], problems: list, console: C
             con.print(f"  note: {n}", markup=False)
         for ln in dose_text(inc.dose) if inc.dose else []:
             con.print(f"  {ln}", markup=False)
-        for r in [r for r in inc.rejected if r not in repeated(inc)]:
+        for r in rejected(inc):
             con.print(f"  rejected: {r}", markup=False, style="dim")
 
 
@@ -138,7 +138,7 @@ def markdown(incs: list[Explained], store: str, notes: list[str], problems: list
         if inc.dose:
             d = dose_text(inc.dose)
             out += [d[0], ""] + [f"- {ln.strip()}" for ln in d[1:]] + [""]
-        rej = [r for r in inc.rejected if r not in repeated(inc)]
+        rej = rejected(inc)
         if rej:
             out += ["Rejected hypotheses:", ""] + [f"- {r}" for r in rej] + [""]
         for lk in inc.links:
@@ -166,7 +166,7 @@ def html_report(incs: list[Explained], store: str, notes: list[str], problems: l
         text, act = answer(inc)
         verdict = (f"<p class='answer'><b>Answer: {html.escape(text)}</b></p>"
                    f"<p class='action'>Action: <code>{html.escape(act)}</code></p>")
-        rej = "".join(f"<li>{html.escape(r)}</li>" for r in inc.rejected if r not in repeated(inc))
+        rej = "".join(f"<li>{html.escape(r)}</li>" for r in rejected(inc))
         gl = group_lines(inc)
         grp = (f"<p class='group'><b>Group:</b> {html.escape(gl[0])}</p><ul class='group'>"
                + "".join(f"<li>{html.escape(e)}</li>" for e in gl[1:]) + "</ul>") if gl else ""

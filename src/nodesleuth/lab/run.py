@@ -503,8 +503,6 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         st.pids["dataloader"] = procs["dataloader"].pid
         st.save()
         _watch(st, ns, mc, procs, seconds, log)
-        st.saturated = saturation(st.victim)
-        st.save()
         if streams is not None:
             snaps.append(streams.snapshot())
             _net_report(st, streams, snaps, cpu, log)
@@ -632,7 +630,8 @@ def _watch(st: LabState, ns: SystemdNamespace, mc: Memcg, procs: dict, seconds: 
         st.save()
     busy = [v["busy"] for v in st.victim if v["busy"] is not None]
     waits = [v["victim_wait_s"] for v in st.victim]
-    sat = saturation(st.victim)
+    sat = st.saturated = saturation(st.victim)
+    st.save()
     log(f"lab: CPU {st.cpu} {min(busy, default=0):.0f}-{max(busy, default=0):.0f}% busy "
         f"(sys {sum(v['sys'] or 0 for v in st.victim) / max(1, len(st.victim)):.0f}% on average) for {len(busy)} s; "
         f">= {SATURATED_BUSY:.0f}% for {sat['seconds']} of them ({100 * sat['share']:.0f}%); the data loader itself "
