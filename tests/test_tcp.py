@@ -172,7 +172,9 @@ def test_pod_netns_retransmits_and_the_process_behind_them(tmp_path):
     assert host < kernel / 10  # the host's counters do not carry the pod's retransmits
     assert len(scans) == 1  # one scan per netns per 10 s, however long the spike lasts
     sc = scans[0]
-    assert any("Tcp_RetransSegs" in w for w in sc["why"]) and sc["truncated"] == "" and sc["walked"] >= 2
+    # the loss's first spike: retransmits, or on a loaded host (slower streams) the RTO timeouts behind them
+    assert any(w.split()[0] in ("Tcp_RetransSegs", "TcpExt_TCPTimeouts") for w in sc["why"]), sc["why"]
+    assert sc["truncated"] == "" and sc["walked"] >= 2
     mine = [c for c in sc["conns"] if c["dst"].endswith(":5301")]
     assert mine and all(c["pid"] == sender and c["comm"] == "ns-tcp-send" for c in mine), mine
     assert any(c["retrans_total"] > 0 for c in mine)

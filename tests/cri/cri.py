@@ -379,8 +379,13 @@ def containerd():
         for ref, entry in ((PAUSE, ["/bin/busybox", "sleep", "2147483647"]), (BUSYBOX, ["/bin/busybox"])):
             arch = tmp / (re.sub(r"\W", "_", ref) + ".tar")
             oci_archive(arch, ref, entry)
-            r = subprocess.run(["ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter",
-                                "native", "--index-name", ref, str(arch)], capture_output=True, text=True, timeout=120)
+            for _ in range(3):  # containerd's GC can remove a blob mid-import (containerd#5690): import again
+                r = subprocess.run(["ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter",
+                                    "native", "--index-name", ref, str(arch)], capture_output=True, text=True,
+                                   timeout=120)
+                if r.returncode == 0 or "not found" not in r.stderr:
+                    break
+                time.sleep(1)
             if r.returncode != 0:
                 raise RuntimeError(f"ctr images import {ref} exited {r.returncode}: {r.stderr.strip()[-1500:]}; "
                                    f"containerd's log: {(tmp / 'containerd.log').read_text()[-1500:]}")
