@@ -14,7 +14,7 @@ import sys
 import time
 
 ALL = ["recorder_overhead", "store_read", "cut_size", "perf_parse", "profile_query", "profile_cost", "zombie_cost",
-       "fleet", "web_timeline", "scale", "kmsg_flood", "pod_resources", "explain_corpus", "spawns_cost"]
+       "fleet", "web_timeline", "scale", "kmsg_flood", "pod_resources", "explain_corpus", "spawns_cost", "kernel_logs"]
 
 
 def rows(r: dict) -> list[tuple[str, str]]:
@@ -138,6 +138,11 @@ def rows(r: dict) -> list[tuple[str, str]]:
         out += [(f"  {k} ({v['cases']})", f"{100 * v['accuracy']:.0f}% / {100 * v['leading_accuracy']:.0f}%"
                  + (f" / {100 * v['abstention']:.0f}%" if v["abstention"] is not None else ""))
                 for k, v in r["families"].items()]
+        h = r.get("held_out")
+        if h:
+            out.append((f"  held-out ({h['cases']} cases recorded after the rules froze at {h['frozen_at']}, scored once)",
+                        f"{100 * h['accuracy']:.0f}% / {100 * h['leading_accuracy']:.0f}%"
+                        + (f" / {100 * h['abstention']:.0f}%" if h["abstention"] is not None else "")))
         live = r.get("time_to_verdict") or {}
         out.append(("  time to a verdict: explain on a stored recording (max) / live, after the episode's end",
                     f"{r['explain_s']['max']} s / {live.get('verdict_after_end_s', 'not measured')} s"))
@@ -149,6 +154,11 @@ def rows(r: dict) -> list[tuple[str, str]]:
                  f"{c['spawns_quiet']} / {c['spawns_listing_quiet_node']} / {c['spawns_listing_exec_storm']} ms CPU; "
                  f"x{x['quiet_to_tick']} / x{x['listing_to_tick']} / x{x['storm_to_tick']} of the record tick "
                  f"({c['sampler_tick']} ms); the storm listing x{x['storm_to_pidstat']} of one `pidstat -p ALL`")]
+    if b == "kernel_logs":
+        t = r["total"]
+        return [(f"kernel-log rules on {t['files']} real logs ({t['files_with_events']} with events), labelled by reading: "
+                 "events found / missed / false positives", f"{t['found']} of {t['labelled']} / {t['missed']} / "
+                 f"{t['false_positives']}")]
     return [(b, json.dumps(r)[:80])]
 
 

@@ -15,7 +15,7 @@ would amount to on this node:
 - resources.limits.cpu/memory -> --cpus/--memory (requests only schedule: ignored);
 - command -> --entrypoint; the image and args as they are; env values -> -e.
 
-Two workarounds for this machine (/work/shared/reference/container-notes.md): runc, not crun (crun
+Two workarounds for the machines this runs on (the project's container notes): runc, not crun (crun
 refuses the hybrid cgroup layout), and explicit --ulimit values: root here lacks CAP_SYS_RESOURCE, so the
 runtime cannot raise a limit above its parent's hard limit and podman's defaults (1048576) fail with
 "error setting rlimit ... operation not permitted". We pass the most the runtime can set: RLIMIT_NOFILE

@@ -820,3 +820,21 @@ def test_an_igb_sriov_deadlock_console_log_gives_its_hung_task_and_two_vf_notice
         ("nic_reset", "warning", "0000:84:10.2", 0), ("nic_reset", "warning", "0000:84:10.6", 0)]
     (lf,) = lockups.findings(events)
     assert (lf.kind, lf.data["count"], lf.data["processes"], lf.data["longest_s"]) == ("hung_task", 1, ["modprobe:2078"], 10)
+
+
+# ---------------------------------------------------------------- the whole-log set (issue 41 part 5)
+
+def test_every_labelled_event_of_the_whole_log_set_is_found_and_nothing_else():
+    """tests/data/kernel-log/whole-set: >= 50 real logs (SOURCES.md), >= 20 of them with NIC or lockup events
+    labelled by reading. The reader finds every labelled event and reports none on an unlabelled line (look-alikes:
+    NMI watchdog banners, e1000 watchdog-task link lines, igc register dumps, rtw88 flush timeouts, ...)."""
+    from benchmarks import kernel_logs
+
+    out = kernel_logs.run()
+    t = out["total"]
+    assert t["files"] >= 50 and t["files_with_events"] >= 20 and t["labelled"] >= 100, t
+    misses = [(f["file"], m) for f in out["files"] for m in f["misses"]]
+    fps = [(f["file"], x) for f in out["files"] for x in f["fps"]]
+    assert not misses and not fps, (misses[:5], fps[:5])
+    assert {"soft_lockup", "hard_lockup", "rcu_stall", "hung_task", "workqueue_lockup", "tx_timeout", "reset",
+            "hang"} <= set(out["by_kind"])

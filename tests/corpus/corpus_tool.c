@@ -33,9 +33,18 @@
  *                                         write), one on HOLDCPU maps, fills and unmaps 8 MiB
  *   memhog SECONDS CPU MB                 touch MB of anonymous memory again and again
  *   stream SECONDS CPU FILE CHUNK_KB      read FILE sequentially, wrapping at its end (page cache)
+ *   threads SECONDS CPU SPIN_MS           start a thread that spins SPIN_MS and exits, join it, again (many
+ *                                         short-lived threads of one process: a thread-per-request server)
+ *   tcpdrip SECONDS CPU DST PORT SIZE     connect, TCP_NODELAY, write SIZE bytes at a time as fast as the
+ *                                         socket takes them (many small segments)
+ *   tcpslow SECONDS CPU PORT RCVBUF READ_US READ_BYTES
+ *                                         accept one connection with SO_RCVBUF RCVBUF, read READ_BYTES every
+ *                                         READ_US (a slow reader: the queue of small segments fills, and
+ *                                         the kernel prunes and collapses it in the receive softirq)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -375,6 +384,71 @@ static int stream(int argc, char **argv) {
     return 0;
 }
 
+static double SPIN;
+
+static void *spinner(void *p) {
+    busy_until(now() + SPIN);
+    return p;
+}
+
+static int threads(int argc, char **argv) {
+    pin(atoi(argv[4]));
+    SPIN = atof(argv[5]) / 1000;
+    long n = 0;
+    while (now() < END) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, spinner, NULL)) { perror("pthread_create"); return 1; }
+        pthread_join(t, NULL);
+        n++;
+    }
+    printf("{\"threads\": %ld}\n", n);
+    return 0;
+}
+
+static int tcpdrip(int argc, char **argv) {
+    pin(atoi(argv[4]));
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[6]))};
+    inet_pton(AF_INET, argv[5], &a.sin_addr);
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    for (int i = 0; connect(s, (struct sockaddr *)&a, sizeof a); i++) {
+        if (i > 50) { perror("connect"); return 1; }
+        sleep_s(0.1);
+    }
+    int flags = fcntl(s, F_GETFL);
+    fcntl(s, F_SETFL, flags | O_NONBLOCK);
+    int size = atoi(argv[7]);
+    long sent = 0;
+    while (now() < END) {
+        ssize_t r = send(s, buf, size, 0);
+        if (r > 0) sent += r;
+        else sleep_s(0.0002);
+    }
+    printf("{\"sent\": %ld}\n", sent);
+    return 0;
+}
+
+static int tcpslow(int argc, char **argv) {
+    pin(atoi(argv[4]));
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, rcv = atoi(argv[6]);
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(l, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);  /* inherited by the accepted socket */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[5])), .sin_addr.s_addr = INADDR_ANY};
+    if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 1)) { perror("bind/listen"); return 1; }
+    int s = accept(l, NULL, NULL);
+    if (s < 0) { perror("accept"); return 1; }
+    double every = atof(argv[7]) / 1e6;
+    long got = 0, want = atol(argv[8]);
+    if (want <= 0 || want > (long)sizeof buf) want = sizeof buf;
+    while (now() < END) {
+        ssize_t r = recv(s, buf, want, MSG_DONTWAIT);
+        if (r > 0) got += r;
+        sleep_s(every);
+    }
+    printf("{\"received\": %ld}\n", got);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: corpus_tool COMM MODE SECONDS ARGS...\n");
@@ -391,6 +465,7 @@ int main(int argc, char **argv) {
         {"udpflood", udpflood, 8}, {"udpsink", udpsink, 6}, {"lockfile", lockfile, 8},
         {"lockmm", lockmm, 7}, {"lockfile2", lockfile2, 8}, {"lockpipe", lockpipe, 8},
         {"lockmprotect", lockmprotect, 7}, {"memhog", memhog, 6}, {"stream", stream, 7},
+        {"threads", threads, 6}, {"tcpdrip", tcpdrip, 8}, {"tcpslow", tcpslow, 9},
     };
     for (unsigned i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(m, modes[i].name)) {

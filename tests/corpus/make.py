@@ -2,7 +2,7 @@
 """Make (or remake) recordings of the explain corpus, for real, inside a QEMU guest.
 
     python3 tests/corpus/make.py CASE [CASE ...]     # or: all, or --list
-    python3 tests/corpus/make.py --keep CASE          # also keep the raw store under /work/scratch
+    python3 tests/corpus/make.py --keep CASE          # also keep the raw store in the run directory
 
 Per case (tests/corpus/cases/CASE.py): boot its kernel under TCG with its vCPUs (tests/vm/vmrun.py),
 run tests/corpus/harness.py in the guest (the case's workload while `nodesleuth record --profile
@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 DATA = os.environ.get("CORPUS_DATA") or os.path.join(REPO, "tests", "data", "corpus")  # where recordings go
 CASES = os.path.join(HERE, "cases")
-RUNS = os.environ.get("CORPUS_RUNS", "/work/scratch/corpus/runs")
+RUNS = os.environ.get("CORPUS_RUNS", "/var/cache/nodesleuth-corpus/runs")  # not /tmp: the guest mounts its own tmpfs there
 sys.path.insert(0, os.path.join(REPO, "tests", "vm"))
 sys.path.insert(0, os.path.join(REPO, "src"))
 
@@ -64,6 +64,7 @@ def stage() -> str:
         h.update(vmrun._tree_fingerprint(__import__("pathlib").Path(base)).encode())
     dest = vmrun.CACHE / f"corpus-stage-{h.hexdigest()[:12]}"
     if not (dest / ".done").exists():
+        vmrun.CACHE.mkdir(parents=True, exist_ok=True)  # a fresh machine has no VM cache yet
         tmp = tempfile.mkdtemp(dir=vmrun.CACHE, prefix=".corpus-stage-")
         ign = shutil.ignore_patterns("__pycache__", "*.egg-info")
         shutil.copytree(os.path.join(REPO, "src"), os.path.join(tmp, "src"), ignore=ign)
@@ -91,7 +92,8 @@ def nics(n: int) -> list[str]:
 def trim(src: str, dst: str, t0: float | None, t1: float | None) -> dict:
     """Copy the frames of KEEP_STREAMS within [t0, t1] (profile batches from 10 s before: a batch is
     stamped with its first sample) into a new store; the first tick carries the units and NIC
-    counters it would have inherited from an earlier keyframe."""
+    counters it would have inherited from an earlier keyframe, and the last pods listing before the
+    window (the recorder writes one when it changed, or once a minute)."""
     import orjson
 
     from nodesleuth.store import codec
@@ -115,7 +117,7 @@ def trim(src: str, dst: str, t0: float | None, t1: float | None) -> dict:
                     # every reader reads, so no context has to follow the records
                     rec = codec.decode_record(payload, f"{src}: tick at {t}", t, ctx)[1]
                     if lo is not None and t < lo:
-                        for k in ("u", "nic"):
+                        for k in ("u", "nic", "kube"):  # kube: the pods listing, written when it changed
                             if k in rec:
                                 carry[k] = rec[k]
                         continue
@@ -204,6 +206,7 @@ def make(name: str, keep: bool = False) -> dict:
         "name": name,
         "description": (case.__doc__ or "").strip(),
         "expect": case.EXPECT,
+        "set": "held-out" if getattr(case, "HELD_OUT", False) else "in-sample",
         "kernel": meta["kernel"], "kernel_generation": kernel, "hierarchy": meta["hierarchy"], "vcpus": meta["cpus"],
         "date": time.strftime("%Y-%m-%d", time.gmtime(meta["started"])),
         "command": f"python3 tests/corpus/make.py {name}",
@@ -249,7 +252,8 @@ def main(argv: list[str]) -> int:
             if os.path.exists(path):
                 doc = json.load(open(path))
                 c = load(n)
-                doc.update(expect=c.EXPECT, description=(c.__doc__ or "").strip())
+                doc.update(expect=c.EXPECT, description=(c.__doc__ or "").strip(),
+                           set="held-out" if getattr(c, "HELD_OUT", False) else "in-sample")
                 with open(path, "w") as f:
                     json.dump(doc, f, indent=1)
                     f.write("\n")

@@ -23,7 +23,7 @@ Kernels (`kernel=` / $NODESLEUTH_VM_KERNEL, default "6.12"): see KERNELS. Cgroup
 (`hierarchy=`): "v2" (cgroup_no_v1=all, cgroup2 at /sys/fs/cgroup) or "v1" (systemd's hybrid
 layout: tmpfs at /sys/fs/cgroup, one v1 hierarchy per controller, cgroup2 at /sys/fs/cgroup/unified).
 
-Never uses KVM (see /work/shared/reference/vm-notes.md): TCG only.
+Never uses KVM: TCG only (software emulation; no /dev/kvm on the machines this runs on).
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 
+REPO = str(Path(__file__).resolve().parents[2])  # this checkout
 CACHE = Path(os.environ.get("NODESLEUTH_VM_CACHE", "/var/cache/nodesleuth-vm"))
 def _host_mirror() -> str:
     """The Debian archive this host's own apt uses (deb822 `URIs:` or one-line `deb` sources)."""
@@ -405,7 +406,7 @@ def _tree_fingerprint(src: Path) -> str:
     return h.hexdigest()
 
 
-def ensure_nodesleuth_venv(src: str = "/work/main", venv: str | None = None) -> str:
+def ensure_nodesleuth_venv(src: str = REPO, venv: str | None = None) -> str:
     """A venv (default CACHE/venv, made with the host's python3) with nodesleuth installed from a
     *copy* of `src` (pip builds in-tree and would write build/ and *.egg-info into the checkout).
     Reinstalled when the source tree changes. Returns the venv directory (visible in the guest)."""
@@ -833,7 +834,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernel", choices=list(KERNELS), help=f"kernel generation (default {DEFAULT_KERNEL})")
     ap.add_argument("--hierarchy", choices=HIERARCHIES, default="v2")
     ap.add_argument("--ensure", action="store_true", help="only fetch the kernel / install tools / venvs")
-    ap.add_argument("--venv", action="store_true", help="(re)install nodesleuth from /work/main into CACHE/venv")
+    ap.add_argument("--venv", action="store_true", help="(re)install nodesleuth from this checkout into CACHE/venv")
     ap.add_argument("--print-argv", action="store_true")
     a = ap.parse_args(argv)
     if a.ensure or a.venv:

@@ -1,7 +1,9 @@
 """Processes started per second, and by whom: /proc/stat's `processes` counter every tick (one line
 of a file the sampler reads anyway), and, on a second with at least MIN_FORKS started, a listing of
 /proc: the processes not in the previous listing are read once (/proc/PID/stat: command, parent) and
-grouped by parent and command; the parent's command and cgroup are read once per parent.
+grouped by parent and command; the parent's command and cgroup are read once per parent, and the cgroup
+of one caught child per (parent, command) a listing: a runtime's shim starts a pod's exec probes from
+its own cgroup, so only the children's cgroup says which pod they run in.
 
 Bounded: a quiet node pays the counter only. A storm costs one listing of /proc a second plus a stat
 read per process caught alive (a listing catches the few alive at that instant, not every process
@@ -60,18 +62,24 @@ class SpawnReader:
         except OSError:
             return None  # gone between the listing and the read
 
+    def _cgroup(self, pid: int) -> str | None:
+        """The process's cgroup: the v2 path, or (v1 only) the first hierarchy's line; None when gone."""
+        try:
+            text = self.root.read(f"/proc/{pid}/cgroup")
+        except (InputError, OSError):
+            return None
+        cg = cgroup_of(text, None)
+        if cg is None:
+            first = text.split("\n", 1)[0].split(":", 2)
+            cg = first[2] if len(first) == 3 else None
+        return cg
+
     def _parent(self, ppid: int) -> tuple[str, str | None]:
         st = self._read(ppid)
         key = (ppid, st[2] if st else -1)
         got = self.parents.get(key)
         if got is None:
-            try:
-                cg = cgroup_of(self.root.read(f"/proc/{ppid}/cgroup"), None)
-                if cg is None:  # cgroup v1 only: the first hierarchy's line
-                    first = self.root.read(f"/proc/{ppid}/cgroup").split("\n", 1)[0].split(":", 2)
-                    cg = first[2] if len(first) == 3 else None
-            except (InputError, OSError):
-                cg = None
+            cg = self._cgroup(ppid)
             if len(self.parents) >= PARENTS:
                 self.parents.clear()
             got = self.parents[key] = (st[0] if st else "?", cg)
@@ -84,6 +92,7 @@ class SpawnReader:
             raise InputError(self.proc, e.strerror or str(e)) from None
         before, now = self.alive, {}
         rows: dict[tuple[int, str], dict] = {}
+        tried: set[tuple[int, str]] = set()
 
         def row(ppid: int, comm: str) -> dict:
             r = rows.get((ppid, comm))
@@ -106,7 +115,13 @@ class SpawnReader:
             fresh = before is not None  # the first listing's processes were there before it: a baseline
             now[pid] = (st[2], st[0], st[1], fresh)
             if fresh:
-                row(st[1], st[0])["new"] += 1
+                r = row(st[1], st[0])
+                r["new"] += 1
+                if (st[1], st[0]) not in tried:  # one child's per (parent, command) and listing
+                    tried.add((st[1], st[0]))
+                    cg = self._cgroup(pid)
+                    if cg is not None and cg != r["cgroup"]:
+                        r["child_cgroup"] = cg
         if before is not None:
             for pid, (start, comm, ppid, was_new) in before.items():
                 if was_new and pid not in now:

@@ -957,7 +957,9 @@ class Spawns(Section):
     # one row per (parent, command) of the processes new since the last listing (at most MAX, most first):
     # {"ppid", "pcomm", "comm", "new": caught alive this interval, "brief": caught in the last listing and gone in
     #  this one (lived under ~2 intervals), "lasting": caught in the last listing and still alive,
-    #  "cgroup": the parent's (v2 path, or the first v1 line's), "listed": 1 when /proc was listed this interval}
+    #  "cgroup": the parent's (v2 path, or the first v1 line's), "child_cgroup": a caught child's when it is not
+    #  the parent's (a shim starting a pod's exec probes: the pod is the children's), "listed": 1 when /proc was
+    #  listed this interval}
     rows: list = field(default_factory=list)
     listed: bool = False  # /proc was listed this interval (forks >= MIN_FORKS, and the interval before too)
 
@@ -974,6 +976,8 @@ class Spawns(Section):
                 else:
                     for f in ("new", "brief", "lasting"):
                         m[f] = m.get(f, 0) + r.get(f, 0)
+                    if r.get("child_cgroup") and not m.get("child_cgroup"):
+                        m["child_cgroup"] = r["child_cgroup"]
         rows = sorted(by.values(), key=lambda r: -r["new"])[:cls.MAX]
         return cls(sum(v.forks for v in vals), vals[-1].total if vals else None, rows, any(v.listed for v in vals))
 

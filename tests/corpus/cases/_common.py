@@ -112,3 +112,161 @@ def dying() -> int | None:
     from nodesleuth.node.cgroupfs import Memcg
 
     return Memcg().count()
+
+
+# A batch agent that gives every task a memory cgroup of its own and never removes it: each cgroup LIVE
+# (not dying), charged with one 8 KB tmpfs page its task wrote. The cgroups stay live; what grows is
+# the number of memcgs every reclaim under their parent's limit walks.
+LIVE_MAKER = r'''
+import ctypes, os, sys
+ctypes.CDLL(None).prctl(15, b"batch-agent", 0, 0, 0)
+parent, n, data = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+pace = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0  # sleep this many times each cgroup's own time
+os.makedirs(data, exist_ok=True)
+leave = os.path.join(parent, "_leave")
+os.makedirs(leave, exist_ok=True)
+me = str(os.getpid())
+names = [os.path.join(data, f"task-{i}") for i in range(n)]
+for name in names:  # created outside the new cgroups: only each file's data is charged to its cgroup
+    os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+import time
+for i in range(n):
+    t0 = time.monotonic()
+    cg = os.path.join(parent, f"task-{i:05d}")
+    os.mkdir(cg)
+    with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+        f.write(me)
+    fd = os.open(names[i], os.O_WRONLY)
+    os.write(fd, b"t" * 8192)
+    os.close(fd)
+    with open(os.path.join(leave, "cgroup.procs"), "w") as f:
+        f.write(me)
+    if pace:
+        time.sleep(pace * (time.monotonic() - t0))
+print(n, flush=True)
+'''
+
+
+def live_cgroups(x, parent_path: str, n: int, data: str = "/run/corpus-live", pace: float = 0.0) -> None:
+    """LIVE_MAKER run to completion: n live memcgs under parent_path (a memory-controller directory); with
+    pace, it sleeps pace times each cgroup's own time after it (pace 1: half a CPU, not a hot core)."""
+    path = "/run/corpus-live-maker.py"
+    with open(path, "w") as f:
+        f.write(LIVE_MAKER)
+    x.wait(x.spawn([x.python, path, parent_path, str(n), data, str(pace)]), timeout=1500)
+
+
+def live_memcgs() -> int | None:
+    """The kernel's live memory-cgroup count (/proc/cgroups num_cgroups)."""
+    for ln in open("/proc/cgroups"):
+        f = ln.split()
+        if f and f[0] == "memory":
+            return int(f[2])
+    return None
+
+
+# A pod's identity on a node as kubelet and containerd leave it (layouts: src/nodesleuth/model/kube.py):
+# the pod's cgroups (systemd driver on cgroup v2, cgroupfs driver on v1), containerd's OCI bundle
+# config.json per container (the CRI annotations) and kubelet's /var/log/pods/NS_POD_UID/CONTAINER/N.log
+# with /var/log/containers links. The guest runs no kubelet or containerd: these files are written in
+# those programs' layouts; the cgroups and the processes in them are real.
+BUNDLES = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
+
+
+def pod_cgroup(uid: str, cid: str, v1: bool) -> str:
+    """The container's cgroup path relative to a hierarchy's mount."""
+    if v1:
+        return f"kubepods/burstable/pod{uid}/{cid}"
+    u = uid.replace("-", "_")
+    return f"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice/cri-containerd-{cid}.scope"
+
+
+def pod_files(x, ns: str, pod: str, uid: str, container: str, cid: str, restarts: int = 0) -> None:
+    """containerd's bundle for the container (and its pause sandbox) and kubelet's log files, restarts+1 of them."""
+    import json
+
+    if not os.path.ismount("/var/log"):
+        x.sh("mount -t tmpfs -o size=64m tmpfs /var/log")
+        x.cleanup.append(lambda: x.sh("umount -l /var/log", check=False))
+    ann = {"io.kubernetes.cri.sandbox-namespace": ns, "io.kubernetes.cri.sandbox-name": pod,
+           "io.kubernetes.cri.sandbox-uid": uid, "io.kubernetes.cri.container-name": container,
+           "io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.sandbox-id": "0" * 64}
+    d = os.path.join(BUNDLES, cid)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({"ociVersion": "1.1.0", "annotations": ann}, f)
+    logs = f"/var/log/pods/{ns}_{pod}_{uid}/{container}"
+    os.makedirs(logs, exist_ok=True)
+    os.makedirs("/var/log/containers", exist_ok=True)
+    for i in range(restarts + 1):
+        open(os.path.join(logs, f"{i}.log"), "a").close()
+    link = f"/var/log/containers/{pod}_{ns}_{container}-{cid}.log"
+    if not os.path.lexists(link):
+        os.symlink(os.path.join(logs, f"{restarts}.log"), link)
+
+
+def pod_container(x, ns: str, pod: str, uid: str, container: str, cid: str, v1: bool = False) -> str:
+    """The container's cgroup (memory and cpu on v1, under each hierarchy; v2: one path) and its files;
+    returns the path of the cgroup.procs a process joins it by (v1: the memory hierarchy's, the others
+    joined too by the caller through `join`)."""
+    rel = pod_cgroup(uid, cid, v1)
+    if v1:
+        for h in ("memory", "cpu,cpuacct", "pids"):
+            os.makedirs(os.path.join("/sys/fs/cgroup", h, rel), exist_ok=True)
+        x.cleanup.append(lambda: [_rmtree_cg(os.path.join("/sys/fs/cgroup", h, "kubepods"))
+                                  for h in ("memory", "cpu,cpuacct", "pids")])
+    else:
+        x.cgroup(rel, controllers=("memory", "cpu", "pids"))
+    pod_files(x, ns, pod, uid, container, cid)
+    return rel
+
+
+def join_cmd(rel: str, v1: bool) -> str:
+    """Shell words that move the current shell ($$) into the container's cgroup(s)."""
+    if v1:
+        return " && ".join(f"echo $$ > '/sys/fs/cgroup/{h}/{rel}/cgroup.procs'" for h in ("memory", "cpu,cpuacct", "pids"))
+    return f"echo $$ > '/sys/fs/cgroup/{rel}/cgroup.procs'"
+
+
+def _rmtree_cg(path: str) -> None:
+    for dp, _, _ in sorted(os.walk(path), key=lambda w: -w[0].count("/")):
+        try:
+            os.rmdir(dp)
+        except OSError:
+            pass
+
+
+# A containerd shim as exec probes see it: a long-lived process (comm containerd-shim, in containerd's own
+# cgroup, not the pod's) that for every probe forks a child, which joins the container's cgroups and execs
+# the probe binary (runc exec's path, shortened); the shim reaps it. It keeps CONCURRENT probes running at
+# once (a pod's liveness and readiness probes). argv: join-procs-files(,) seconds concurrent probe argv...
+SHIM = r'''
+import ctypes, os, sys, time
+ctypes.CDLL(None).prctl(15, b"containerd-shim", 0, 0, 0)
+procs, seconds, concurrent = sys.argv[1].split(","), float(sys.argv[2]), int(sys.argv[3])
+argv = sys.argv[4:]
+end = time.time() + seconds
+running = 0
+while time.time() < end or running:
+    while running < concurrent and time.time() < end:
+        pid = os.fork()
+        if pid == 0:
+            me = str(os.getpid())
+            for p in procs:
+                with open(p, "w") as f:
+                    f.write(me)
+            os.execv(argv[0], argv)
+        running += 1
+    os.wait()
+    running -= 1
+'''
+
+
+def shim(x, procs: list[str], seconds: float, concurrent: int, argv: list[str], cpu: int | None = None):
+    path = "/run/corpus-shim.py"
+    with open(path, "w") as f:
+        f.write(SHIM)
+    cmd = [x.python, path, ",".join(procs), str(seconds), str(concurrent), *argv]
+    if cpu is not None:
+        cmd = ["taskset", "-c", str(cpu), *cmd]
+    return x.spawn(cmd)

@@ -55,12 +55,22 @@ def hypotheses(rec, inc, ep, prof, links: dict, victim: dict) -> tuple[list[Hypo
 def _walk_or_reclaim(hs: list[Hypothesis], prof, ep) -> None:
     """A charge over a limit reclaims, and reclaim walks the memcgs it reclaims from (shrink_node_memcgs): a
     walk over live memcgs, with reclaim proven and at least half as many samples as the memcg code, is
-    reclaim's own walk and charging (family reclaim), not a cause of its own."""
+    reclaim's own walk and charging (family reclaim), not a cause of its own; unless one maker made the live
+    memcgs the walk crosses over the trace (live_maker proven): then the walk leads, named by its maker."""
     walk = next((h for h in hs if h.family == "memcg_walk"), None)
     rec_h = next((h for h in hs if h.family == "reclaim"), None)
     if (walk is not None and rec_h is not None and walk.data.get("over") == "live"
             and walk.verdict in (PROVEN, CONTRIBUTING) and rec_h.verdict == PROVEN
             and prof is not None and prof.reclaim >= PROVE * prof.memcg):
+        maker = walk.data.get("live_maker") or {}
+        if walk.verdict == PROVEN and maker.get("verdict") == PROVEN:
+            # the live memcgs the walk crosses were made, over the trace, by one maker (>= PROVE of the live
+            # count's growth): that walk is why each reclaim costs the core what it does, and the maker is its
+            # root cause; reclaim is what set it off (contributing)
+            rec_h.verdict = CONTRIBUTING
+            rec_h.evidence.append(f"each reclaim walks the live memcgs {maker.get('comm')} made "
+                                  f"({maker.get('kept')}): the walk (family memcg_walk) is the cost, reclaim its trigger")
+            return
         walk.verdict, walk.cause = NOT_PROVEN, None
         walk.evidence.append(f"page reclaim is proven on CPU {ep.cpu} ({rec_h.share * 100:.0f}% of the excess): the "
                              "memcg code over live memcgs is reclaim's own walk and charging (family reclaim)")

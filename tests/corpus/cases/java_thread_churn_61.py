@@ -1,0 +1,14 @@
+"""Held out. Thread churn on 6.1: a process named java, pinned to CPU 3, creates a thread per task that
+runs 5 ms and ends (an executor without a pool), for 15 s. One process, thousands of short threads; their
+time is the process's. explain must lead with the java process in user space."""
+
+HELD_OUT = True
+KERNEL = "6.1"
+CPUS = 4
+EXPECT = {"incident": True, "kind": "hot_core", "cpu": 3, "family": "user",
+          "root_cause": r"^java \(pid \d+\), in user space$"}
+
+
+def run(x):
+    with x.episode():
+        x.wait(x.tool("java", "threads", 15, 3, 5))
