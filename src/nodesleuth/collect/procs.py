@@ -76,8 +76,7 @@ def _raise_nofile() -> None:
 
 
 def _open_read(path: str, size: int) -> tuple[int | None, bytes | None]:
-    """A /proc file opened and read from its start: (fd, up to `size` bytes), or (None, None) when it
-    cannot be (the task exited: normal churn), the file then closed again."""
+    """A /proc file opened and read from its start: (fd, bytes), or (None, None) and closed if it cannot be."""
     fd = None
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -195,10 +194,9 @@ class TaskSampler:
         return out
 
     def _read_threads(self, pid: int, tdir: str, tids, old: dict[str, int], olds: dict[str, int]):
-        """Each thread's task, read through its open stat (opened when new): a thread whose schedstat
-        did not move is not read again. Takes the still-open files out of `old` and `olds` (what stays
-        there belongs to threads that ended) and returns (tid -> task, the files kept open, the
-        schedstat bytes, the stat bytes and parses) for the next read."""
+        """Each thread's task through its open stat, unread while its schedstat did not move: the per-thread loop."""
+        # takes the still-open files out of `old` and `olds` (what stays there belongs to threads that
+        # ended); returns (tid -> task, the files kept open, schedstat bytes, stat bytes and parses)
         out = {}
         last = self.traw.get(pid, {})
         lasts = self.tsched.get(pid, {})

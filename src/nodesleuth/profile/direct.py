@@ -290,8 +290,7 @@ def _cstr(rec: bytes, at: int) -> str:
 
 
 def _record_offsets(buf: bytes) -> list[int]:
-    """The byte offset of each whole record in `buf` (at least 8 bytes): the one per-record Python
-    step, a walk over the records' lengths."""
+    """The byte offset of each whole record in `buf`: the one per-record Python step, a walk over lengths."""
     n = len(buf)
     offs = []
     app = offs.append
@@ -624,8 +623,7 @@ class Decoder:
 
     def _side_bands(self, buf: bytes, u: np.ndarray, o: np.ndarray, hdr: np.ndarray, typ: np.ndarray,
                     size8: np.ndarray, is_s: np.ndarray, changes: dict, comm_changes: dict) -> None:
-        """The batch's side-band records applied in time order (their times from the sample_id trailer:
-        pid/tid, time, cpu/res), noting the map and name changes the samples are then named by."""
+        """The batch's side-band records applied in time order, noting the map and name changes samples need."""
         sb = np.flatnonzero(~is_s)
         if not len(sb):
             return
@@ -678,8 +676,7 @@ class Decoder:
         self.samples += m
 
     def _stacks(self, b: Batch, kid: np.ndarray, uid: np.ndarray) -> np.ndarray:
-        """Each sample's stack id in `b.stacks`: its user part then its kernel part (root first), one
-        per distinct pair of parts."""
+        """Each sample's stack id in `b.stacks` (user part then kernel part), one per distinct pair of parts."""
         combo = (kid << np.int64(32)) | uid
         ucombo = distinct(combo)
         inv = np.searchsorted(ucombo, combo)

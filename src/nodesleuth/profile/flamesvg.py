@@ -160,8 +160,7 @@ class _Frames:
         self.frames: list[str] = []
 
     def draw(self, node, x, level, w_samples, v_incident, v_base, gone=False):
-        """One frame's element: its box, its label cut to fit and its tooltip (with the change against
-        the baseline, or why it is hatched)."""
+        """One frame's element: box, label cut to fit, tooltip (its change against the baseline, or why hatched)."""
         w = w_samples * self.scale
         if w < self.minwidth:
             return

@@ -146,9 +146,10 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
 
 
 def _levels_since(reader: StoreReader, levels, all_cpus: bool) -> dict:
-    """From when each aggregate level serves windows: from its first record on, or from its second where
-    raw samples may be older than that record (a store written before the level existed: the first
-    record began mid-window); earlier windows come from finer levels or raw samples (inf: no records)."""
+    """From when each aggregate level can serve whole windows (inf: it has no records)."""
+    # from its first record on, or from its second where raw samples may be older than that record (a
+    # store written before the level existed: the first record began mid-window); earlier windows come
+    # from finer levels or raw samples
     raw_from = _first(reader, PROFILE)
     since = {}
     for lv in levels:
@@ -158,8 +159,7 @@ def _levels_since(reader: StoreReader, levels, all_cpus: bool) -> dict:
 
 
 def _pieces(lo: float, hi: float, levels: tuple, since: dict) -> list[tuple[int, float, float]]:
-    """[lo, hi) cut into (level or 0 for raw, from, to) pieces: the coarsest level's whole windows in the
-    middle, finer levels' towards the edges, raw samples for what no level's window fits."""
+    """[lo, hi) cut into (level or 0 for raw, from, to): coarsest windows inside, finer ones and raw at the edges."""
     pieces: list[tuple[int, float, float]] = []
 
     def cover(a: float, b: float, levels) -> None:
@@ -182,8 +182,7 @@ def _pieces(lo: float, hi: float, levels: tuple, since: dict) -> list[tuple[int,
 
 
 class _Rows:
-    """load_fast's counted rows (cpu, pid, comm, stack, count) as they are read, with one stack table,
-    one comm table and the events seen."""
+    """load_fast's counted rows (cpu, pid, comm, stack, count) with one stack table, comm table and event list."""
 
     def __init__(self):
         self.table = _StackTable()

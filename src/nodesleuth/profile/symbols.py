@@ -462,8 +462,7 @@ def _symbol_section(syms_elf: Elf, run_elf: Elf) -> tuple[Elf, dict] | None:
 
 def _kept(syms: np.ndarray, strs: bytes, syms_elf: Elf, secs_r: list[dict], typ, shndx, valid, ix, ix_r,
           use_r) -> np.ndarray:
-    """Indices of the symbols perf keeps: named, defined FUNC/GNU_IFUNC/OBJECT symbols and visible NOTYPE
-    labels in text sections, of allocated sections, not ARM mapping symbols."""
+    """Indices of the symbols perf keeps (functions, objects, text labels in allocated sections; no ARM $x)."""
     secs_s = syms_elf.sections
     vis = syms["other"] & 3
     named = (syms["name"] != 0) & (shndx != SHN_UNDEF)
@@ -483,8 +482,8 @@ def _kept(syms: np.ndarray, strs: bytes, syms_elf: Elf, secs_r: list[dict], typ,
 
 def _file_offsets(value: np.ndarray, run_elf: Elf, secs_s: list[dict], secs_r: list[dict], k, ix, ix_r,
                   use_r) -> np.ndarray:
-    """The kept symbols' (`k`) addresses moved to file offsets, as perf 6.1 moves every user-space DSO's
-    (its adjust_symbols): by the program header holding them, else by their section's address minus offset."""
+    """The kept symbols' (`k`) addresses moved to file offsets, as perf 6.1's adjust_symbols moves them."""
+    # by the program header holding them, else by their section's address minus its offset
     done = np.zeros(len(value), dtype=bool)
     for off, va, fsz in run_elf.loads:
         m = ~done & (value >= np.uint64(va)) & (value < np.uint64(va + fsz))
@@ -498,8 +497,7 @@ def _file_offsets(value: np.ndarray, run_elf: Elf, secs_s: list[dict], secs_r: l
 
 
 def _namers(strs: bytes, name_off: np.ndarray, demangle):
-    """The table's name lookups: one name (read and demangled on first use, then cached) and many at
-    once (perf's tie-breaks between aliases compare names demangled, in bulk)."""
+    """The table's name lookups, one name (cached) and many at once (for perf's tie-breaks between aliases)."""
     cache: dict[int, str] = {}
 
     def name_of(i: int) -> str:

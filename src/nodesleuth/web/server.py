@@ -102,8 +102,7 @@ def _refuse(msg: str, **extra):
 
 
 def _register_auth(app: Flask, token: str | None) -> None:
-    """The token check before every request (none on loopback without a token); a token in the URL
-    is swapped for a cookie."""
+    """The token check before every request (none without a token); a token in the URL becomes a cookie."""
 
     @app.before_request
     def auth():
