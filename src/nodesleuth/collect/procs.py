@@ -75,6 +75,18 @@ def _raise_nofile() -> None:
             pass
 
 
+def _open_read(path: str, size: int) -> tuple[int | None, bytes | None]:
+    """A /proc file opened and read from its start: (fd, bytes), or (None, None) and closed if it cannot be."""
+    fd = None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        return fd, os.pread(fd, size, 0)
+    except OSError:
+        if fd is not None:
+            os.close(fd)
+        return None, None
+
+
 OVERFLOW_EVERY = 4  # see TaskSampler._overflow_share
 UNEXPLAINED = 0.25  # of a CPU: busy time no process read explains, which brings the full scan forward
 WAKERS = 0.05  # of a CPU: under this, outside the hot set, a full scan found "nothing changed"
@@ -127,16 +139,9 @@ class TaskSampler:
         fd = self.fds.pop(pid, None)
         if fd is not None:
             os.close(fd)
-        path = f"{self.proc}/{pid}/stat"
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
+        fd, data = _open_read(f"{self.proc}/{pid}/stat", 1024)
+        if fd is None:
             return None  # exited between listdir and open: normal churn
-        try:
-            data = os.pread(fd, 1024, 0)
-        except OSError:
-            os.close(fd)
-            return None
         if self.nfds < self.max_open or (pid in self.hotset and self._evict_idle()):
             self.fds[pid] = fd
         else:
@@ -166,7 +171,6 @@ class TaskSampler:
         (a busy Go or Java daemon has dozens, read every second). The task directory is listed only
         when the thread count (field 20) moved or a thread's stat could not be read: the same count
         with one thread gone and one new means a failed read of the gone one, and a listing next time."""
-        out = {}
         tdir = f"{self.proc}/{pid}/task"
         old = self.tfds.get(pid, {})
         if nthreads and len(old) == nthreads and self.tcount.get(pid) == nthreads:
@@ -175,10 +179,26 @@ class TaskSampler:
             try:
                 tids = os.listdir(tdir)
             except OSError:
-                return out
+                return {}
         self.tcount[pid] = nthreads
-        last = self.traw.get(pid, {})
         olds = self.tsfds.get(pid, {})
+        out, fds, sfds, sched, raw = self._read_threads(pid, tdir, tids, old, olds)
+        for fd in olds.values():
+            os.close(fd)
+        self.tsfds[pid] = sfds
+        self.tsched[pid] = sched
+        for fd in old.values():  # threads that ended
+            os.close(fd)
+        self.tfds[pid] = fds
+        self.traw[pid] = raw
+        return out
+
+    def _read_threads(self, pid: int, tdir: str, tids, old: dict[str, int], olds: dict[str, int]):
+        """Each thread's task through its open stat, unread while its schedstat did not move: the per-thread loop."""
+        # takes the still-open files out of `old` and `olds` (what stays there belongs to threads that
+        # ended); returns (tid -> task, the files kept open, schedstat bytes, stat bytes and parses)
+        out = {}
+        last = self.traw.get(pid, {})
         lasts = self.tsched.get(pid, {})
         raw: dict[str, tuple[bytes, Task]] = {}
         fds: dict[str, int] = {}
@@ -212,24 +232,17 @@ class TaskSampler:
                     fd = None
                     self.tcount.pop(pid, None)  # a thread gone: list the directory next time
             if fd is None:
-                try:
-                    fd = os.open(f"{tdir}/{tid}/stat", os.O_RDONLY)
-                    data = pread(fd, 1024, 0)
-                except OSError:
-                    if fd is not None:
-                        os.close(fd)
+                fd, data = _open_read(f"{tdir}/{tid}/stat", 1024)
+                if fd is None:
                     if sfd is not None:
                         os.close(sfd)
                     sched.pop(tid, None)
                     continue
             if sfd is None and len(fds) + len(sfds) + 2 <= room:
-                try:
-                    sfd = os.open(f"{tdir}/{tid}/schedstat", os.O_RDONLY)
-                    sched[tid] = pread(sfd, 128, 0)
-                except OSError:  # no schedstats in this kernel (or the thread just ended): stat only
-                    if sfd is not None:
-                        os.close(sfd)
-                    sfd = None
+                # None: no schedstats in this kernel (or the thread just ended), stat only
+                sfd, ss = _open_read(f"{tdir}/{tid}/schedstat", 128)
+                if sfd is not None:
+                    sched[tid] = ss
             if len(fds) + len(sfds) < room:
                 fds[tid] = fd
                 if sfd is not None:
@@ -246,15 +259,7 @@ class TaskSampler:
                     t = parse_task_stat(data, pid, f"{tdir}/{tid}/stat")
                 raw[tid] = (data, t)
                 out[t.tid] = t
-        for fd in olds.values():
-            os.close(fd)
-        self.tsfds[pid] = sfds
-        self.tsched[pid] = sched
-        for fd in old.values():  # threads that ended
-            os.close(fd)
-        self.tfds[pid] = fds
-        self.traw[pid] = raw
-        return out
+        return out, fds, sfds, sched, raw
 
     @property
     def nfds(self) -> int:

@@ -289,6 +289,25 @@ def _cstr(rec: bytes, at: int) -> str:
     return rec[at:end if end >= 0 else len(rec)].decode(errors="replace")
 
 
+def _record_offsets(buf: bytes) -> list[int]:
+    """The byte offset of each whole record in `buf`: the one per-record Python step, a walk over lengths."""
+    n = len(buf)
+    offs = []
+    app = offs.append
+    off = 0
+    while off + 8 <= n:
+        app(off)
+        sz = buf[off + 6] | (buf[off + 7] << 8)
+        if sz < 8:  # not a record: stop here (cannot happen with whole ring reads)
+            offs.pop()
+            off = n
+            break
+        off += sz
+    if off > n:  # a cut record (cannot happen with whole ring reads)
+        offs.pop()
+    return offs
+
+
 class Decoder:
     """Raw ring records -> Batch (numpy columns, stacks named as perf script names them)."""
 
@@ -585,61 +604,58 @@ class Decoder:
         n = len(buf)
         if n < 8:
             return b
-        offs = []
-        app = offs.append
-        off = 0
-        while off + 8 <= n:  # the one per-record Python step: record lengths
-            app(off)
-            sz = buf[off + 6] | (buf[off + 7] << 8)
-            if sz < 8:  # not a record: stop here (cannot happen with whole ring reads)
-                offs.pop()
-                off = n
-                break
-            off += sz
-        if off > n:  # a cut record (cannot happen with whole ring reads)
-            offs.pop()
         u = np.frombuffer(buf, dtype="<u8", count=n // 8)
-        o = np.array(offs, dtype=np.int64) >> 3
+        o = np.array(_record_offsets(buf), dtype=np.int64) >> 3
         hdr = u[o]
         typ = (hdr & MASK32).astype(np.int64)
         size8 = (hdr >> np.uint64(51)).astype(np.int64)
         is_s = typ == SAMPLE
         if self._snap is not None:
             self._merge_snapshot()
-        # side-band, in time order (their times from the sample_id trailer: pid/tid, time, cpu/res)
-        sb = np.flatnonzero(~is_s)
         changes: dict[int, list] = {}
         comm_changes: dict[int, list] = {}
-        if len(sb):
-            so = o[sb]
-            sz8 = size8[sb]
-            ok = sz8 >= 4
-            ts = np.where(ok, u[np.where(ok, so + sz8 - 2, 0)], 0)
-            # processes that start and exit within this batch without a sample (a busy host's churn) need
-            # no maps: their MMAP2 records are skipped, unless they forked (a child starts with their maps)
-            u32 = np.frombuffer(buf, dtype="<u4", count=n // 4)
-            st = typ[sb]
-            ex = so[st == EXIT]
-            fk = so[st == FORK]
-            self._skip = set()
-            if len(ex):
-                gone = set(u32[ex * 2 + 2].tolist())
-                if gone:
-                    sampled = set(distinct(u32[o[is_s] * 2 + 4]).tolist())  # the pid of each sample
-                    parents = set(u32[fk * 2 + 3].tolist()) if len(fk) else set()
-                    self._skip = gone - sampled - parents
-            for i in np.argsort(ts, kind="stable").tolist():
-                t = int(ts[i])
-                a = int(so[i]) * 8
-                h = int(hdr[sb[i]])
-                self.side_band(h & 0xFFFFFFFF, (h >> 32) & 0xFFFF, buf[a:a + int(sz8[i]) * 8], t, changes,
-                               comm_changes)
+        self._side_bands(buf, u, o, hdr, typ, size8, is_s, changes, comm_changes)
         s = o[is_s]
-        if not len(s):
-            self._settle(comm_changes)
-            return b
+        if len(s):
+            self._sample_columns(b, u, s, size8[is_s], changes, comm_changes)
+        self._settle(comm_changes)
+        return b
+
+    def _side_bands(self, buf: bytes, u: np.ndarray, o: np.ndarray, hdr: np.ndarray, typ: np.ndarray,
+                    size8: np.ndarray, is_s: np.ndarray, changes: dict, comm_changes: dict) -> None:
+        """The batch's side-band records applied in time order, noting the map and name changes samples need."""
+        sb = np.flatnonzero(~is_s)
+        if not len(sb):
+            return
+        so = o[sb]
+        sz8 = size8[sb]
+        ok = sz8 >= 4
+        ts = np.where(ok, u[np.where(ok, so + sz8 - 2, 0)], 0)
+        # processes that start and exit within this batch without a sample (a busy host's churn) need
+        # no maps: their MMAP2 records are skipped, unless they forked (a child starts with their maps)
+        u32 = np.frombuffer(buf, dtype="<u4", count=len(buf) // 4)
+        st = typ[sb]
+        ex = so[st == EXIT]
+        fk = so[st == FORK]
+        self._skip = set()
+        if len(ex):
+            gone = set(u32[ex * 2 + 2].tolist())
+            if gone:
+                sampled = set(distinct(u32[o[is_s] * 2 + 4]).tolist())  # the pid of each sample
+                parents = set(u32[fk * 2 + 3].tolist()) if len(fk) else set()
+                self._skip = gone - sampled - parents
+        for i in np.argsort(ts, kind="stable").tolist():
+            t = int(ts[i])
+            a = int(so[i]) * 8
+            h = int(hdr[sb[i]])
+            self.side_band(h & 0xFFFFFFFF, (h >> 32) & 0xFFFF, buf[a:a + int(sz8[i]) * 8], t, changes,
+                           comm_changes)
+
+    def _sample_columns(self, b: Batch, u: np.ndarray, s: np.ndarray, size8: np.ndarray, changes: dict,
+                 comm_changes: dict) -> None:
+        """The sample records (at word offsets `s`) as `b`'s columns, in time order, with their stacks."""
         nr = u[s + 6].astype(np.int64)
-        room = size8[is_s] - 7
+        room = size8 - 7
         nr = np.minimum(nr, np.maximum(room, 0))
         pt = u[s + 2]
         pid = (pt & MASK32).astype(np.uint32).view(np.int32).astype(np.int64)
@@ -652,7 +668,15 @@ class Decoder:
         m = len(s)
         gen = self._gens(pid, t, changes)
         kid, uid = self._parts(u, s, nr, pid, gen)
-        # a sample's stack: its user part then its kernel part (root first); one per distinct pair
+        b.stack_ids = self._stacks(b, kid, uid)
+        b.comm_ids = self._comms(b, pid, tid, t, comm_changes)
+        b.times = (t // np.uint64(1000)).astype(np.float64) / 1e6
+        b.cpus, b.pids, b.tids, b.periods = cpu, pid, tid, period.astype(np.uint64)
+        b.event_ids = [0] * m
+        self.samples += m
+
+    def _stacks(self, b: Batch, kid: np.ndarray, uid: np.ndarray) -> np.ndarray:
+        """Each sample's stack id in `b.stacks` (user part then kernel part), one per distinct pair of parts."""
         combo = (kid << np.int64(32)) | uid
         ucombo = distinct(combo)
         inv = np.searchsorted(ucombo, combo)
@@ -668,14 +692,7 @@ class Decoder:
                 x = stack_ix[st] = len(b.stacks)
                 b.stacks.append(st)
             local[j] = x
-        b.stack_ids = local[inv]
-        b.comm_ids = self._comms(b, pid, tid, t, comm_changes)
-        b.times = (t // np.uint64(1000)).astype(np.float64) / 1e6
-        b.cpus, b.pids, b.tids, b.periods = cpu, pid, tid, period.astype(np.uint64)
-        b.event_ids = [0] * m
-        self.samples += m
-        self._settle(comm_changes)
-        return b
+        return local[inv]
 
     def _parts(self, u: np.ndarray, s: np.ndarray, nr: np.ndarray, pid: np.ndarray, gen: np.ndarray):
         """(kernel part id, user part id) of each sample. A callchain is its kernel part (from the

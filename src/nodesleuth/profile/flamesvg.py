@@ -140,47 +140,40 @@ def _diff_color(v: float, b: float) -> str:
     return f"rgb(255,{k},{k})" if d > 0 else f"rgb({k},{k},255)"
 
 
-def svg(fc: Counter, title: str = "Flame Graph", width: int = 1200, frame_h: int = 16,
-        baseline: Counter | None = None, minwidth: float = 0.1, max_depth: int = 64) -> str:
-    tree, cut = _tree(fc, max_depth)
-    total = tree["v"] or 1
-    base_tree, bcut = None, 0
-    if baseline is not None:
-        tb = sum(baseline.values()) or 1
-        base_tree, bcut = _tree(Counter({k: v * total / tb for k, v in baseline.items()}), max_depth)
+def _depth(n: dict) -> int:
+    """Levels of a tree: the picture's height in frames."""
+    return 1 + max((_depth(c) for c in n["c"].values()), default=0)
 
-    def depth(n):
-        return 1 + max((depth(c) for c in n["c"].values()), default=0)
 
-    d = max(depth(tree), depth(base_tree) if base_tree else 0)
-    notes = []
-    if cut:
-        notes.append(f"{cut} samples ({100 * cut / total:.1f}%) had stacks deeper than {max_depth} frames: "
-                     f"cut at frame {max_depth}")
-    pad_top = 40 + 16 * 2
-    height = pad_top + d * frame_h + 40
-    span = total + (sum(c["v"] for c in _gone(tree, base_tree)) if base_tree else 0)
-    scale = (width - 20) / max(span, 1)
-    gone_total = span - total
-    frames: list[str] = []
+def _disp(node: dict, bnode: dict | None) -> float:
+    """Width in samples: this range's, plus the vanished baseline subtrees drawn inside it."""
+    return node["v"] + sum(g["v"] for g in _gone(node, bnode))
 
-    def disp(node, bnode) -> float:
-        """Width in samples: this range's, plus the vanished baseline subtrees drawn inside it."""
-        return node["v"] + sum(g["v"] for g in _gone(node, bnode))
 
-    def draw(node, x, level, w_samples, v_incident, v_base, gone=False):
-        w = w_samples * scale
-        if w < minwidth:
+class _Frames:
+    """The frames' <g> elements, laid out left to right and bottom-up: a frame's width is its samples."""
+
+    def __init__(self, total: float, base_tree: dict | None, scale: float, height: int, frame_h: int,
+                 minwidth: float):
+        self.total, self.base_tree, self.scale = total, base_tree, scale
+        self.height, self.frame_h, self.minwidth = height, frame_h, minwidth
+        self.frames: list[str] = []
+
+    def draw(self, node, x, level, w_samples, v_incident, v_base, gone=False):
+        """One frame's element: box, label cut to fit, tooltip (its change against the baseline, or why hatched)."""
+        w = w_samples * self.scale
+        if w < self.minwidth:
             return
-        y = height - 40 - (level + 1) * frame_h
+        frame_h = self.frame_h
+        y = self.height - 40 - (level + 1) * frame_h
         name = node["n"]
-        pct = 100 * v_incident / total
+        pct = 100 * v_incident / self.total
         if gone:
             tip = f"{name} (absent in this range; {v_base:.0f} samples in the baseline, scaled)"
             fill = "url(#gone)"
         else:
             tip = f"{name} ({v_incident:.0f} samples, {pct:.2f}%)"
-            if base_tree is not None:
+            if self.base_tree is not None:
                 tip += (" new since the baseline" if v_base <= 0 else
                         f" baseline {v_base:.0f} ({(v_incident - v_base) / max(v_incident, v_base):+.0%})")
                 fill = _diff_color(v_incident, v_base)
@@ -189,7 +182,7 @@ def svg(fc: Counter, title: str = "Flame Graph", width: int = 1200, frame_h: int
         ox = 10 + x
         chars = int(w / 7)
         txt = "" if chars < 3 else (name if len(name) <= chars else name[:chars - 2] + "..")
-        frames.append(
+        self.frames.append(
             f'<g class="f" data-name="{html.escape(name)}" data-tip="{html.escape(tip)}" data-x="{x:.3f}" '
             f'data-w="{w:.3f}" data-l="{level}" data-v="{v_incident:.0f}" data-ox="{ox:.2f}" data-ow="{w:.2f}"'
             + (' data-gone="1"' if gone else "")
@@ -197,29 +190,31 @@ def svg(fc: Counter, title: str = "Flame Graph", width: int = 1200, frame_h: int
             f'fill="{fill}" data-fill="{fill}" rx="2"/><text x="{ox + 3:.2f}" y="{y + frame_h - 4}">'
             f'{html.escape(txt)}</text></g>')
 
-    def walk(node, bnode, x, level):
-        draw(node, x, level, disp(node, bnode), node["v"], bnode["v"] if bnode else 0.0)
+    def walk(self, node, bnode, x, level):
+        """A subtree of this range (children by name), then its children that vanished since the baseline."""
+        self.draw(node, x, level, _disp(node, bnode), node["v"], bnode["v"] if bnode else 0.0)
         cx = x
         for name in sorted(node["c"]):
             ch = node["c"][name]
             bch = bnode["c"].get(name) if bnode else None
-            walk(ch, bch, cx, level + 1)
-            cx += disp(ch, bch) * scale
+            self.walk(ch, bch, cx, level + 1)
+            cx += _disp(ch, bch) * self.scale
         for g in _gone(node, bnode, deep=False):
-            walk_gone(g, cx, level + 1)
-            cx += g["v"] * scale
+            self.walk_gone(g, cx, level + 1)
+            cx += g["v"] * self.scale
 
-    def walk_gone(bnode, x, level):
-        draw(bnode, x, level, bnode["v"], 0.0, bnode["v"], gone=True)
+    def walk_gone(self, bnode, x, level):
+        """A baseline subtree absent now, hatched at its baseline width."""
+        self.draw(bnode, x, level, bnode["v"], 0.0, bnode["v"], gone=True)
         cx = x
         for name in sorted(bnode["c"]):
-            walk_gone(bnode["c"][name], cx, level + 1)
-            cx += bnode["c"][name]["v"] * scale
+            self.walk_gone(bnode["c"][name], cx, level + 1)
+            cx += bnode["c"][name]["v"] * self.scale
 
-    walk(tree, base_tree, 0.0, 0)
-    if base_tree is not None:
-        notes.append("red: more than the baseline (solid red: new), blue: less, hatched: gone since the "
-                     f"baseline ({gone_total:.0f} baseline samples, scaled, in stacks absent now)")
+
+def _document(frames: list[str], title: str, notes: list[str], width: int, height: int, total: float,
+              max_depth: int, cut: int) -> str:
+    """The SVG file around the frames: styles, the script, title, notes, buttons and the details line."""
     out = ['<?xml version="1.0" standalone="no"?>',
            f'<svg version="1.1" width="{width}" height="{height}" data-width="{width}" onload="init()" '
            f'xmlns="http://www.w3.org/2000/svg" font-family="Verdana" font-size="12">',
@@ -240,6 +235,33 @@ def svg(fc: Counter, title: str = "Flame Graph", width: int = 1200, frame_h: int
            f'<g id="frames" data-total="{total:.0f}" data-depth-cap="{max_depth}" data-cut="{cut}">',
            *frames, "</g>", "</svg>"]
     return "\n".join(out)
+
+
+def svg(fc: Counter, title: str = "Flame Graph", width: int = 1200, frame_h: int = 16,
+        baseline: Counter | None = None, minwidth: float = 0.1, max_depth: int = 64) -> str:
+    """The flame graph of folded stacks `fc` (against `baseline` when given) as one SVG file."""
+    tree, cut = _tree(fc, max_depth)
+    total = tree["v"] or 1
+    base_tree, bcut = None, 0
+    if baseline is not None:
+        tb = sum(baseline.values()) or 1
+        base_tree, bcut = _tree(Counter({k: v * total / tb for k, v in baseline.items()}), max_depth)
+    d = max(_depth(tree), _depth(base_tree) if base_tree else 0)
+    notes = []
+    if cut:
+        notes.append(f"{cut} samples ({100 * cut / total:.1f}%) had stacks deeper than {max_depth} frames: "
+                     f"cut at frame {max_depth}")
+    pad_top = 40 + 16 * 2
+    height = pad_top + d * frame_h + 40
+    span = total + (sum(c["v"] for c in _gone(tree, base_tree)) if base_tree else 0)
+    scale = (width - 20) / max(span, 1)
+    gone_total = span - total
+    frames = _Frames(total, base_tree, scale, height, frame_h, minwidth)
+    frames.walk(tree, base_tree, 0.0, 0)
+    if base_tree is not None:
+        notes.append("red: more than the baseline (solid red: new), blue: less, hatched: gone since the "
+                     f"baseline ({gone_total:.0f} baseline samples, scaled, in stacks absent now)")
+    return _document(frames.frames, title, notes, width, height, total, max_depth, cut)
 
 
 def _gone(node: dict, bnode: dict | None, deep: bool = True) -> list[dict]:

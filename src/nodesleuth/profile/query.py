@@ -115,16 +115,9 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
     """Stacks of [t0, t1) for flame graphs and top functions: whole hours and minutes from the
     pre-aggregated records (profile/agg.py), only the partial minutes at the edges from raw samples.
     Rows carry counts (Samples.count) and no meaningful time; stores without aggregates read raw."""
-    from .agg import LEVELS, AggRecord, pid_column, pid_of
+    from .agg import LEVELS, pid_of
 
-    # a level serves windows from its first record on, or from its second where raw samples may be older
-    # than that record (a store written before the level existed: the first record began mid-window);
-    # earlier windows come from finer levels or raw samples
-    raw_from = _first(reader, PROFILE)
-    since = {}
-    for lv in LEVELS:
-        first = _first(reader, agg(lv, cpus is None))
-        since[lv] = first if raw_from >= first else first + lv
+    since = _levels_since(reader, LEVELS, cpus is None)
     levels = tuple(lv for lv in LEVELS if since[lv] < math.inf)
     if not levels:  # a store without aggregates (stores written before the 10 s level lack only it)
         return load(reader, t0, t1, on_segment)
@@ -134,7 +127,40 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
             return load(reader, t0, t1, on_segment)
     lo = span[0] if t0 is None else t0
     hi = span[1] + 60 if t1 is None else t1
-    pieces: list[tuple[int, float, float]] = []  # (level or 0 for raw, from, to)
+    pieces = _pieces(lo, hi, levels, since)
+    if all(lv == 0 for lv, _, _ in pieces):
+        return load(reader, t0, t1, on_segment)  # under a minute: the raw samples are all there is
+    rows = _Rows()
+    for lv, a, b in pieces:
+        if lv == 0:
+            rows.add_raw(reader, a, b, cpus, on_segment)
+    for lv, a, b in pieces:
+        if lv != 0:
+            rows.add_agg(reader, lv, a, b, cpus, on_segment)
+    problems = list(reader.problems)
+    cpu, pid, comm, stack, count = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in rows.cols)
+    pid, known = pid_of(pid)
+    idle = idle_stacks(rows.stacks)
+    return Samples(np.zeros(len(cpu)), cpu, pid, pid, comm, stack, rows.comms, rows.stacks, idle, problems, None,
+                   known, ",".join(rows.events), count)
+
+
+def _levels_since(reader: StoreReader, levels, all_cpus: bool) -> dict:
+    """From when each aggregate level can serve whole windows (inf: it has no records)."""
+    # from its first record on, or from its second where raw samples may be older than that record (a
+    # store written before the level existed: the first record began mid-window); earlier windows come
+    # from finer levels or raw samples
+    raw_from = _first(reader, PROFILE)
+    since = {}
+    for lv in levels:
+        first = _first(reader, agg(lv, all_cpus))
+        since[lv] = first if raw_from >= first else first + lv
+    return since
+
+
+def _pieces(lo: float, hi: float, levels: tuple, since: dict) -> list[tuple[int, float, float]]:
+    """[lo, hi) cut into (level or 0 for raw, from, to): coarsest windows inside, finer ones and raw at the edges."""
+    pieces: list[tuple[int, float, float]] = []
 
     def cover(a: float, b: float, levels) -> None:
         if b <= a:
@@ -152,35 +178,50 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
         cover(b2, b, levels[:-1])
 
     cover(lo, hi, levels)
-    if all(lv == 0 for lv, _, _ in pieces):
-        return load(reader, t0, t1, on_segment)  # under a minute: the raw samples are all there is
-    table = _StackTable()
-    stacks = table.stacks
-    comm_ix: dict[str, int] = {}
-    comms: list[str] = []
-    cols: list[list[np.ndarray]] = [[] for _ in range(5)]
-    events: list[str] = []
-    problems: list = []
-    for lv, a, b in pieces:
-        if lv == 0:  # an edge: its raw samples, counted per (cpu, pid, comm, stack) batch by batch
-            for d in _raw_batches(reader, a, b, on_segment):
-                m = (d.t >= a) & (d.t < b)
-                if cpus is not None:
-                    m &= np.isin(d.cpu, list(cpus))
-                if not m.any():
-                    continue
-                cpu, pid, comm, stack, count = _count_rows(d.cpu[m], pid_column(d.pid[m], d.tid[m]), d.comm[m],
-                                                           d.stack[m])
-                cmap = np.array([intern(comm_ix, comms, c) for c in d.comms] or [0], dtype=np.int64)
-                used = distinct(stack)
-                smap = np.zeros(len(d.stack_frames), dtype=np.int64)
-                smap[used] = [table.of(d.stack_names(i)) for i in used.tolist()]
-                for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
-                    cols[i].append(c.astype(np.int64))
-                events += [e for e in (d.event or "").split(",") if e and e not in events]
-    for lv, a, b in pieces:
-        if lv == 0:
-            continue
+    return pieces
+
+
+class _Rows:
+    """load_fast's counted rows (cpu, pid, comm, stack, count) with one stack table, comm table and event list."""
+
+    def __init__(self):
+        self.table = _StackTable()
+        self.stacks = self.table.stacks
+        self.comm_ix: dict[str, int] = {}
+        self.comms: list[str] = []
+        self.cols: list[list[np.ndarray]] = [[] for _ in range(5)]
+        self.events: list[str] = []
+
+    def _append(self, *cols: np.ndarray) -> None:
+        """One batch's or record's rows, in global comm and stack ids."""
+        for i, c in enumerate(cols):
+            self.cols[i].append(c.astype(np.int64))
+
+    def add_raw(self, reader: StoreReader, a: float, b: float, cpus: set[int] | None, on_segment) -> None:
+        """An edge: its raw samples, counted per (cpu, pid, comm, stack) batch by batch."""
+        from .agg import pid_column
+
+        table, comm_ix, comms, events = self.table, self.comm_ix, self.comms, self.events
+        for d in _raw_batches(reader, a, b, on_segment):
+            m = (d.t >= a) & (d.t < b)
+            if cpus is not None:
+                m &= np.isin(d.cpu, list(cpus))
+            if not m.any():
+                continue
+            cpu, pid, comm, stack, count = _count_rows(d.cpu[m], pid_column(d.pid[m], d.tid[m]), d.comm[m],
+                                                       d.stack[m])
+            cmap = np.array([intern(comm_ix, comms, c) for c in d.comms] or [0], dtype=np.int64)
+            used = distinct(stack)
+            smap = np.zeros(len(d.stack_frames), dtype=np.int64)
+            smap[used] = [table.of(d.stack_names(i)) for i in used.tolist()]
+            self._append(cpu, pid, cmap[comm], smap[stack], count)
+            events += [e for e in (d.event or "").split(",") if e and e not in events]
+
+    def add_agg(self, reader: StoreReader, lv: int, a: float, b: float, cpus: set[int] | None, on_segment) -> None:
+        """Whole windows of level `lv`: the pre-aggregated records' rows, stacks matched by hash."""
+        from .agg import AggRecord
+
+        table, comm_ix, comms, events = self.table, self.comm_ix, self.comms, self.events
         for t, payload in reader.read(agg(lv, cpus is None), a, b, on_segment):
             if not (a <= t < b):
                 continue
@@ -196,16 +237,9 @@ def load_fast(reader: StoreReader, t0: float | None, t1: float | None, cpus: set
             else:
                 smap = np.zeros(len(rec.stack_frames), dtype=np.int64)
                 smap[used] = [table.of(_frames_of(rec, i)) for i in used.tolist()]
-            for i, c in enumerate((cpu, pid, cmap[comm], smap[stack], count)):
-                cols[i].append(c.astype(np.int64))
+            self._append(cpu, pid, cmap[comm], smap[stack], count)
             if rec.event and rec.event not in events:
                 events.append(rec.event)
-    problems += reader.problems
-    cpu, pid, comm, stack, count = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in cols)
-    pid, known = pid_of(pid)
-    idle = idle_stacks(stacks)
-    return Samples(np.zeros(len(cpu)), cpu, pid, pid, comm, stack, comms, stacks, idle, problems, None, known,
-                   ",".join(events), count)
 
 
 def _first(reader: StoreReader, name: str) -> float:

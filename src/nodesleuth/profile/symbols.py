@@ -444,70 +444,60 @@ def _cstr(strs: bytes, at: int) -> str:
     return strs[at:end if end >= 0 else len(strs)].decode(errors="replace")
 
 
-def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
-    """perf 6.1's dso__load_sym over the chosen table, in bulk: FUNC/GNU_IFUNC/OBJECT symbols and
-    NOTYPE labels in text sections, of allocated sections; symbols moved to file offsets by their
-    program header (perf does so for every user-space file since 5.19: a binary whose text is not
-    at its file offset, as lld links Chromium, names right). Names are read (and demangled) when
-    looked up."""
+def _col(secs: list[dict], f) -> np.ndarray:
+    """One value per section header, as an array indexed by section number."""
+    return np.array([f(sh) for sh in secs])
+
+
+def _symbol_section(syms_elf: Elf, run_elf: Elf) -> tuple[Elf, dict] | None:
+    """The table perf reads: the symbol file's .symtab, else the runtime file's .dynsym (None: neither)."""
     sec = syms_elf.section(".symtab") if syms_elf.has_symtab() else None
     if sec is None:
         sec = run_elf.section(".dynsym")
         syms_elf = run_elf
         if sec is None or sec["type"] != SHT_DYNSYM:
             return None
-    syms, strs = syms_elf.raw_symbols(sec)
-    if not len(syms):
-        return None
-    typ = syms["info"] & 0xF
-    bind = (syms["info"] >> 4).astype(np.int8)
+    return syms_elf, sec
+
+
+def _kept(syms: np.ndarray, strs: bytes, syms_elf: Elf, secs_r: list[dict], typ, shndx, valid, ix, ix_r,
+          use_r) -> np.ndarray:
+    """Indices of the symbols perf keeps (functions, objects, text labels in allocated sections; no ARM $x)."""
+    secs_s = syms_elf.sections
     vis = syms["other"] & 3
-    shndx = syms["shndx"].astype(np.int64)
     named = (syms["name"] != 0) & (shndx != SHN_UNDEF)
     func = named & ((typ == STT_FUNC) | (typ == STT_GNU_IFUNC) | (typ == STT_OBJECT))
     label = named & (typ == STT_NOTYPE) & (shndx != SHN_ABS) & (vis != STV_HIDDEN) & (vis != STV_INTERNAL)
-    secs_s, secs_r = syms_elf.sections, run_elf.sections
-    if not secs_s:
-        return None
-    valid = (shndx < len(secs_s)) & (shndx < SHN_LORESERVE)
-    ix = np.where(valid, shndx, 0)
-
-    def col(secs, f):
-        return np.array([f(sh) for sh in secs])
-
-    alloc = col(secs_s, lambda sh: bool(sh["flags"] & SHF_ALLOC))[ix]
-    nobits = col(secs_s, lambda sh: sh["type"] == SHT_NOBITS)[ix]
-    use_r = nobits & (ix < len(secs_r))  # perf takes a NOBITS section's header from the runtime file
-    ix_r = np.minimum(ix, max(0, len(secs_r) - 1))
-    text = np.where(use_r, col(secs_r, lambda sh: "text" in sh["name"])[ix_r] if secs_r else False,
-                    col(secs_s, lambda sh: "text" in sh["name"])[ix])
+    alloc = _col(secs_s, lambda sh: bool(sh["flags"] & SHF_ALLOC))[ix]
+    text = np.where(use_r, _col(secs_r, lambda sh: "text" in sh["name"])[ix_r] if secs_r else False,
+                    _col(secs_s, lambda sh: "text" in sh["name"])[ix])
     keep = (func | label) & valid & alloc & (func | text)
     if syms_elf.machine in (EM_ARM, EM_AARCH64):  # ARM mapping symbols ($a, $d, $t, $x[.*])
         for i in np.flatnonzero(keep).tolist():
             nm = _cstr(strs, int(syms["name"][i]))
             if nm[:1] == "$" and len(nm) >= 2 and nm[1] in "adtx" and (len(nm) == 2 or nm[2] == "."):
                 keep[i] = False
-    k = np.flatnonzero(keep)
-    if not len(k):
-        return None
-    value = syms["value"][k].astype(np.uint64)
-    if syms_elf.machine == EM_ARM:
-        value = np.where(typ[k] == STT_FUNC, value & ~np.uint64(1), value)
-    if True:  # perf 6.1 moves every user-space DSO's symbols to file offsets (its adjust_symbols)
-        done = np.zeros(len(k), dtype=bool)
-        for off, va, fsz in run_elf.loads:
-            m = ~done & (value >= np.uint64(va)) & (value < np.uint64(va + fsz))
-            value[m] = value[m] - np.uint64(va) + np.uint64(off)
-            done |= m
-        if not done.all():  # no program header: the section's address minus its offset
-            sec_delta = np.where(use_r[k], col(secs_r, lambda sh: sh["addr"] - sh["offset"])[ix_r[k]]
-                                 if secs_r else 0, col(secs_s, lambda sh: sh["addr"] - sh["offset"])[ix[k]])
-            value[~done] = (value[~done].astype(np.int64) - sec_delta[~done].astype(np.int64)).astype(np.uint64)
-    size = syms["size"][k].astype(np.uint64)
-    end = np.where(size > 0, value + size, value)
-    b = bind[k]
-    b = np.where((b == STB_GLOBAL) | (b == STB_WEAK), b, STB_LOCAL).astype(np.int8)
-    name_off = syms["name"][k]
+    return np.flatnonzero(keep)
+
+
+def _file_offsets(value: np.ndarray, run_elf: Elf, secs_s: list[dict], secs_r: list[dict], k, ix, ix_r,
+                  use_r) -> np.ndarray:
+    """The kept symbols' (`k`) addresses moved to file offsets, as perf 6.1's adjust_symbols moves them."""
+    # by the program header holding them, else by their section's address minus its offset
+    done = np.zeros(len(value), dtype=bool)
+    for off, va, fsz in run_elf.loads:
+        m = ~done & (value >= np.uint64(va)) & (value < np.uint64(va + fsz))
+        value[m] = value[m] - np.uint64(va) + np.uint64(off)
+        done |= m
+    if not done.all():  # no program header: the section's address minus its offset
+        sec_delta = np.where(use_r[k], _col(secs_r, lambda sh: sh["addr"] - sh["offset"])[ix_r[k]]
+                             if secs_r else 0, _col(secs_s, lambda sh: sh["addr"] - sh["offset"])[ix[k]])
+        value[~done] = (value[~done].astype(np.int64) - sec_delta[~done].astype(np.int64)).astype(np.uint64)
+    return value
+
+
+def _namers(strs: bytes, name_off: np.ndarray, demangle):
+    """The table's name lookups, one name (cached) and many at once (for perf's tie-breaks between aliases)."""
     cache: dict[int, str] = {}
 
     def name_of(i: int) -> str:
@@ -526,6 +516,46 @@ def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
             cache[i] = n
         return out
 
+    return name_of, raw_name
+
+
+def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
+    """perf 6.1's dso__load_sym over the chosen table, in bulk: FUNC/GNU_IFUNC/OBJECT symbols and
+    NOTYPE labels in text sections, of allocated sections; symbols moved to file offsets by their
+    program header (perf does so for every user-space file since 5.19: a binary whose text is not
+    at its file offset, as lld links Chromium, names right). Names are read (and demangled) when
+    looked up."""
+    chosen = _symbol_section(syms_elf, run_elf)
+    if chosen is None:
+        return None
+    syms_elf, sec = chosen
+    syms, strs = syms_elf.raw_symbols(sec)
+    if not len(syms):
+        return None
+    typ = syms["info"] & 0xF
+    bind = (syms["info"] >> 4).astype(np.int8)
+    shndx = syms["shndx"].astype(np.int64)
+    secs_s, secs_r = syms_elf.sections, run_elf.sections
+    if not secs_s:
+        return None
+    valid = (shndx < len(secs_s)) & (shndx < SHN_LORESERVE)
+    ix = np.where(valid, shndx, 0)
+    nobits = _col(secs_s, lambda sh: sh["type"] == SHT_NOBITS)[ix]
+    use_r = nobits & (ix < len(secs_r))  # perf takes a NOBITS section's header from the runtime file
+    ix_r = np.minimum(ix, max(0, len(secs_r) - 1))
+    k = _kept(syms, strs, syms_elf, secs_r, typ, shndx, valid, ix, ix_r, use_r)
+    if not len(k):
+        return None
+    value = syms["value"][k].astype(np.uint64)
+    if syms_elf.machine == EM_ARM:
+        value = np.where(typ[k] == STT_FUNC, value & ~np.uint64(1), value)
+    value = _file_offsets(value, run_elf, secs_s, secs_r, k, ix, ix_r, use_r)
+    size = syms["size"][k].astype(np.uint64)
+    end = np.where(size > 0, value + size, value)
+    b = bind[k]
+    b = np.where((b == STB_GLOBAL) | (b == STB_WEAK), b, STB_LOCAL).astype(np.int8)
+    name_off = syms["name"][k]
+    name_of, raw_name = _namers(strs, name_off, demangle)
     t = SymTable.from_arrays(value, end, b, name_of, raw_name)
     t.extra_bytes = len(strs) + name_off.nbytes
     return t

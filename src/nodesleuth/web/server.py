@@ -40,14 +40,69 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def create_app(store: str, token: str | None = None) -> Flask:
-    app = Flask(__name__, static_folder=None)
-    cache = data.ProfileCache()
-    inc_cache: dict = {}
-    inc_lock = threading.Lock()
+class _State:
+    """What the routes share: the store's directory, the profile cache and the incidents' cache."""
 
-    def reader() -> StoreReader:
-        return StoreReader(store)
+    def __init__(self, store: str):
+        self.store = store
+        self.cache = data.ProfileCache()
+        self.inc_cache: dict = {}
+        self.inc_lock = threading.Lock()
+
+    def reader(self) -> StoreReader:
+        """A fresh reader per request: the store grows while the page is open."""
+        return StoreReader(self.store)
+
+
+def _num(name: str, conv, kind: str, default, lo, hi):
+    """A query argument as a number (float or int), within [lo, hi]: else a 400 saying which and why."""
+    v = request.args.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        x = conv(v)
+    except ValueError:
+        abort(400, f"{name} must be {kind}, not {v[:40]!r}")
+    if not math.isfinite(x):
+        abort(400, f"{name} must be a finite number, not {v[:40]!r}")
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        abort(400, f"{name} must be between {lo:g} and {hi:g}" if lo is not None and hi is not None
+              else f"{name} must be at least {lo:g}" if lo is not None else f"{name} must be at most {hi:g}")
+    return x
+
+
+def _fnum(name: str, default=None, lo: float | None = None, hi: float | None = None):
+    """A float query argument (None when absent), checked by _num."""
+    return _num(name, float, "a number", default, lo, hi)
+
+
+def _inum(name: str, lo: int | None = None, hi: int | None = None):
+    """An integer query argument (None when absent), checked by _num."""
+    return _num(name, int, "an integer", None, lo, hi)
+
+
+def _range_args(required: bool, most: float | None = None, what: str = ""):
+    """from/to: both finite, from before to (and at most `most` seconds apart)."""
+    t0, t1 = _fnum("from"), _fnum("to")
+    if required and (t0 is None or t1 is None):
+        abort(400, "from and to are required (epoch seconds)")
+    if t0 is not None and t1 is not None:
+        if t1 <= t0:
+            abort(400, f"from ({iso(t0)}) must be before to ({iso(t1)})")
+        if most is not None and t1 - t0 > most:
+            abort(400, f"from/to at most {what} apart")
+    return t0, t1
+
+
+def _refuse(msg: str, **extra):
+    """A request that cannot be answered truthfully: 422 with a sentence the page shows."""
+    resp = jsonify({"error": msg, **extra})
+    resp.status_code = 422
+    return resp
+
+
+def _register_auth(app: Flask, token: str | None) -> None:
+    """The token check before every request (none without a token); a token in the URL becomes a cookie."""
 
     @app.before_request
     def auth():
@@ -68,6 +123,10 @@ def create_app(store: str, token: str | None = None) -> Flask:
             abort(401)
         return None
 
+
+def _register_errors(app: Flask) -> None:
+    """A 400 answered as JSON, as the page reads every refusal."""
+
     @app.errorhandler(400)
     def bad_request(e):
         """A parameter that cannot be used: 400 with the sentence the page shows ({"error": ...}, as a 422)."""
@@ -75,39 +134,9 @@ def create_app(store: str, token: str | None = None) -> Flask:
         resp.status_code = 400
         return resp
 
-    def _num(name: str, conv, kind: str, default, lo, hi):
-        """A query argument as a number (float or int), within [lo, hi]: else a 400 saying which and why."""
-        v = request.args.get(name)
-        if v is None or v == "":
-            return default
-        try:
-            x = conv(v)
-        except ValueError:
-            abort(400, f"{name} must be {kind}, not {v[:40]!r}")
-        if not math.isfinite(x):
-            abort(400, f"{name} must be a finite number, not {v[:40]!r}")
-        if (lo is not None and x < lo) or (hi is not None and x > hi):
-            abort(400, f"{name} must be between {lo:g} and {hi:g}" if lo is not None and hi is not None
-                  else f"{name} must be at least {lo:g}" if lo is not None else f"{name} must be at most {hi:g}")
-        return x
 
-    def fnum(name: str, default=None, lo: float | None = None, hi: float | None = None):
-        return _num(name, float, "a number", default, lo, hi)
-
-    def inum(name: str, lo: int | None = None, hi: int | None = None):
-        return _num(name, int, "an integer", None, lo, hi)
-
-    def range_args(required: bool, most: float | None = None, what: str = ""):
-        """from/to: both finite, from before to (and at most `most` seconds apart)."""
-        t0, t1 = fnum("from"), fnum("to")
-        if required and (t0 is None or t1 is None):
-            abort(400, "from and to are required (epoch seconds)")
-        if t0 is not None and t1 is not None:
-            if t1 <= t0:
-                abort(400, f"from ({iso(t0)}) must be before to ({iso(t1)})")
-            if most is not None and t1 - t0 > most:
-                abort(400, f"from/to at most {what} apart")
-        return t0, t1
+def _register_pages(app: Flask) -> None:
+    """The page and its static files."""
 
     @app.get("/")
     def index():
@@ -117,14 +146,18 @@ def create_app(store: str, token: str | None = None) -> Flask:
     def static_file(name):
         return send_from_directory(STATIC, name)
 
+
+def _register_timeline(app: Flask, st: _State) -> None:
+    """The recording's summary and the CPU timeline drawn from it."""
+
     @app.get("/api/summary")
     def summary():
-        return jsonify({**data.summary(reader()), "store": store})
+        return jsonify({**data.summary(st.reader()), "store": st.store})
 
     @app.get("/api/timeline")
     def timeline():
-        r = reader()
-        t0, t1 = range_args(False)
+        r = st.reader()
+        t0, t1 = _range_args(False)
         metric = request.args.get("metric", "busy")
         if metric not in TIMELINE_METRICS:
             abort(400, f"metric must be one of {', '.join(TIMELINE_METRICS)}, not {metric[:40]!r}")
@@ -132,83 +165,106 @@ def create_app(store: str, token: str | None = None) -> Flask:
             s = data.summary(r)
             t1 = t1 if t1 is not None else (s["end"] or time.time())
             t0 = t0 if t0 is not None else max(s["start"] or t1 - 3600, t1 - 86400)
-        cols = max(10, min(4000, inum("cols") or 600))  # clamped: the page asks for its width in pixels
+        cols = max(10, min(4000, _inum("cols") or 600))  # clamped: the page asks for its width in pixels
         if t1 <= t0:
             abort(400, f"from ({iso(t0)}) must be before to ({iso(t1)}): the recording ends at {iso(t1)}")
         return jsonify(data.timeline(r, t0, t1, cols, metric))
 
+
+def _register_heatmap(app: Flask, st: _State) -> None:
+    """The subsecond heatmap of one CPU (or all)."""
+
     @app.get("/api/heatmap")
     def heatmap():
-        t0, t1 = range_args(True, 86400, "one day")
-        r = reader()
-        cpu, rows = inum("cpu", 0), inum("rows", 1, 1000) or 50
-        cols = max(10, min(86400, inum("cols") or data.HEAT_COLS))
+        t0, t1 = _range_args(True, 86400, "one day")
+        r = st.reader()
+        cpu, rows = _inum("cpu", 0), _inum("rows", 1, 1000) or 50
+        cols = max(10, min(86400, _inum("cols") or data.HEAT_COLS))
         doc = data.heatmap_fast(r, t0, t1, cpu, rows, cols)  # from the per-minute heatmap aggregates
         if doc is None:
             if t1 - t0 > 3600:
                 abort(400, "from/to at most one hour apart (this store has no heatmap aggregates)")
-            doc = data.heatmap(cache.get(r, math.floor(t0), math.ceil(t1)), t0, t1, cpu, rows)
+            doc = data.heatmap(st.cache.get(r, math.floor(t0), math.ceil(t1)), t0, t1, cpu, rows)
         return Response(orjson.dumps(doc), mimetype="application/json")
+
+
+def _register_flame(app: Flask, st: _State) -> None:
+    """The flame graph of a range, filtered, optionally against a baseline range."""
 
     @app.get("/api/flame")
     def flame():
-        t0, t1 = range_args(True)
-        r = reader()
+        t0, t1 = _range_args(True)
+        r = st.reader()
         base = None
-        cpu, pid, comm, cgroup = inum("cpu", 0), inum("pid", 0), request.args.get("comm"), request.args.get("cgroup")
+        cpu, pid, comm, cgroup = _inum("cpu", 0), _inum("pid", 0), request.args.get("comm"), request.args.get("cgroup")
         try:
             f = data.flame_filter(cpu, pid, comm, cgroup)
         except InputError as e:  # no such cgroup on any hierarchy
             abort(400, f"cgroup {e}")
         # whole minutes and hours from the write-time aggregates, raw samples only at the edges;
         # a range the last heatmap already loaded is cut from it
-        s = cache.peek(r, t0, t1)
+        s = st.cache.peek(r, t0, t1)
         s = data.subset(s, t0, t1) if s is not None else pq.load_fast(r, t0, t1, f.cpus)
-        b0, b1 = fnum("base_from"), fnum("base_to")
-        depth = max(2, min(512, inum("depth", 1) or data.MAX_DEPTH))  # clamped, as cols
-        share = fnum("min_share", lo=0.0, hi=1.0)
+        b0, b1 = _fnum("base_from"), _fnum("base_to")
+        depth = max(2, min(512, _inum("depth", 1) or data.MAX_DEPTH))  # clamped, as cols
+        share = _fnum("min_share", lo=0.0, hi=1.0)
         if (b0 is None) != (b1 is None) or (b0 is not None and b1 <= b0):
-            return refuse("baseline: give base_from < base_to")
+            return _refuse("baseline: give base_from < base_to")
         if b0 is not None:
             base = pq.load_fast(r, b0, b1, f.cpus)
             if not len(base) or not sum(pq.folded(base, f).values()):
                 span = r.span(PROFILE)
                 where = (f"the profile covers {iso(span[0])} .. {iso(span[1])}" if span else "there is no profile")
                 what = f" for CPU {cpu}" if cpu is not None else ""
-                return refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
+                return _refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
                               f"({where}): choose a baseline inside it", base_from=b0, base_to=b1)
         doc = data.flame(s, base, f, depth, data.MIN_SHARE if share is None else share)
         doc["lost"] = pq.lost_samples(r, t0, t1, f.cpus)  # perf's ring was full: the page says so
         return Response(orjson.dumps({**doc, "from": t0, "to": t1, "cpu": cpu, "base_from": b0, "base_to": b1}),
                         mimetype="application/json")
 
-    def refuse(msg: str, **extra):
-        """A request that cannot be answered truthfully: 422 with a sentence the page shows."""
-        resp = jsonify({"error": msg, **extra})
-        resp.status_code = 422
-        return resp
+
+def _register_cell(app: Flask, st: _State) -> None:
+    """What ran in one heatmap cell."""
 
     @app.get("/api/cell")
     def cell():
-        cpu, t = inum("cpu", 0), fnum("t")
+        cpu, t = _inum("cpu", 0), _fnum("t")
         if cpu is None or t is None:
             abort(400, "cpu and t are required")
-        return jsonify(data.cell(reader(), cpu, t, inum("resolution", 1) or 1))
+        return jsonify(data.cell(st.reader(), cpu, t, _inum("resolution", 1) or 1))
+
+
+def _register_incidents(app: Flask, st: _State) -> None:
+    """The recording's incidents with their causal chains, rebuilt only when the recording grew."""
 
     @app.get("/api/incidents")
     def incidents():
         from ..explain import chain, load
 
-        r = reader()
+        r = st.reader()
         segs = r.segments(TICKS)
         key = (len(segs), os.path.getmtime(segs[-1]) if segs else 0)
-        with inc_lock:
-            if inc_cache.get("key") != key:
-                rec, problems = load.recording(store, None, None)
+        with st.inc_lock:
+            if st.inc_cache.get("key") != key:
+                rec, problems = load.recording(st.store, None, None)
                 incs = [chain.build(rec, i) for i in load.incidents(rec)]
-                inc_cache.update(key=key, doc=[i.to_dict() for i in incs], problems=[str(p) for p in problems])
-            return jsonify({"incidents": inc_cache["doc"], "problems": inc_cache["problems"]})
+                st.inc_cache.update(key=key, doc=[i.to_dict() for i in incs], problems=[str(p) for p in problems])
+            return jsonify({"incidents": st.inc_cache["doc"], "problems": st.inc_cache["problems"]})
 
+
+def create_app(store: str, token: str | None = None) -> Flask:
+    """The web view's Flask app over `store`: the token check, JSON errors, then each group of routes."""
+    app = Flask(__name__, static_folder=None)
+    st = _State(store)
+    _register_auth(app, token)
+    _register_errors(app)
+    _register_pages(app)
+    _register_timeline(app, st)
+    _register_heatmap(app, st)
+    _register_flame(app, st)
+    _register_cell(app, st)
+    _register_incidents(app, st)
     return app
 
 
