@@ -35,6 +35,11 @@
  *   stream SECONDS CPU FILE CHUNK_KB      read FILE sequentially, wrapping at its end (page cache)
  *   threads SECONDS CPU SPIN_MS           start a thread that spins SPIN_MS and exits, join it, again (many
  *                                         short-lived threads of one process: a thread-per-request server)
+ *   shim SECONDS CPU CONCURRENT PROCS PROG ARGS...
+ *                                         a container runtime's shim running exec probes: keeps CONCURRENT
+ *                                         children alive; each writes its pid to every file of PROCS (comma-
+ *                                         separated cgroup.procs: the container's cgroups) and execs PROG ARGS
+ *                                         (runc exec's path, shortened); reaped as they exit
  *   tcpdrip SECONDS CPU DST PORT SIZE     connect, TCP_NODELAY, write SIZE bytes at a time as fast as the
  *                                         socket takes them (many small segments)
  *   tcpslow SECONDS CPU PORT RCVBUF READ_US READ_BYTES
@@ -58,6 +63,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -449,6 +455,35 @@ static int tcpslow(int argc, char **argv) {
     return 0;
 }
 
+static int shim(int argc, char **argv) {
+    pin(atoi(argv[4]));
+    int concurrent = atoi(argv[5]), running = 0;
+    char *procs = argv[6];
+    long started = 0;
+    while (now() < END || running > 0) {
+        while (running < concurrent && now() < END) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                char me[32], *save = NULL, *list = strdup(procs);
+                snprintf(me, sizeof me, "%d", getpid());
+                for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+                    int fd = open(f, O_WRONLY);
+                    if (fd < 0 || write(fd, me, strlen(me)) < 0) { perror(f); _exit(1); }
+                    close(fd);
+                }
+                execv(argv[7], argv + 7);
+                perror("execv");
+                _exit(127);
+            }
+            if (pid > 0) { running++; started++; }
+        }
+        if (wait(NULL) > 0) running--;
+        else if (errno == ECHILD) running = 0;
+    }
+    printf("{\"started\": %ld}\n", started);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: corpus_tool COMM MODE SECONDS ARGS...\n");
@@ -465,7 +500,7 @@ int main(int argc, char **argv) {
         {"udpflood", udpflood, 8}, {"udpsink", udpsink, 6}, {"lockfile", lockfile, 8},
         {"lockmm", lockmm, 7}, {"lockfile2", lockfile2, 8}, {"lockpipe", lockpipe, 8},
         {"lockmprotect", lockmprotect, 7}, {"memhog", memhog, 6}, {"stream", stream, 7},
-        {"threads", threads, 6}, {"tcpdrip", tcpdrip, 8}, {"tcpslow", tcpslow, 9},
+        {"threads", threads, 6}, {"shim", shim, 9}, {"tcpdrip", tcpdrip, 8}, {"tcpslow", tcpslow, 9},
     };
     for (unsigned i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(m, modes[i].name)) {

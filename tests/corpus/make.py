@@ -117,13 +117,18 @@ def trim(src: str, dst: str, t0: float | None, t1: float | None) -> dict:
                     # every reader reads, so no context has to follow the records
                     rec = codec.decode_record(payload, f"{src}: tick at {t}", t, ctx)[1]
                     if lo is not None and t < lo:
-                        for k in ("u", "nic", "kube"):  # kube: the pods listing, written when it changed
+                        for k in ("u", "nic"):
                             if k in rec:
                                 carry[k] = rec[k]
+                        if "kube" in rec.get("x", {}):  # the pods listing (a section under "x"), written when it changed
+                            carry["x.kube"] = rec["x"]["kube"]
                         continue
                     if first and carry:
                         for k, v in carry.items():
-                            rec.setdefault(k, v)
+                            if k.startswith("x."):
+                                rec.setdefault("x", {}).setdefault(k[2:], v)
+                            else:
+                                rec.setdefault(k, v)
                     payload, ctx = orjson.dumps(rec), b""
                 elif lo is not None and t < lo:
                     continue

@@ -234,39 +234,3 @@ def _rmtree_cg(path: str) -> None:
             os.rmdir(dp)
         except OSError:
             pass
-
-
-# A containerd shim as exec probes see it: a long-lived process (comm containerd-shim, in containerd's own
-# cgroup, not the pod's) that for every probe forks a child, which joins the container's cgroups and execs
-# the probe binary (runc exec's path, shortened); the shim reaps it. It keeps CONCURRENT probes running at
-# once (a pod's liveness and readiness probes). argv: join-procs-files(,) seconds concurrent probe argv...
-SHIM = r'''
-import ctypes, os, sys, time
-ctypes.CDLL(None).prctl(15, b"containerd-shim", 0, 0, 0)
-procs, seconds, concurrent = sys.argv[1].split(","), float(sys.argv[2]), int(sys.argv[3])
-argv = sys.argv[4:]
-end = time.time() + seconds
-running = 0
-while time.time() < end or running:
-    while running < concurrent and time.time() < end:
-        pid = os.fork()
-        if pid == 0:
-            me = str(os.getpid())
-            for p in procs:
-                with open(p, "w") as f:
-                    f.write(me)
-            os.execv(argv[0], argv)
-        running += 1
-    os.wait()
-    running -= 1
-'''
-
-
-def shim(x, procs: list[str], seconds: float, concurrent: int, argv: list[str], cpu: int | None = None):
-    path = "/run/corpus-shim.py"
-    with open(path, "w") as f:
-        f.write(SHIM)
-    cmd = [x.python, path, ",".join(procs), str(seconds), str(concurrent), *argv]
-    if cpu is not None:
-        cmd = ["taskset", "-c", str(cpu), *cmd]
-    return x.spawn(cmd)

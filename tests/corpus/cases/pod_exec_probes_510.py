@@ -24,12 +24,8 @@ def setup(x):
 
 
 def run(x):
-    from _common import SHIM
-
-    with open("/run/corpus-shim.py", "w") as f:
-        f.write(SHIM)
     procs = ",".join(f"/sys/fs/cgroup/{h}/{x.rel}/cgroup.procs" for h in ("memory", "cpu,cpuacct", "pids"))
     with x.episode():
         x.wait(x.spawn(["sh", "-c", "echo $$ > '/sys/fs/cgroup/cpu,cpuacct/system.slice/containerd.service/cgroup.procs' "
-                        f"&& exec taskset -c 2 {x.python} /run/corpus-shim.py {procs} 15 4 /run/pg_isready pg_isready "
+                        f"&& exec {x.tool_path} containerd-shim shim 15 2 4 {procs} /run/pg_isready pg_isready "
                         "spin 0.03 -1"]))

@@ -258,6 +258,29 @@ def _from_proc(ticks, cpu: int, parents: dict, exited: dict, excess: float) -> _
                  (here / 100) if own < here else own / 100, source, low)
 
 
+def _evidence(pick: _Pick, p: dict | None, who: str | None, cgroup: str | None, prof, cpu: int, exited: dict,
+              pcomm: str | None, fps: float | None, before: float | None) -> list[str]:
+    """What the group's numbers were read from: the profile or /proc, the fork counter, the listings."""
+    ppid, members = pick.ppid, pick.members
+    ev = [pick.source]
+    if fps is not None:
+        ev.append(f"/proc/stat processes: {fps:.0f} started/s node-wide over the episode"
+                  + (f", {before:.0f}/s in the minute before" if before is not None else ""))
+    if p:
+        ev.append(f"listings of /proc caught {who} starting " + ", ".join(f"{c} x{n}" for c, n in
+                                                                          p["children"].most_common(4))
+                  + (f"; its cgroup {cgroup}" if cgroup else ""))
+    if members:
+        ev.append(f"the group's processes: {len(members)} on the profile, the most-sampled at "
+                  f"{pct(max(c for _, c, _ in members) / max(1, prof.n))} of CPU {cpu}")
+    if ppid is not None and ppid in exited:
+        ev.append(f"{pcomm} (pid {ppid})'s exited children: {exited[ppid][2]:.0f}% of a CPU per second by its "
+                  f"cutime/cstime ({exited[ppid][1]:.0f}% placed on CPU {cpu})")
+    ev.append("a 1 s scan of /proc cannot see a process that starts and exits between two scans: the counter "
+              "says how many started, cutime/cstime and the profile what they cost (docs/groups.md)")
+    return ev
+
+
 @family("group", rank=90)  # after the single-process families: a tie goes to them
 def group(ctx: Context) -> Hypothesis | None:
     rec, ep, prof = ctx.rec, ctx.ep, ctx.prof
@@ -303,7 +326,10 @@ def _hypothesis(rec, ep, prof, rule: str, pick: _Pick, parents: dict, exited: di
     life = _lifetimes(rec, ep, [pid for pid, _, _ in members if pid != ppid]) if members else None
     caught = p["caught"] if p else 0
     brief = p["brief"] if p else 0
-    names = ", ".join(comms[:3])
+    # children caught before their exec still carry the parent's name (a shim's forks on their way to the probe
+    # binary): with other commands beside it, the parent's own name is not a command the group runs
+    shown = [c for c in comms if c != pcomm] or comms
+    names = ", ".join(shown[:3])
     who = f"{pcomm} (pid {ppid})" if ppid is not None else None
     where = _where(cgroup, pod)
     cpod = _children_pod(rec, p, pod)
@@ -321,22 +347,7 @@ def _hypothesis(rec, ep, prof, rule: str, pick: _Pick, parents: dict, exited: di
     if each_ms is not None:
         nums.append(f"~{each_ms:.1f} ms of CPU each")
     summary = f"group: {head}: " + ", ".join(nums)
-    ev = [pick.source]
-    if fps is not None:
-        ev.append(f"/proc/stat processes: {fps:.0f} started/s node-wide over the episode"
-                  + (f", {before:.0f}/s in the minute before" if before is not None else ""))
-    if p:
-        ev.append(f"listings of /proc caught {who} starting " + ", ".join(f"{c} x{n}" for c, n in
-                                                                          p["children"].most_common(4))
-                  + (f"; its cgroup {cgroup}" if cgroup else ""))
-    if members:
-        ev.append(f"the group's processes: {len(members)} on the profile, the most-sampled at "
-                  f"{pct(max(c for _, c, _ in members) / max(1, prof.n))} of CPU {ep.cpu}")
-    if ppid is not None and ppid in exited:
-        ev.append(f"{pcomm} (pid {ppid})'s exited children: {exited[ppid][2]:.0f}% of a CPU per second by its "
-                  f"cutime/cstime ({exited[ppid][1]:.0f}% placed on CPU {ep.cpu})")
-    ev.append("a 1 s scan of /proc cannot see a process that starts and exits between two scans: the counter "
-              "says how many started, cutime/cstime and the profile what they cost (docs/groups.md)")
+    ev = _evidence(pick, p, who, cgroup, prof, ep.cpu, exited, pcomm, fps, before)
     if pick.rival is not None and pick.rival[0] >= RIVAL * cpu_share:
         # another parent's group, sharing no process, takes a comparable part of the core: the core is
         # saturated by several groups together, and naming one as the cause would be stronger than its numbers
