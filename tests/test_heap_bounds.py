@@ -5,9 +5,37 @@ and glibc's malloc hands big transient blocks back to the kernel instead of keep
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 
+from nodesleuth.store.segment import KEEP_CONTEXT_BYTES, SegmentReader, SegmentWriter
+
+
+def _payload(n: int, seed: int) -> bytes:
+    rng = random.Random(seed)
+    words = [f"{rng.getrandbits(40):010x}" for _ in range(3000)]
+    return " ".join(rng.choice(words) for _ in range(n // 11 + 1)).encode()[:n]
+
+
+def test_a_big_record_does_not_leave_a_big_compression_context(tmp_path):
+    w = SegmentWriter(str(tmp_path), "s", level=6)
+    small = [_payload(2000, i) for i in range(5)]
+    big = _payload(4 << 20, 99)  # a profile aggregate's size on a busy node
+    t = 1000.0
+    w.append(t, small[0])
+    held_small = w.cctx.memory_size()
+    for i, p in enumerate([big] + small[1:]):
+        t += 1
+        w.append(t, p)
+        # the old writer kept the context that compressed 4 MB: 3.4 MB of tables, for good
+        assert w.cctx is None or w.cctx.memory_size() < 2 * held_small + (1 << 20), w.cctx.memory_size()
+    assert held_small < 1 << 20
+    w.close()
+    seg = [f for f in os.listdir(tmp_path / "s") if f.endswith(".seg")]
+    got = [p for _, p in SegmentReader(str(tmp_path / "s" / seg[0])).frames()]
+    assert got == small[:1] + [big] + small[1:]  # the records read back the same
+    assert len(big) > KEEP_CONTEXT_BYTES
 
 
 PROBE = r"""
