@@ -18,7 +18,8 @@ import subprocess
 
 from conftest import missing
 
-from nodesleuth.profile.direct import COMM, CONTEXT_KERNEL, CONTEXT_USER, FORK, SAMPLE, Decoder
+from nodesleuth.profile.direct import (COMM, COMM_EXEC, CONTEXT_KERNEL, CONTEXT_USER, EXIT, FORK, MMAP2, SAMPLE,
+                                      Decoder, Maps)
 from nodesleuth.profile.symbols import UserSymbols
 
 SRC = r"""
@@ -113,10 +114,21 @@ def _fork(pid, ppid, tid, ptid, t):
     return _rec(FORK, struct.pack("<iiiiQ", pid, ppid, tid, ptid, t), pid, tid, t)
 
 
-def _comm(pid, tid, name, t):
+def _exit(pid, ppid, tid, ptid, t):
+    return _rec(EXIT, struct.pack("<iiiiQ", pid, ppid, tid, ptid, t), pid, tid, t)
+
+
+def _comm(pid, tid, name, t, misc: int = 0):
     raw = name.encode() + b"\0"
     raw += b"\0" * (-len(raw) % 8)
-    return _rec(COMM, struct.pack("<ii", pid, tid) + raw, pid, tid, t)
+    return _rec(COMM, struct.pack("<ii", pid, tid) + raw, pid, tid, t, misc)
+
+
+def _mmap2(pid, tid, start, length, name, t):
+    raw = name.encode() + b"\0"
+    raw += b"\0" * (-len(raw) % 8)
+    body = struct.pack("<iiQQQIIQQII", pid, tid, start, length, 0, 8, 1, 4242, 0, 5, 2) + raw
+    return _rec(MMAP2, body, pid, tid, t)
 
 
 def _sample(pid, tid, t, kips, uips):
@@ -189,3 +201,36 @@ def test_demangling_long_names_in_bulk_does_not_stall():
             dm.proc.kill()  # unblock the stuck thread so the test leaves nothing behind
             th.join(10)
         dm.close()
+
+
+def test_processes_exiting_unsampled_in_their_batch_cost_no_map_copies(monkeypatch):
+    """A busy node's churn: ~270 processes a second here, most exit before any sample of theirs. Each
+    FORK (and exec) copied the parent's maps, for nothing: the copies were dropped at the batch's end, a
+    burst of transient lists on the long-lived heap. Now only a process sampled, or forking, gets a copy;
+    and a thread's exit does not count as its process's (its later maps are still taken)."""
+    d = Decoder()
+    parent = BASE - 1
+    d.maps[parent] = Maps()
+    for i in range(40):  # a parent with 40 maps
+        d.maps[parent].add(0x400000 + i * 0x10000, 0x400000 + i * 0x10000 + 0x1000, 0, f"/lib{i}.so", (8, 1, i))
+    d.gen[parent] = 0
+    copies = []
+    orig = Maps.copy
+    monkeypatch.setattr(Maps, "copy", lambda self: copies.append(1) or orig(self))
+    recs, t = [], 1000
+    for i in range(1000):  # forked, exec'ed, exited: never sampled
+        pid = BASE + i
+        recs += [_fork(pid, parent, pid, parent, t), _comm(pid, pid, "sh", t + 1, COMM_EXEC),
+                 _exit(pid, parent, pid, parent, t + 2)]
+        t += 3
+    kept = BASE + 5000  # forked and sampled: it starts with its parent's maps
+    recs += [_fork(kept, parent, kept, parent, t), _sample(kept, kept, t + 1, [0xFFFFFFFF81000000], [0x400010])]
+    # a process whose thread exits, not itself, takes its new map
+    live = BASE + 6000
+    d.maps[live], d.gen[live] = Maps(), 0
+    recs += [_fork(live, live, live + 1, live, t + 2), _exit(live, live, live + 1, live, t + 3),
+             _mmap2(live, live, 0x7000000, 0x1000, "/opt/new.so", t + 4)]
+    d.decode(b"".join(recs))
+    assert len(copies) == 1  # the old decoder: 2001 (each FORK, each exec)
+    assert [r[4] for r in d.maps[kept].rows] == [r[4] for r in d.maps[parent].rows]
+    assert "/opt/new.so" in [r[4] for r in d.maps[live].rows]
