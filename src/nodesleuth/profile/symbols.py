@@ -290,7 +290,15 @@ class KernelSymbols:
                 self.maps.append((lo, hi, KERNEL_DSO))
                 self.maps.sort()
                 self.map_starts = [m[0] for m in self.maps]
-        self.starts, self.ends, self.names = starts, ends, names
+        # held as arrays and one block of names, not ~120k Python ints and strings each (18 MB of small
+        # objects for a Debian 6.12 kernel's, kept for good among the arenas the parse above used)
+        self.starts = np.array(starts, dtype=np.uint64)
+        self.ends = np.array(ends, dtype=np.uint64)
+        raw = [n.encode() for n in names]
+        self.name_offs = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in raw], out=self.name_offs[1:])
+        self.name_blob = b"".join(raw)
+        del raw, names, starts, ends, rows, text, t_starts, t_ends, t_names, table
 
     def name(self, ip: int) -> tuple[str, str]:
         """(symbol or [unknown], dso) of a kernel-context address."""
@@ -298,9 +306,11 @@ class KernelSymbols:
         if i < 0 or ip >= self.maps[i][1]:
             return UNKNOWN, UNKNOWN
         dso = self.maps[i][2]
-        j = bisect_right(self.starts, ip) - 1
-        if j >= 0 and (ip < self.ends[j] or ip == self.starts[j]) and self.starts[j] >= self.maps[i][0]:
-            return self.names[j], dso
+        j = int(self.starts.searchsorted(np.uint64(ip), "right")) - 1
+        if j >= 0:
+            s, e = int(self.starts[j]), int(self.ends[j])
+            if (ip < e or ip == s) and s >= self.maps[i][0]:
+                return self.name_blob[int(self.name_offs[j]):int(self.name_offs[j + 1])].decode(), dso
         return UNKNOWN, dso
 
 
