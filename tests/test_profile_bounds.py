@@ -18,7 +18,8 @@ import subprocess
 
 from conftest import missing
 
-from nodesleuth.profile.direct import COMM, CONTEXT_KERNEL, CONTEXT_USER, FORK, SAMPLE, Decoder
+from nodesleuth.profile.direct import (COMM, COMM_EXEC, CONTEXT_KERNEL, CONTEXT_USER, EXIT, FORK, MMAP2, SAMPLE,
+                                      Decoder, Maps)
 from nodesleuth.profile.symbols import UserSymbols
 
 SRC = r"""
@@ -113,10 +114,21 @@ def _fork(pid, ppid, tid, ptid, t):
     return _rec(FORK, struct.pack("<iiiiQ", pid, ppid, tid, ptid, t), pid, tid, t)
 
 
-def _comm(pid, tid, name, t):
+def _exit(pid, ppid, tid, ptid, t):
+    return _rec(EXIT, struct.pack("<iiiiQ", pid, ppid, tid, ptid, t), pid, tid, t)
+
+
+def _comm(pid, tid, name, t, misc: int = 0):
     raw = name.encode() + b"\0"
     raw += b"\0" * (-len(raw) % 8)
-    return _rec(COMM, struct.pack("<ii", pid, tid) + raw, pid, tid, t)
+    return _rec(COMM, struct.pack("<ii", pid, tid) + raw, pid, tid, t, misc)
+
+
+def _mmap2(pid, tid, start, length, name, t):
+    raw = name.encode() + b"\0"
+    raw += b"\0" * (-len(raw) % 8)
+    body = struct.pack("<iiQQQIIQQII", pid, tid, start, length, 0, 8, 1, 4242, 0, 5, 2) + raw
+    return _rec(MMAP2, body, pid, tid, t)
 
 
 def _sample(pid, tid, t, kips, uips):
@@ -189,3 +201,77 @@ def test_demangling_long_names_in_bulk_does_not_stall():
             dm.proc.kill()  # unblock the stuck thread so the test leaves nothing behind
             th.join(10)
         dm.close()
+
+
+def test_processes_exiting_unsampled_in_their_batch_cost_no_map_copies(monkeypatch):
+    """A busy node's churn: ~270 processes a second here, most exit before any sample of theirs. Each
+    FORK (and exec) copied the parent's maps, for nothing: the copies were dropped at the batch's end, a
+    burst of transient lists on the long-lived heap. Now only a process sampled, or forking, gets a copy;
+    and a thread's exit does not count as its process's (its later maps are still taken)."""
+    d = Decoder()
+    parent = BASE - 1
+    d.maps[parent] = Maps()
+    for i in range(40):  # a parent with 40 maps
+        d.maps[parent].add(0x400000 + i * 0x10000, 0x400000 + i * 0x10000 + 0x1000, 0, f"/lib{i}.so", (8, 1, i))
+    d.gen[parent] = 0
+    copies = []
+    orig = Maps.copy
+    monkeypatch.setattr(Maps, "copy", lambda self: copies.append(1) or orig(self))
+    recs, t = [], 1000
+    for i in range(1000):  # forked, exec'ed, exited: never sampled
+        pid = BASE + i
+        recs += [_fork(pid, parent, pid, parent, t), _comm(pid, pid, "sh", t + 1, COMM_EXEC),
+                 _exit(pid, parent, pid, parent, t + 2)]
+        t += 3
+    kept = BASE + 5000  # forked and sampled: it starts with its parent's maps
+    recs += [_fork(kept, parent, kept, parent, t), _sample(kept, kept, t + 1, [0xFFFFFFFF81000000], [0x400010])]
+    # a process whose thread exits, not itself, takes its new map
+    live = BASE + 6000
+    d.maps[live], d.gen[live] = Maps(), 0
+    recs += [_fork(live, live, live + 1, live, t + 2), _exit(live, live, live + 1, live, t + 3),
+             _mmap2(live, live, 0x7000000, 0x1000, "/opt/new.so", t + 4)]
+    d.decode(b"".join(recs))
+    assert len(copies) == 1  # the old decoder: 2001 (each FORK, each exec)
+    assert [r[4] for r in d.maps[kept].rows] == [r[4] for r in d.maps[parent].rows]
+    assert "/opt/new.so" in [r[4] for r in d.maps[live].rows]
+
+
+def test_a_symbol_table_holds_its_names_compressed(tmp_path):
+    """A big C++ binary's string table is most of its symbol table's bytes (playwright's node: 18 of
+    24 MB); held as read, the tables of a few such files filled the cache's bound. Held compressed
+    (profile/symbols.PackedStrings), the table is smaller than its string table, names read the same."""
+    if shutil.which("gcc") is None:
+        missing("gcc (to build an ELF file whose symbols are known)")
+    n = 3000
+    src = tmp_path / "many.c"
+    src.write_text("".join(f"int ns_a_rather_long_function_name_like_cxx_templates_make_{i:05d}(int x) "
+                           f"{{ return x * {i + 3}; }}\n" for i in range(n)) + "int main(void) { return 0; }\n")
+    out = str(tmp_path / "many")
+    subprocess.run(["gcc", "-O0", "-o", out, str(src)], check=True)
+    st = os.stat(out)
+    t = UserSymbols().file(out, "", (0, st.st_dev, st.st_ino)).table
+    names = {t.name_of(int(t.idx[i])) for i in range(len(t))}
+    assert {f"ns_a_rather_long_function_name_like_cxx_templates_make_{i:05d}" for i in range(n)} <= names
+    strtab = n * 64  # at least: the names alone
+    assert t.nbytes() < strtab, (t.nbytes(), strtab)  # the old table: its string table and more
+
+
+def test_kernel_symbols_are_held_as_arrays_not_objects(tmp_path):
+    """The kernel's ~120k symbols were kept as Python ints and strings (18 MB of small objects for
+    Debian 6.12's, for the process's life, pinning the arenas kallsyms' parse used: 52 MB of RSS). Now
+    arrays and one block of names: a 50k-symbol kallsyms leaves few objects, and names the same."""
+    import gc
+    import sys
+
+    from nodesleuth.profile.symbols import KernelSymbols
+
+    n = 50_000
+    path = tmp_path / "kallsyms"
+    path.write_text("".join(f"{0xffffffff81000000 + 16 * i:016x} T ns_kernel_function_{i}\n" for i in range(n)))
+    gc.collect()
+    before = sys.getallocatedblocks()
+    ks = KernelSymbols(kallsyms=str(path), modules="/nonexistent", kcore="/nonexistent")
+    gc.collect()
+    assert sys.getallocatedblocks() - before < 1000  # the old table: ~3 objects a symbol
+    assert ks.name(0xffffffff81000000 + 16 * 4321 + 3) == ("ns_kernel_function_4321", "[kernel.kallsyms]")
+    assert ks.name(0xffffffff81000000 + 16 * (n - 1))[0] == f"ns_kernel_function_{n - 1}"

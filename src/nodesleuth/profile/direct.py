@@ -461,17 +461,19 @@ class Decoder:
         elif typ == COMM:
             pid, tid = struct.unpack_from("<ii", rec, 8)
             comm_changes.setdefault(tid, []).append((t, _cstr(rec, 16)))
-            if misc & COMM_EXEC:
+            if misc & COMM_EXEC and pid not in self._skip:
                 changes.setdefault(pid, []).append((t, self._bump(pid, self._maps_of(pid).copy())))
         elif typ == FORK:
             pid, ppid, tid, ptid = struct.unpack_from("<iiii", rec, 8)
             c = self._comm_at(ptid, t, comm_changes)
             comm_changes.setdefault(tid, []).append((t, c))
             if pid != ppid:
-                parent = self._maps_of(ppid) if ppid > 0 else Maps()
                 self.root.pop(pid, None)
                 self.nspid.pop(pid, None)
                 self.exited.discard(pid)
+                if pid in self._skip:  # exits in this batch, never sampled, forks nothing
+                    return
+                parent = self._maps_of(ppid) if ppid > 0 else Maps()
                 changes.setdefault(pid, []).append((t, self._bump(pid, parent.copy())))
         elif typ == EXIT:
             pid, _ppid, tid, _ptid = struct.unpack_from("<iiii", rec, 8)
@@ -632,13 +634,15 @@ class Decoder:
         ok = sz8 >= 4
         ts = np.where(ok, u[np.where(ok, so + sz8 - 2, 0)], 0)
         # processes that start and exit within this batch without a sample (a busy host's churn) need
-        # no maps: their MMAP2 records are skipped, unless they forked (a child starts with their maps)
+        # no maps: their MMAP2 records are skipped, and no copy of their parent's maps is made at their
+        # FORK or exec, unless they forked (a child starts with their maps)
         u32 = np.frombuffer(buf, dtype="<u4", count=len(buf) // 4)
         st = typ[sb]
         ex = so[st == EXIT]
         fk = so[st == FORK]
         self._skip = set()
         if len(ex):
+            ex = ex[u32[ex * 2 + 2] == u32[ex * 2 + 4]]  # a process's exit (pid == tid), not a thread's
             gone = set(u32[ex * 2 + 2].tolist())
             if gone:
                 sampled = set(distinct(u32[o[is_s] * 2 + 4]).tolist())  # the pid of each sample

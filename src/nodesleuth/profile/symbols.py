@@ -290,7 +290,15 @@ class KernelSymbols:
                 self.maps.append((lo, hi, KERNEL_DSO))
                 self.maps.sort()
                 self.map_starts = [m[0] for m in self.maps]
-        self.starts, self.ends, self.names = starts, ends, names
+        # held as arrays and one block of names, not ~120k Python ints and strings each (18 MB of small
+        # objects for a Debian 6.12 kernel's, kept for good among the arenas the parse above used)
+        self.starts = np.array(starts, dtype=np.uint64)
+        self.ends = np.array(ends, dtype=np.uint64)
+        raw = [n.encode() for n in names]
+        self.name_offs = np.zeros(len(raw) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in raw], out=self.name_offs[1:])
+        self.name_blob = b"".join(raw)
+        del raw, names, starts, ends, rows, text, t_starts, t_ends, t_names, table
 
     def name(self, ip: int) -> tuple[str, str]:
         """(symbol or [unknown], dso) of a kernel-context address."""
@@ -298,9 +306,11 @@ class KernelSymbols:
         if i < 0 or ip >= self.maps[i][1]:
             return UNKNOWN, UNKNOWN
         dso = self.maps[i][2]
-        j = bisect_right(self.starts, ip) - 1
-        if j >= 0 and (ip < self.ends[j] or ip == self.starts[j]) and self.starts[j] >= self.maps[i][0]:
-            return self.names[j], dso
+        j = int(self.starts.searchsorted(np.uint64(ip), "right")) - 1
+        if j >= 0:
+            s, e = int(self.starts[j]), int(self.ends[j])
+            if (ip < e or ip == s) and s >= self.maps[i][0]:
+                return self.name_blob[int(self.name_offs[j]):int(self.name_offs[j + 1])].decode(), dso
         return UNKNOWN, dso
 
 
@@ -499,11 +509,12 @@ def _file_offsets(value: np.ndarray, run_elf: Elf, secs_s: list[dict], secs_r: l
 def _namers(strs: bytes, name_off: np.ndarray, demangle):
     """The table's name lookups, one name (cached) and many at once (for perf's tie-breaks between aliases)."""
     cache: dict[int, str] = {}
+    packed = None  # the string table once the table is built: compressed in blocks
 
     def name_of(i: int) -> str:
         n = cache.get(i)
         if n is None:
-            n = _cstr(strs, int(name_off[i]))
+            n = packed.cstr(int(name_off[i])) if packed is not None else _cstr(strs, int(name_off[i]))
             n = cache[i] = demangle(n) if n.startswith("_Z") else n
         return n
 
@@ -557,8 +568,59 @@ def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
     name_off = syms["name"][k]
     name_of, raw_name = _namers(strs, name_off, demangle)
     t = SymTable.from_arrays(value, end, b, name_of, raw_name)
-    t.extra_bytes = len(strs) + name_off.nbytes
+    # names of alias groups were read (and demangled) to pick each group's symbol: the winners' kept
+    if cache:
+        won = np.zeros(len(k), dtype=bool)
+        won[t.idx] = True
+        for i in [i for i in cache if not won[i]]:
+            del cache[i]
+    packed = PackedStrings(strs)
+    del strs
+    t.extra_bytes = packed.nbytes() + name_off.nbytes
     return t
+
+
+class PackedStrings:
+    """An ELF string table held compressed, in blocks (zstd level 1), for the few names a profile uses:
+    a big C++ binary's names are most of its table's bytes (playwright's node: 18 of 24 MB), and 4-6x
+    smaller so. A name costs its block's decompression (~0.1 ms for 64 KB), once: names are cached by
+    the table's user."""
+
+    BLOCK = 1 << 16
+    _local = threading.local()
+
+    def __init__(self, strs: bytes):
+        import zstandard
+
+        c = zstandard.ZstdCompressor(level=1, write_content_size=True, write_checksum=False)
+        mv = memoryview(strs)
+        self.blocks = [c.compress(mv[i:i + self.BLOCK]) for i in range(0, len(strs), self.BLOCK)]
+        mv.release()
+        self.size = len(strs)
+
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self.blocks) + 56 * len(self.blocks)
+
+    def _block(self, j: int) -> bytes:
+        loc = self._local
+        d = getattr(loc, "dctx", None)
+        if d is None:
+            import zstandard
+
+            d = loc.dctx = zstandard.ZstdDecompressor()
+        return d.decompress(self.blocks[j])
+
+    def cstr(self, at: int) -> str:
+        j, off = divmod(at, self.BLOCK)
+        out = b""
+        while j < len(self.blocks):
+            blk = self._block(j)
+            e = blk.find(b"\0", off)
+            if e >= 0:
+                return (out + blk[off:e]).decode(errors="replace")
+            out += blk[off:]
+            j, off = j + 1, 0
+        return out.decode(errors="replace")
 
 
 def _plt_rows(run: Elf, demangle) -> list[tuple]:
@@ -764,7 +826,11 @@ class UserSymbols:
     MB). A file dropped is read again when a stack next uses it: the same names, some CPU."""
 
     LIMIT = 4096  # files kept
-    MAX_BYTES = 64 << 20  # of tables kept (SymTable.nbytes, a table shared by files counted once per file)
+    # of tables kept (SymTable.nbytes, a table shared by files counted once per file): every executable
+    # file mapped on the busy test host at one moment weighed 18 MB of tables (243 files; containerd 5.5
+    # MB, and playwright's node 10 MB more while a browser test ran), and only those a profile samples
+    # are read: 32 MB holds them all, and past it a file sampled again costs its read (0.02-0.15 s)
+    MAX_BYTES = 32 << 20
 
     def __init__(self, demangle: Demangler | None = None, max_bytes: int | None = None, limit: int | None = None):
         self.demangle = demangle or Demangler()

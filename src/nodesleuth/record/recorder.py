@@ -57,11 +57,12 @@ def self_usage() -> tuple[float, int]:
 _LIBC = None
 
 
-def release_free_heap() -> bool:
-    """Hand the C allocator's free pages back to the kernel (glibc's malloc_trim(0)). The profiler's
-    work comes in bursts (a ring read of a fork storm, a big binary's symbol table read then dropped)
-    and the memory they free between blocks still in use stays in RSS otherwise: measured at 10 min of
-    `record --profile` on a busy host, 37 MB of 294. False where there is none (musl)."""
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's mallopt parameters (malloc.h)
+MMAP_THRESHOLD = 256 << 10
+ARENA_MAX = 2
+
+
+def _libc():
     global _LIBC
     if _LIBC is None:
         import ctypes
@@ -69,11 +70,36 @@ def release_free_heap() -> bool:
         try:
             _LIBC = ctypes.CDLL(None)
             _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+            _LIBC.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
         except (OSError, AttributeError):
             _LIBC = False
-    if not _LIBC:
+    return _LIBC
+
+
+def bound_heap() -> bool:
+    """Keep big transient blocks off the C heap, and the heap in few arenas (glibc's mallopt). By
+    default glibc raises its mmap threshold to the size of each mmapped block freed (up to 32 MB): once
+    the profiler had freed a symbol table's read or a fork storm's ring read, blocks of that size came
+    from the heap, where what stays allocated between them keeps the freed memory in RSS (85 MB free of
+    177 MB of malloc arenas at 13 min). Fixed at 256 KB, a block that size or larger is its own mapping,
+    returned to the kernel when freed. And each thread (the 1 Hz loop, the profiler, the maps reader,
+    c++filt's feeder) may otherwise get an arena of its own, each with its own free memory: two serve
+    them all (the threads mostly wait). False where there is no glibc (musl)."""
+    libc = _libc()
+    if not libc:
         return False
-    _LIBC.malloc_trim(0)
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) & bool(libc.mallopt(M_ARENA_MAX, ARENA_MAX))
+
+
+def release_free_heap() -> bool:
+    """Hand the C allocator's free pages back to the kernel (glibc's malloc_trim(0)). The profiler's
+    work comes in bursts (a ring read of a fork storm, a big binary's symbol table read then dropped)
+    and the memory they free between blocks still in use stays in RSS otherwise: measured at 10 min of
+    `record --profile` on a busy host, 37 MB of 294. False where there is none (musl)."""
+    libc = _libc()
+    if not libc:
+        return False
+    libc.malloc_trim(0)
     return True
 
 
@@ -189,9 +215,15 @@ class Recorder:
             signal.signal(s, self._signal)
         start = time.time()
         self.store.enforce()  # a restart with new bounds applies them at once, not a minute later
+        if self.profiler is not None:
+            bound_heap()
         for runner in (self.profiler, self.churn):
             if runner is not None and not runner.start():
                 raise InputError("perf", runner.error or "cannot start perf")
+        if self.profiler is not None:
+            # the profiler's start (kallsyms parsed: ~40 MB of transient objects for a 120k-symbol kernel)
+            # freed most of what it used: handed back now, not at the first periodic trim 5 min later
+            release_free_heap()
         self.sampler.prime()
         # what start-up made (imports, rules, the first census) lives as long as the process: out of
         # the cyclic collector's way, so each collection walks only what ticks allocate

@@ -70,6 +70,12 @@ HEAD = struct.Struct("<BI")
 INDEX = struct.Struct("<iII")
 TRAIN_SAMPLES = 300  # records of a segment kept to train the next segment's dictionary
 TRAIN_MIN = 50  # fewer than this: the next segment uses its first record
+# records larger than this are compressed with a context made for them, dropped after: zstd sizes a
+# context's tables (and keeps them) by the largest input it has seen, up to its level's window. Measured
+# (levels 3 and 6, a 16 KB dictionary): a context is 0.6-0.7 MB after 16 KB records, 1.1-1.2 MB after
+# 64 KB, 3.4-3.5 MB after 4 MB; making one anew costs 0.05-0.3 ms. A tick (1 Hz) is a few KB and keeps
+# its context; a profile batch or aggregate (every 10 s or less often) is tens of KB to MBs and does not
+KEEP_CONTEXT_BYTES = 16 << 10
 DICT_SIZE = 16384  # a trained dictionary (stored compressed, ~7 KB, twice a segment)
 MAX_FRAME = 64 << 20
 SKIP_EDGE = 1.0  # s: a ranged read steps over frames further than this outside its range (see _records)
@@ -240,7 +246,8 @@ class SegmentWriter:
         self.start: float = 0.0
         self.size = 0
         self.ctx = b""  # the codec context of the open segment
-        self.cctx: zstandard.ZstdCompressor | None = None
+        self.cctx: zstandard.ZstdCompressor | None = None  # kept between records while they are small
+        self.zdict: zstandard.ZstdCompressionDict | None = None  # the open segment's
         self.samples: list[bytes] = []  # records of the open segment to train the next one's dictionary
         self._rng = random.Random(0)
         self.frames = 0
@@ -287,10 +294,9 @@ class SegmentWriter:
             self.idx_fd = None
         self.fd, self.path, self.start, self.size = fd, path, t, os.fstat(fd).st_size
         self.ctx, self.frames = ctx, 0
-        d = zstandard.ZstdCompressionDict(zd, dict_type=zstandard.DICT_TYPE_FULLDICT if trained
-                                          else zstandard.DICT_TYPE_RAWCONTENT)
-        self.cctx = zstandard.ZstdCompressor(level=self.level, dict_data=d, write_checksum=False,
-                                             write_content_size=True)
+        self.zdict = zstandard.ZstdCompressionDict(zd, dict_type=zstandard.DICT_TYPE_FULLDICT if trained
+                                                   else zstandard.DICT_TYPE_RAWCONTENT)
+        self.cctx = None
         try:
             self._write(frame, sync=self.syncer is None)
         except DiskFull:
@@ -341,7 +347,12 @@ class SegmentWriter:
         if self.fd is None or t - self.start >= self.segment_seconds or ctx != self.ctx:
             self._open(t, payload, ctx)
         before, off = self.bytes_written, self.size
-        self._write(encode_frame(t, KIND_DATA, self.cctx.compress(payload)))
+        cctx = self.cctx or zstandard.ZstdCompressor(level=self.level, dict_data=self.zdict, write_checksum=False,
+                                                     write_content_size=True)
+        self._write(encode_frame(t, KIND_DATA, cctx.compress(payload)))
+        # a context's tables grow to fit its largest record and stay that size: kept only while records
+        # are small (a profile aggregate's record of a few MB left ~2-3 MB per stream held for good)
+        self.cctx = cctx if len(payload) <= KEEP_CONTEXT_BYTES else None
         if self.idx_fd is not None:
             try:  # not part of the frame's durability: a lost entry is found again by scanning
                 os.write(self.idx_fd, index_entry(int(math.floor((t - self.start) * 1000)), off))
