@@ -506,28 +506,43 @@ def _file_offsets(value: np.ndarray, run_elf: Elf, secs_s: list[dict], secs_r: l
     return value
 
 
-def _namers(strs: bytes, name_off: np.ndarray, demangle):
-    """The table's name lookups, one name (cached) and many at once (for perf's tie-breaks between aliases)."""
-    cache: dict[int, str] = {}
-    packed = None  # the string table once the table is built: compressed in blocks
+class _Names:
+    """The table's name lookups: one name (cached) and many at once (perf's tie-breaks between aliases, while
+    the table is built); then `settle` keeps the winners' names and the string table compressed in blocks."""
 
-    def name_of(i: int) -> str:
-        n = cache.get(i)
+    def __init__(self, strs: bytes, name_off: np.ndarray, demangle):
+        self.strs, self.name_off, self.demangle = strs, name_off, demangle
+        self.cache: dict[int, str] = {}
+        self.packed = None  # the string table once the table is built: compressed in blocks
+
+    def name_of(self, i: int) -> str:
+        n = self.cache.get(i)
         if n is None:
-            n = packed.cstr(int(name_off[i])) if packed is not None else _cstr(strs, int(name_off[i]))
-            n = cache[i] = demangle(n) if n.startswith("_Z") else n
+            off = int(self.name_off[i])
+            n = self.packed.cstr(off) if self.packed is not None else _cstr(self.strs, off)
+            n = self.cache[i] = self.demangle(n) if n.startswith("_Z") else n
         return n
 
-    def raw_name(ix: list[int]) -> list[str]:  # perf's tie-breaks between aliases: names demangled, in bulk
-        raw = [_cstr(strs, int(name_off[i])) for i in ix]
-        dm = demangle.many([r for r in raw if r.startswith("_Z")])
+    def raw_name(self, ix: list[int]) -> list[str]:
+        raw = [_cstr(self.strs, int(self.name_off[i])) for i in ix]
+        dm = self.demangle.many([r for r in raw if r.startswith("_Z")])
         it = iter(dm)
         out = [next(it) if r.startswith("_Z") else r for r in raw]
         for i, n in zip(ix, out):
-            cache[i] = n
+            self.cache[i] = n
         return out
 
-    return name_of, raw_name
+    def settle(self, won_idx, n: int) -> int:
+        """Names of alias groups were read (and demangled) to pick each group's symbol: the winners' kept; the
+        string table compressed. Returns the bytes held beyond the table's arrays."""
+        if self.cache:
+            won = np.zeros(n, dtype=bool)
+            won[won_idx] = True
+            for i in [i for i in self.cache if not won[i]]:
+                del self.cache[i]
+        self.packed = PackedStrings(self.strs)
+        self.strs = None
+        return self.packed.nbytes() + self.name_off.nbytes
 
 
 def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
@@ -566,17 +581,10 @@ def _load_table(syms_elf: Elf, run_elf: Elf, demangle) -> SymTable | None:
     b = bind[k]
     b = np.where((b == STB_GLOBAL) | (b == STB_WEAK), b, STB_LOCAL).astype(np.int8)
     name_off = syms["name"][k]
-    name_of, raw_name = _namers(strs, name_off, demangle)
-    t = SymTable.from_arrays(value, end, b, name_of, raw_name)
-    # names of alias groups were read (and demangled) to pick each group's symbol: the winners' kept
-    if cache:
-        won = np.zeros(len(k), dtype=bool)
-        won[t.idx] = True
-        for i in [i for i in cache if not won[i]]:
-            del cache[i]
-    packed = PackedStrings(strs)
+    names = _Names(strs, name_off, demangle)
     del strs
-    t.extra_bytes = packed.nbytes() + name_off.nbytes
+    t = SymTable.from_arrays(value, end, b, names.name_of, names.raw_name)
+    t.extra_bytes = names.settle(t.idx, len(k))
     return t
 
 
