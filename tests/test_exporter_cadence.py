@@ -74,3 +74,36 @@ def test_exporter_full_tick_every_full_every_seconds(tmp_path, monkeypatch):
     assert a["nodesleuth_samples_total[]"] == 7 and a["nodesleuth_hot_core_seconds[('cpu', '3')]"] > 0
     assert len(every.tracker.runs[3]) == len(each.tracker.runs[3]) == 7
 
+
+
+def test_packages_queried_again_only_when_the_database_changes(tmp_path, monkeypatch):
+    """The exporter refreshes its facts every minute: dpkg-query (or rpm) runs again only when the package
+    database's files changed (their stamp: size and mtime of dpkg's status and updates, rpm's files)."""
+    from nodesleuth.fleet import snapshot
+
+    tree = tmp_path / "t"
+    (tree / "var/lib/dpkg/updates").mkdir(parents=True)
+    status = tree / "var/lib/dpkg/status"
+    status.write_text("Package: systemd\n")
+    stamp_of = snapshot._db_stamp
+    s0 = stamp_of(Root(str(tree)))
+    assert s0 == stamp_of(Root(str(tree)))
+    status.write_text("Package: systemd\nVersion: 258-1\n")  # an upgrade rewrites the status file
+    s1 = stamp_of(Root(str(tree)))
+    (tree / "var/lib/dpkg/updates/0001").write_text("Package: kubelet\n")  # dpkg's journal, not merged yet
+    s2 = stamp_of(Root(str(tree)))
+    assert len({s0, s1, s2}) == 3
+
+    calls = []
+    stamp = [s0]
+    monkeypatch.setattr(snapshot, "_query_packages", lambda root: calls.append(root) or {"systemd": "257-1"})
+    monkeypatch.setattr(snapshot, "_db_stamp", lambda root: stamp[0])
+    monkeypatch.setattr(snapshot, "_PACKAGES_SEEN", {})
+    live = Root("/")
+    assert snapshot.packages(live) == {"systemd": "257-1"} and len(calls) == 1
+    assert snapshot.packages(live) == {"systemd": "257-1"} and len(calls) == 1  # kept
+    stamp[0] = s1
+    assert snapshot.packages(live) == {"systemd": "257-1"} and len(calls) == 2  # the database changed: asked again
+    monkeypatch.setattr(snapshot, "_query_packages", lambda root: calls.append(root) and None)
+    stamp[0] = s2
+    assert snapshot.packages(live) == {} and snapshot.packages(live) == {} and len(calls) == 4  # a failure is not kept
