@@ -161,6 +161,12 @@ class Sampler:
         return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], census=self._census, meminfo={},
                     cpu_raw=raw)
 
+    def kernel_events(self, interval: float = 1.0) -> list[KernelEvent]:
+        """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
+        takes them every second beside cpu_tick() (a NIC reset's incident and its counts; a flooded file is read
+        on at its usual pace), whichever of the two reads them first."""
+        return self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
+
     def tick(self, force_walk: bool = False) -> Tick:
         if self._t is None:
             self.prime()

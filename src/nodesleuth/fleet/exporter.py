@@ -236,8 +236,10 @@ class SamplerThread(threading.Thread):
                 self.state.errors += 1
 
     def step(self) -> None:
-        """Every second /proc/stat (the hot-core rule, the per-CPU gauges); every full_every s all the rest."""
+        """Every second /proc/stat (the hot-core rule, the per-CPU gauges) and the kernel log's new events; every
+        full_every s all the rest."""
         fast = self.sampler.cpu_tick()
+        events = self.sampler.kernel_events(fast.interval)  # every second, as the incident of a NIC reset needs
         tk = None
         now = time.monotonic()
         if now - self.full_t >= self.full_every - 0.5 * self.interval:
@@ -251,6 +253,7 @@ class SamplerThread(threading.Thread):
             st.incidents["hot_core"] += len(closed)
             st.hot = self.tracker.gauges(fast)
             st.fast = fast
+            self._count(events)
             if tk is not None:
                 if tk.nics is not None:
                     st.nics = tk.nics
