@@ -300,7 +300,7 @@ def exporter_only(a) -> dict:
             doc = json.load(f)
     doc["host_exporter"] = entry
     with open(path, "w") as f:
-        json.dump(doc, f, indent=2)
+        json.dump(doc, f, indent=1)  # as the file is written with --out
     print(json.dumps(entry, indent=1))
     return entry
 
