@@ -167,6 +167,14 @@ class Sampler:
         on at its usual pace), whichever of the two reads them first."""
         return self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
 
+    def section_now(self, field: str, interval: float = 1.0):
+        """One registered collector's section read now, outside a tick (None when this use has none): the exporter
+        reads the kernel log's counts every second with its events, so its dropped count never lags them."""
+        for r, c in self.extra:
+            if r.field == field:
+                return self._read(field, lambda c=c: c.read(interval, Seen({}, [], self.kmsg)))
+        return None
+
     def tick(self, force_walk: bool = False) -> Tick:
         if self._t is None:
             self.prime()

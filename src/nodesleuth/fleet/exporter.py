@@ -38,6 +38,7 @@ class State:
         self.lock = threading.Lock()
         self.tick: Tick | None = None  # the last full tick (every FULL_EVERY s)
         self.fast: Tick | None = None  # the last 1 Hz tick: /proc/stat alone (its CPUs replace the full tick's)
+        self.kernel_log = None  # the kernel log's counts, read every second with its events (replace the full tick's)
         self.hot: dict[int, tuple[float, float | None]] = {}  # cpu -> (hot seconds, others' busy %)
         self.kernel_events: Counter = Counter()  # (device, reason) -> n
         self.incidents: Counter = Counter()  # kind -> n
@@ -84,7 +85,7 @@ class NodesleuthCollector(Collector):
     def collect(self):
         st = self.state
         with st.lock:
-            tk, fast, hot = st.tick, st.fast, dict(st.hot)
+            tk, fast, klog, hot = st.tick, st.fast, st.kernel_log, dict(st.hot)
             events, incidents = Counter(st.kernel_events), Counter(st.incidents)
             units, nics = dict(st.units), list(st.nics)
             samples, errors = st.samples, st.errors
@@ -112,6 +113,8 @@ class NodesleuthCollector(Collector):
             return
         if fast is not None and fast.cpu:  # the CPUs' gauges are the last second's, as before
             tk = dataclasses.replace(tk, cpu=fast.cpu, cpu_raw=fast.cpu_raw)
+        if klog is not None:
+            tk = dataclasses.replace(tk, kernel_log=klog)
         fams: dict[str, GaugeMetricFamily] = {}
         for name, labels, value in tick_gauges(tk, hot, ids):
             f = fams.get(name)
@@ -240,6 +243,7 @@ class SamplerThread(threading.Thread):
         full_every s all the rest."""
         fast = self.sampler.cpu_tick()
         events = self.sampler.kernel_events(fast.interval)  # every second, as the incident of a NIC reset needs
+        klog = self.sampler.section_now("kernel_log", fast.interval)  # its read/dropped totals with those events
         tk = None
         now = time.monotonic()
         if now - self.full_t >= self.full_every - 0.5 * self.interval:
@@ -253,6 +257,7 @@ class SamplerThread(threading.Thread):
             st.incidents["hot_core"] += len(closed)
             st.hot = self.tracker.gauges(fast)
             st.fast = fast
+            st.kernel_log = klog
             self._count(events)
             if tk is not None:
                 if tk.nics is not None:
