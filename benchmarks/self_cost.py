@@ -15,6 +15,8 @@ TCG runs the guest tens of times slower than hardware: the absolute numbers are 
 node_exporter are the claim.
 
 `python -m benchmarks.self_cost [--points 0,10000,70000] [--cpus 4] [--maxcpus 96] [--maxcpus-70k 32]`
+`python -m benchmarks.self_cost --exporter-only [--before COMMIT] [--host-scrapes 24]`: this host's exporters
+only, this tree's (and COMMIT's) beside node_exporter, all at once (results/self_cost.json's host_exporter)
 """
 
 from __future__ import annotations
@@ -95,27 +97,37 @@ def _free_port() -> int:
     return port
 
 
-def measure_point(py: str, scrapes: int, every: float, checks: int) -> dict:
-    sys.path.insert(0, REPO)
-    from benchmarks.common import run_measured
+def _cpu_with_children_s(pid: int) -> float:
+    """utime + stime + the reaped children's (cutime + cstime): a server that forks pays for its children."""
+    with open(f"/proc/{pid}/stat") as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in st[11:15]) / os.sysconf("SC_CLK_TCK")
 
-    env = dict(os.environ)
-    out = {"dying_before": _dying()}
-    out["check_npd"] = [run_measured([py, "-m", "nodesleuth", "check", "--npd", "--seconds", "1", "--no-probe"], env=env)
-                        for _ in range(checks)]
-    p1, p2 = _free_port(), _free_port()
-    errlog = open(f"/tmp/self-cost-exporter-{os.getpid()}.log", "w+")
-    ns = subprocess.Popen([py, "-m", "nodesleuth", "exporter", "--listen", f"127.0.0.1:{p1}"], stdout=subprocess.DEVNULL,
-                          stderr=errlog, env=env)
-    ne = subprocess.Popen([NODE_EXPORTER, f"--web.listen-address=127.0.0.1:{p2}"], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
-    servers = {"nodesleuth": (ns, f"http://127.0.0.1:{p1}/metrics"), "node_exporter": (ne, f"http://127.0.0.1:{p2}/metrics")}
+
+def side_by_side(cmds: dict, scrapes: int, every: float) -> dict:
+    """Start every server of `cmds` (name -> (argv without its listen option, env or None); a name starting
+    with node_exporter gets --web.listen-address, the others --listen), scrape each every `every` s after a
+    warm-up scrape, all at once: {name: figures, "ratios_..._over_node_exporter": ..., "loadavg_1m": [...]},
+    or {"error": ...}."""
+    servers = {}
+    logs = []
+    for name, (argv, env) in cmds.items():
+        port = _free_port()
+        ne = name.startswith("node_exporter")
+        errlog = open(f"/tmp/self-cost-{name}-{os.getpid()}.log", "w+")
+        logs.append(errlog)
+        listen = [f"--web.listen-address=127.0.0.1:{port}"] if ne else ["--listen", f"127.0.0.1:{port}"]
+        p = subprocess.Popen(argv + listen, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if ne else errlog,
+                             env=env)
+        servers[name] = (p, f"http://127.0.0.1:{port}/metrics")
+    res: dict = {}
     try:
-        res = {}
         for name, (p, url) in servers.items():
             res[name] = {"startup_s": round(_wait_up(url, p), 2), "scrapes": []}
         time.sleep(every)  # the first scrape above was the warm-up one
         c0 = {n: _cpu_s(p.pid) for n, (p, _) in servers.items()}
+        k0 = {n: _cpu_with_children_s(p.pid) for n, (p, _) in servers.items()}
+        loads = [os.getloadavg()[0]]
         t0 = time.time()
         for i in range(scrapes):
             for name, (p, url) in servers.items():
@@ -123,6 +135,7 @@ def measure_point(py: str, scrapes: int, every: float, checks: int) -> dict:
                 ms, size = _scrape(url)
                 res[name]["scrapes"].append({"latency_ms": round(ms, 1), "cpu_during_s": round(_cpu_s(p.pid) - c, 3),
                                              "bytes": size})
+            loads.append(os.getloadavg()[0])
             time.sleep(max(0.0, t0 + (i + 1) * every - time.time()))
         span = time.time() - t0
         for name, (p, _) in servers.items():
@@ -131,21 +144,46 @@ def measure_point(py: str, scrapes: int, every: float, checks: int) -> dict:
             r["latency_ms_median"] = lat[len(lat) // 2]
             r["cpu_during_scrape_s_mean"] = round(sum(s["cpu_during_s"] for s in r["scrapes"]) / scrapes, 4)
             r["cpu_per_interval_s"] = round((_cpu_s(p.pid) - c0[name]) / scrapes, 4)
+            r["cpu_per_interval_with_children_s"] = round((_cpu_with_children_s(p.pid) - k0[name]) / scrapes, 4)
             r["cpu_pct_of_core"] = round((_cpu_s(p.pid) - c0[name]) / span * 100, 2)
             r["rss_mb"] = _rss_mb(p.pid)
             r["bytes"] = r["scrapes"][-1]["bytes"]
-        a, b = res["nodesleuth"], res["node_exporter"]
-        res["ratios_nodesleuth_over_node_exporter"] = {
-            k: round(a[k] / b[k], 2) if b[k] else None
-            for k in ("latency_ms_median", "cpu_during_scrape_s_mean", "cpu_per_interval_s", "rss_mb")}
-        out["exporters"] = res
+        b = res.get("node_exporter")
+        for name in [n for n in res if n != "node_exporter"]:
+            a = res[name]
+            key = "ratios_nodesleuth_over_node_exporter" if name == "nodesleuth" else f"ratios_{name}_over_node_exporter"
+            if b:
+                res[key] = {k: round(a[k] / b[k], 2) if b[k] else None
+                            for k in ("latency_ms_median", "cpu_during_scrape_s_mean", "cpu_per_interval_s", "rss_mb")}
+        res["span_s"], res["scrapes_each"] = round(span, 1), scrapes
+        res["loadavg_1m_min_max_mean"] = [round(min(loads), 2), round(max(loads), 2), round(sum(loads) / len(loads), 2)]
     except RuntimeError as e:
-        errlog.seek(0)
-        out["exporters_error"] = f"{e}: {errlog.read()[-400:]}"
+        text = ""
+        for f in logs:
+            f.seek(0)
+            text += f.read()[-400:]
+        return {"error": f"{e}: {text}"}
     finally:
         for p, _ in servers.values():
             p.terminate()
             p.wait(30)
+    return res
+
+
+def measure_point(py: str, scrapes: int, every: float, checks: int) -> dict:
+    sys.path.insert(0, REPO)
+    from benchmarks.common import run_measured
+
+    env = dict(os.environ)
+    out = {"dying_before": _dying()}
+    out["check_npd"] = [run_measured([py, "-m", "nodesleuth", "check", "--npd", "--seconds", "1", "--no-probe"], env=env)
+                        for _ in range(checks)]
+    cmds = {"nodesleuth": ([py, "-m", "nodesleuth", "exporter"], env), "node_exporter": ([NODE_EXPORTER], None)}
+    res = side_by_side(cmds, scrapes, every)
+    if "error" in res:
+        out["exporters_error"] = res["error"]
+    else:
+        out["exporters"] = res
     out["dying_after"] = _dying()
     return out
 
@@ -231,6 +269,42 @@ def host_side_by_side(a) -> dict:
             **measure_point(sys.executable, a.host_scrapes, a.scrape_every, a.host_checks)}
 
 
+def exporter_only(a) -> dict:
+    """This tree's exporter (and --before's) beside node_exporter on this host, at once."""
+    import tempfile
+
+    py = sys.executable
+    cmds = {"nodesleuth": ([py, "-m", "nodesleuth", "exporter"], dict(os.environ, PYTHONPATH=os.path.join(REPO, "src")))}
+    tmp = None
+    if a.before:
+        tmp = tempfile.mkdtemp(prefix="self-cost-before-")
+        arch = subprocess.run(["git", "-C", REPO, "archive", a.before, "src"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=arch, check=True)
+        cmds["nodesleuth_before"] = ([py, "-m", "nodesleuth", "exporter"],
+                                     dict(os.environ, PYTHONPATH=os.path.join(tmp, "src")))
+    cmds["node_exporter"] = ([NODE_EXPORTER], None)
+    try:
+        res = side_by_side(cmds, a.host_scrapes, a.scrape_every)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "-C", REPO, "status", "--porcelain", "src"], capture_output=True, text=True).stdout)
+    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
+             "kernel": os.uname().release, "commit": head + ("+dirty" if dirty else ""), "before_commit": a.before,
+             "every_s": a.scrape_every, **res}
+    path = a.out or os.path.join(HERE, "results", "self_cost.json")
+    doc = {"benchmark": "self_cost"}
+    if os.path.exists(path):
+        with open(path) as f:
+            doc = json.load(f)
+    doc["host_exporter"] = entry
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)  # as the file is written with --out
+    print(json.dumps(entry, indent=1))
+    return entry
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--guest", action="store_true", help=argparse.SUPPRESS)
@@ -252,9 +326,16 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", help="write the JSON here instead of results/self_cost.json")
     ap.add_argument("--host-scrapes", type=int, default=8)
     ap.add_argument("--host-checks", type=int, default=5)
+    ap.add_argument("--exporter-only", action="store_true",
+                    help="only this host's exporters side by side, no VM and no check: this tree's nodesleuth, "
+                         "--before's and node_exporter at once, --host-scrapes scrapes each; kept under "
+                         "host_exporter in results/self_cost.json (the rest of the file as it was)")
+    ap.add_argument("--before", help="with --exporter-only: a commit of this repository whose exporter runs beside")
     a = ap.parse_args(argv)
     if a.guest:
         return guest(a)
+    if a.exporter_only:
+        return exporter_only(a)
     from benchmarks.common import emit
 
     pts = [int(x) for x in a.points.split(",")]

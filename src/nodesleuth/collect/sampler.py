@@ -57,7 +57,9 @@ class Preset:
 # a check is short: NIC counters every tick so the window's delta is exact; check reads units itself
 CHECK = Preset("check", units_every=0, ethtool_every=1, irqs=True)
 RECORD = Preset("record", irqs=True, util=False, procs_full_max=10)
-EXPORTER = Preset("exporter", units_every=5)
+# the exporter's full tick runs every FULL_EVERY s (fleet/exporter.py; its 1 Hz tick reads /proc/stat alone):
+# units and the NIC's ethtool counters on each full tick (every 15 s; every 5 s and 10 s when every second was full)
+EXPORTER = Preset("exporter", units_every=1, ethtool_every=1)
 
 
 class Sampler:
@@ -96,6 +98,8 @@ class Sampler:
                 self.kmsg_problem = str(e)
         self.n = 0
         self._stat: CpuTimes | None = None
+        self._fast: tuple[CpuTimes, float] | None = None  # cpu_tick()'s own baseline (/proc/stat, time)
+        self._census = None  # the last tick()'s census (a cpu_tick carries it along)
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every, full_max=procs_full_max or None)
         self._t: float | None = None
         self.units_seen = True
@@ -138,6 +142,39 @@ class Sampler:
             self._read(r.field, c.prime)
         return self._kmsg_events()
 
+    def cpu_tick(self) -> Tick:
+        """/proc/stat alone: each CPU's utilisation since the previous cpu_tick() (the first: since prime()),
+        what the hot-core rule needs every second. The exporter runs this at 1 Hz and the full tick() at a
+        slower cadence (fleet/exporter.py FULL_EVERY); the two keep their own baselines, so a tick() still
+        covers all the time since the previous tick(). The Tick has no processes and no other section."""
+        if self._t is None:
+            self.prime()
+        now = time.time()
+        prev, t0 = self._fast if self._fast is not None else (self._stat, self._t)
+        stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
+        cpu, raw = {}, None
+        if stat is not None and prev is not None:
+            iv = cpu_interval(prev, stat)
+            cpu, raw, stat = iv.util, iv.deltas, iv.carry
+        if stat is not None:
+            self._fast = (stat, now)
+        return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], census=self._census, meminfo={},
+                    cpu_raw=raw)
+
+    def kernel_events(self, interval: float = 1.0) -> list[KernelEvent]:
+        """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
+        takes them every second beside cpu_tick() (a NIC reset's incident and its counts; a flooded file is read
+        on at its usual pace), whichever of the two reads them first."""
+        return self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
+
+    def section_now(self, field: str, interval: float = 1.0):
+        """One registered collector's section read now, outside a tick (None when this use has none): the exporter
+        reads the kernel log's counts every second with its events, so its dropped count never lags them."""
+        for r, c in self.extra:
+            if r.field == field:
+                return self._read(field, lambda c=c: c.read(interval, Seen({}, [], self.kmsg)))
+        return None
+
     def tick(self, force_walk: bool = False) -> Tick:
         if self._t is None:
             self.prime()
@@ -166,7 +203,7 @@ class Sampler:
         cpu_busy = {c: d[0] + d[1] + d[2] for c, d in raw.items() if c >= 0} if raw else None
         uses = self._read("processes", lambda: self.tasks.sample(ticks_per_cpu, self._uptime(), cpu_busy), [])
         procs = top_per_cpu(fit_to_cpus(uses, busy))
-        census = self.census.sample(now, force_walk=force_walk)
+        census = self._census = self.census.sample(now, force_walk=force_walk)
         self.problems.update({k: v for k, v in census.problems if k not in self.problems})
         mi = self._read("meminfo", lambda: read_meminfo(self.root, self.reader, MEMINFO_KEYS), {})
         # a flood of kernel-log lines gets a share of the tick, never the whole of it (the rest waits, or is

@@ -9,6 +9,7 @@ waits for a snapshot to be taken.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import threading
 import time
@@ -35,7 +36,9 @@ class State:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.tick: Tick | None = None
+        self.tick: Tick | None = None  # the last full tick (every FULL_EVERY s)
+        self.fast: Tick | None = None  # the last 1 Hz tick: /proc/stat alone (its CPUs replace the full tick's)
+        self.kernel_log = None  # the kernel log's counts, read every second with its events (replace the full tick's)
         self.hot: dict[int, tuple[float, float | None]] = {}  # cpu -> (hot seconds, others' busy %)
         self.kernel_events: Counter = Counter()  # (device, reason) -> n
         self.incidents: Counter = Counter()  # kind -> n
@@ -82,7 +85,7 @@ class NodesleuthCollector(Collector):
     def collect(self):
         st = self.state
         with st.lock:
-            tk, hot = st.tick, dict(st.hot)
+            tk, fast, klog, hot = st.tick, st.fast, st.kernel_log, dict(st.hot)
             events, incidents = Counter(st.kernel_events), Counter(st.incidents)
             units, nics = dict(st.units), list(st.nics)
             samples, errors = st.samples, st.errors
@@ -108,6 +111,10 @@ class NodesleuthCollector(Collector):
         yield CounterMetricFamily("nodesleuth_sample_errors", METRICS["nodesleuth_sample_errors"].help, value=errors)
         if tk is None:
             return
+        if fast is not None and fast.cpu:  # the CPUs' gauges are the last second's, as before
+            tk = dataclasses.replace(tk, cpu=fast.cpu, cpu_raw=fast.cpu_raw)
+        if klog is not None:
+            tk = dataclasses.replace(tk, kernel_log=klog)
         fams: dict[str, GaugeMetricFamily] = {}
         for name, labels, value in tick_gauges(tk, hot, ids):
             f = fams.get(name)
@@ -184,11 +191,17 @@ class ProfileSource:
 
 FACTS_EVERY = 60.0
 ENABLED_EVERY = 600.0
+# seconds between full ticks (processes, cgroups, NICs, TCP, vmstat, softnet, hogs, kube, units, ...); every
+# second between them reads /proc/stat alone for the hot-core rule and the per-CPU gauges. A full tick's
+# sections cover the time since the previous one (counters are the kernel's totals either way). One full
+# tick per Prometheus scrape interval (15 s): the 1 Hz full tick cost ~9x node_exporter's CPU (docs/self-cost.md)
+FULL_EVERY = 15.0
 
 
 class SamplerThread(threading.Thread):
     def __init__(self, root: Root, state: State, interval: float = 1.0, ns_pid: int | None = None,
-                 kmsg: bool | str = True, zone: str | None = None, state_dir: str | None = None, log=None):
+                 kmsg: bool | str = True, zone: str | None = None, state_dir: str | None = None, log=None,
+                 full_every: float = FULL_EVERY):
         super().__init__(daemon=True, name="nodesleuth-exporter")
         from ..collect.probe_state import STATE_DIR
 
@@ -198,6 +211,8 @@ class SamplerThread(threading.Thread):
         self.root, self.ns_pid, self.zone = root, ns_pid, zone
         self.facts_t = self.enabled_t = -1e18
         self.interval = interval
+        self.full_every = full_every
+        self.full_t = -1e18  # monotonic time of the last full tick: the first step takes one
         self.sampler = Sampler.preset(root, EXPORTER, kmsg=kmsg, ns_pid=ns_pid)
         self.stop_ev = threading.Event()
         self.tracker = HotCoreTracker()  # the incident rule of detect/incidents.py, fed live
@@ -224,21 +239,34 @@ class SamplerThread(threading.Thread):
                 self.state.errors += 1
 
     def step(self) -> None:
-        tk = self.sampler.tick()
+        """Every second /proc/stat (the hot-core rule, the per-CPU gauges) and the kernel log's new events; every
+        full_every s all the rest."""
+        fast = self.sampler.cpu_tick()
+        events = self.sampler.kernel_events(fast.interval)  # every second, as the incident of a NIC reset needs
+        klog = self.sampler.section_now("kernel_log", fast.interval)  # its read/dropped totals with those events
+        tk = None
+        now = time.monotonic()
+        if now - self.full_t >= self.full_every - 0.5 * self.interval:
+            self.full_t = now
+            tk = self.sampler.tick()
         self.refresh_facts()
         st = self.state
-        closed = self.tracker.feed(tk)
+        closed = self.tracker.feed(fast)
         with st.lock:
             # an episode counts when it ends and qualified (others < 60% over it), as check and explain say
             st.incidents["hot_core"] += len(closed)
-            st.hot = self.tracker.gauges(tk)
-            if tk.nics is not None:
-                st.nics = tk.nics
-            self._count(tk.events)
-            if tk.units is not None:
-                st.units = {u.id: (u.n_restarts, u.crash_looping) for u in tk.units}
-                st.unit_objs = list(tk.units)
-            st.tick = tk
+            st.hot = self.tracker.gauges(fast)
+            st.fast = fast
+            st.kernel_log = klog
+            self._count(events)
+            if tk is not None:
+                if tk.nics is not None:
+                    st.nics = tk.nics
+                self._count(tk.events)
+                if tk.units is not None:
+                    st.units = {u.id: (u.n_restarts, u.crash_looping) for u in tk.units}
+                    st.unit_objs = list(tk.units)
+                st.tick = tk
             st.samples += 1
 
     def _count(self, events) -> None:
@@ -391,4 +419,6 @@ def serve(root: str, listen: str, interval: float, zone: str | None, systemd_pid
     except OSError as e:
         raise InputError(listen, f"cannot listen: {e.strerror or e}") from None
     log(f"nodesleuth exporter on http://{listen}/metrics")
-    httpd.serve_forever()
+    # a request wakes the server; the poll interval is only how soon a shutdown() would be seen, and nothing
+    # calls it (the process ends): socketserver's 0.5 s woke it twice a second for nothing (~50 us each here)
+    httpd.serve_forever(poll_interval=60.0)
