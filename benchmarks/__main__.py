@@ -140,7 +140,8 @@ def rows(r: dict) -> list[tuple[str, str]]:
                 for k, v in r["families"].items()]
         h = r.get("held_out")
         if h:
-            out.append((f"  held-out ({h['cases']} cases recorded after the rules froze at {h['frozen_at']}, scored once)",
+            out.append((f"  held-out ({h['cases']} cases, scored once against the rules frozen at {h['frozen_at']}; goal "
+                        f"{100 * h['goal']:.0f}%)",
                         f"{100 * h['accuracy']:.0f}% / {100 * h['leading_accuracy']:.0f}%"
                         + (f" / {100 * h['abstention']:.0f}%" if h["abstention"] is not None else "")))
         live = r.get("time_to_verdict") or {}
