@@ -71,7 +71,10 @@ def main(argv: list[str]) -> int:
     with open(OUT, "w", encoding="utf-8") as fh:
         fh.write(text)
     print(f"{len(json.loads(text)['rules'])} rules -> {os.path.relpath(OUT, ROOT)}")
-    return 0
+    # the NPD copy of the rules (deploy/npd) follows them: tests/test_deploy.py checks it equals its source
+    import subprocess
+
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen_deploy.py")]).returncode
 
 
 if __name__ == "__main__":
