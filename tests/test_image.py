@@ -450,9 +450,11 @@ def both_exporters(image):
             _wait_metrics(port, until, alive=lambda: pod.running(name), samples=5)
             quiet = watch.stop()
             pairs = []
+            # 8 scrapes over 32 s: each exporter reads all but /proc/stat at a full tick every FULL_EVERY (15 s)
+            # on its own phase, so each serves at least two full ticks' values in the window
             for _ in range(8):
                 pairs.append((_scrape(port), _scrape(hport)))
-                time.sleep(1)
+                time.sleep(4)
         finally:
             if host is not None:
                 host.terminate()
@@ -558,9 +560,9 @@ def _compare_dying(both):
 
 
 def _compare_units(pairs):
-    """The crasher restarts every 200 ms and each exporter asks systemd every 5 s on its own phase: the
-    counts the two served over the 8 scrapes must overlap (the same systemd's NRestarts, seen at
-    different moments) and both must have grown."""
+    """The crasher restarts every 200 ms and each exporter asks systemd at its full tick (every 15 s,
+    fleet/exporter.FULL_EVERY) on its own phase: the counts the two served over the 8 scrapes (32 s) must
+    overlap (the same systemd's NRestarts, seen at different moments) and both must have grown."""
     a, b = pairs[-1]
     assert b.get("nodesleuth_unit_restarts_total"), "the host exporter read no units from the namespace's systemd"
     ra = {lb["unit"]: v for lb, v in a.get("nodesleuth_unit_restarts_total", [])}
