@@ -251,11 +251,13 @@ def test_full_disk_keeps_recording_and_never_writes_half_a_frame(tmp_path):
     what does not fit, says so once a minute, exits 0; what is on disk reads back without damage."""
     mnt = str(tmp_path / "small")
     os.makedirs(mnt)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "nodesleuth-test-full", mnt], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "nodesleuth-test-full", mnt], check=True)
     try:
         st = os.statvfs(mnt)
         with open(os.path.join(mnt, "ballast"), "wb") as f:  # leave room for a few seconds only
-            f.write(b"b" * (st.f_bavail * st.f_frsize - 64 * 1024))
+            # 128 KB: a second of a busy host's ticks (hundreds of processes) is several KB; with 64 KB a fresh
+            # 2-CPU host kept only its 10 s rollups through the minute (old code and new alike)
+            f.write(b"b" * (st.f_bavail * st.f_frsize - 128 * 1024))
         store = os.path.join(mnt, "st")
         p = nodesleuth("record", "--store", store, "--segment", "2s", "--duration", "65s", "--quiet",
                        "--max-size", "100M", timeout=200)
