@@ -138,15 +138,10 @@ def run(data: str = DATA) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from benchmarks.common import emit
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    out = run()
-    print(json.dumps(out, indent=1))
-    if "--no-save" not in argv:
-        d = os.path.join(ROOT, "benchmarks", "results")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "kernel_logs.json"), "w") as f:
-            json.dump(out, f, indent=1)
-    return out
+    return emit(run(), save="--no-save" not in argv)
 
 
 if __name__ == "__main__":

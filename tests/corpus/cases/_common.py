@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 
 # ENA 2.11 lines built from the format strings of amzn-drivers ena_netdev.c (check_for_rx_interrupt_queue /
@@ -147,13 +149,32 @@ print(n, flush=True)
 '''
 
 
-def live_cgroups(x, parent_path: str, n: int, data: str = "/run/corpus-live", pace: float = 0.0) -> None:
-    """LIVE_MAKER run to completion: n live memcgs under parent_path (a memory-controller directory); with
-    pace, it sleeps pace times each cgroup's own time after it (pace 1: half a CPU, not a hot core)."""
-    path = "/run/corpus-live-maker.py"
+def live_cgroups(x, parent_path: str, n: int, data: str = "/run/corpus-live", pace: float = 0.0,
+                 comm: str = "batch-agent") -> None:
+    """LIVE_MAKER, named `comm`, run to completion: n live memcgs under parent_path (a memory-controller
+    directory); with pace, it sleeps pace times each cgroup's own time after it (pace 1: half a CPU)."""
+    path = f"/run/corpus-live-{comm}.py"
     with open(path, "w") as f:
-        f.write(LIVE_MAKER)
+        f.write(LIVE_MAKER.replace('b"batch-agent"', f'b"{comm}"'))
     x.wait(x.spawn([x.python, path, parent_path, str(n), data, str(pace)]), timeout=1500)
+
+
+def loader_under_limit(x, mc, lab: str, job: str, seconds: float = 40.0) -> None:
+    """The episode of the memcg-walk cases: the lab's data loader, pinned to CPU 1 in the memcg `job`, reads
+    /run/disk/data.bin at 8 MB/s for `seconds` while the parent `lab` is limited to what its other memcgs hold
+    plus 64 MB (set again every second), so each of its charges reclaims under that limit."""
+    def limit() -> None:
+        mc.set_limit(lab, max(mc.usage(lab) - mc.usage(job), 0) + (64 << 20))
+
+    limit()
+    loader = x.spawn([x.python, "-m", "nodesleuth.lab.actors.dataloader", mc.path(job + "/cgroup.procs"), "1",
+                      "/run/disk/data.bin", "8"])
+    with x.episode():
+        end = time.time() + seconds
+        while time.time() < end:
+            limit()
+            time.sleep(1)
+        loader.kill()
 
 
 def live_memcgs() -> int | None:
@@ -234,3 +255,36 @@ def _rmtree_cg(path: str) -> None:
             os.rmdir(dp)
         except OSError:
             pass
+
+
+@contextlib.contextmanager
+def container_crash_loop(x, ns: str, pod: str, uid: str, container: str, cpu: int, first: int):
+    """While the block runs: `container` of the pod starts (a new container id, cgroup scope and kubelet log
+    file: restart count `first`, `first` + 1, ...), works 0.3 s on `cpu` as /run/CONTAINER and exits, and is
+    started again 4 s later, as a container in a restart loop is. The restarts made go to x.results."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        n = first
+        while not stop.is_set():
+            cid = os.urandom(32).hex()
+            rel = pod_cgroup(uid, cid, v1=False)
+            x.cgroup(rel, controllers=("memory", "cpu", "pids"))
+            pod_files(x, ns, pod, uid, container, cid, restarts=n)
+            x.spawn(["sh", "-c", f"echo $$ > /sys/fs/cgroup/{rel}/cgroup.procs && exec /run/{container} {container} "
+                     f"spin 0.3 {cpu}"]).wait()
+            try:
+                os.rmdir(f"/sys/fs/cgroup/{rel}")
+            except OSError:
+                pass
+            n += 1
+            stop.wait(4)
+        x.results["restarts"] = n - 1
+
+    t = threading.Thread(target=loop)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join()

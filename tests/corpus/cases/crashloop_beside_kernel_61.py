@@ -1,10 +1,8 @@
 """Held out. A container crash loop beside a kernel-bound hot core on 6.1: pod shop/cart-5b7c9d-8hj2k's
-`cart` container starts, works 0.3 s on CPU 0 and exits 1, and is started again 4 s later as a new
+`cart` container starts, works 0.3 s on CPU 0 and exits, and is started again 4 s later as a new
 container (its restart count rising from 30), while `zstd-reader` reads /dev/zero in 1 MB reads on CPU 1
 (its time in the kernel, copying). Presence is not proof: explain must lead CPU 1 with the reader in the
 kernel and name nothing of the crash loop."""
-
-import threading
 
 HELD_OUT = True
 KERNEL = "6.1"
@@ -22,33 +20,11 @@ def setup(x):
     pod_files(x, NS, POD, UID, CONTAINER, "e1" * 32, restarts=30)
 
 
-def _loop(x, stop: threading.Event) -> None:
-    import os
-
-    from _common import pod_cgroup, pod_files
-
-    n = 31
-    while not stop.is_set():
-        cid = os.urandom(32).hex()
-        rel = pod_cgroup(UID, cid, v1=False)
-        x.cgroup(rel, controllers=("memory", "cpu", "pids"))
-        pod_files(x, NS, POD, UID, CONTAINER, cid, restarts=n)
-        x.spawn(["sh", "-c", f"echo $$ > /sys/fs/cgroup/{rel}/cgroup.procs && exec /run/cart cart spin 0.3 0"]).wait()
-        try:
-            os.rmdir(f"/sys/fs/cgroup/{rel}")
-        except OSError:
-            pass
-        n += 1
-        stop.wait(4)
-
-
 def run(x):
-    stop = threading.Event()
-    t = threading.Thread(target=_loop, args=(x, stop))
-    t.start()
-    x.sleep(6)
-    with x.episode():
-        x.wait(x.tool("zstd-reader", "readzero", 15, 1, 1 << 20))
-    x.sleep(6)
-    stop.set()
-    t.join()
+    from _common import container_crash_loop
+
+    with container_crash_loop(x, NS, POD, UID, CONTAINER, cpu=0, first=31):
+        x.sleep(6)
+        with x.episode():
+            x.wait(x.tool("zstd-reader", "readzero", 15, 1, 1 << 20))
+        x.sleep(6)

@@ -1,12 +1,9 @@
 """A container crash loop beside a hot core it does not cause: pod payments/api-6d5f7b9c8-qz7lm's `api`
-container starts, works 0.3 s on CPU 3 and exits 1, and is started again 4 s later as a new container
+container starts, works 0.3 s on CPU 3 and exits, and is started again 4 s later as a new container
 (new id, new cgroup scope, one more kubelet log file: its restart count rises from 12), while an
 unrelated `etl-worker` spins on CPU 2. The crash loop is present and counted, but its cost is a sliver
 of CPU 3 and its cgroups do not stay dying: presence is not proof. explain must lead CPU 2 with
 etl-worker in user space and not name the crash-looping container as a cause."""
-
-import threading
-import time
 
 KERNEL = "6.12"
 CPUS = 4
@@ -24,35 +21,11 @@ def setup(x):
     x.shim_cg = x.cgroup("system.slice/containerd.service", controllers=("cpu",))
 
 
-def _loop(x, stop: threading.Event) -> None:
-    import os
-
-    from _common import pod_cgroup, pod_files
-
-    n = 13
-    while not stop.is_set():
-        cid = os.urandom(32).hex()
-        rel = pod_cgroup(UID, cid, v1=False)
-        x.cgroup(rel, controllers=("memory", "cpu", "pids"))
-        pod_files(x, NS, POD, UID, CONTAINER, cid, restarts=n)
-        p = x.spawn(["sh", "-c", f"echo $$ > /sys/fs/cgroup/{rel}/cgroup.procs && exec /run/api api spin 0.3 3"])
-        p.wait()
-        try:
-            os.rmdir(f"/sys/fs/cgroup/{rel}")
-        except OSError:
-            pass
-        n += 1
-        stop.wait(4)
-    x.results["restarts"] = n - 1
-
-
 def run(x):
-    stop = threading.Event()
-    t = threading.Thread(target=_loop, args=(x, stop))
-    t.start()
-    x.sleep(6)
-    with x.episode():
-        x.wait(x.tool("etl-worker", "spin", 15, 2))
-    x.sleep(6)
-    stop.set()
-    t.join()
+    from _common import container_crash_loop
+
+    with container_crash_loop(x, NS, POD, UID, CONTAINER, cpu=3, first=13):
+        x.sleep(6)
+        with x.episode():
+            x.wait(x.tool("etl-worker", "spin", 15, 2))
+        x.sleep(6)

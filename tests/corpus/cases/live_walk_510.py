@@ -6,8 +6,6 @@ memcgs and CPU 1 saturates. The mechanism of the zombie incident, with live cgro
 182k live nested cgroups starved ksoftirqd). explain must lead with the memcg walk over live cgroups and
 name the agent that made them (from the churn trace), not call it generic kernel time."""
 
-import time
-
 KERNEL = "5.10"
 CPUS = 4
 DISK_MB = 2048
@@ -28,23 +26,10 @@ def setup(x):
     x.mc = mc
 
 
-def _limit(mc) -> None:
-    mc.set_limit(LAB, max(mc.usage(LAB) - mc.usage(LAB + "/kubepods/job"), 0) + (64 << 20))
-
-
 def run(x):
-    from _common import live_cgroups, live_memcgs
+    from _common import live_cgroups, live_memcgs, loader_under_limit
 
-    mc = x.mc
     before = live_memcgs()
-    live_cgroups(x, mc.path(LAB + "/tasks"), N)
+    live_cgroups(x, x.mc.path(LAB + "/tasks"), N)
     x.note(f"live memcgs (/proc/cgroups) {before} -> {live_memcgs()} after batch-agent made {N}")
-    _limit(mc)
-    loader = x.spawn([x.python, "-m", "nodesleuth.lab.actors.dataloader", mc.path(LAB + "/kubepods/job/cgroup.procs"),
-                      "1", "/run/disk/data.bin", "8"])
-    with x.episode():
-        end = time.time() + 40
-        while time.time() < end:
-            _limit(mc)
-            time.sleep(1)
-        loader.kill()
+    loader_under_limit(x, x.mc, LAB, LAB + "/kubepods/job")

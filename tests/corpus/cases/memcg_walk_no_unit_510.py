@@ -4,8 +4,6 @@ memory-limited pod beside them, reads at 8 MB/s: direct reclaim walks the zombie
 The walk is proven (memory-cgroup code on the core), but nothing in the recording ties the zombies to a
 unit (they were made before it began): explain must lead with the memcg walk and name no root cause."""
 
-import time
-
 KERNEL = "5.10"
 CPUS = 4
 DISK_MB = 2048
@@ -27,18 +25,7 @@ def setup(x):
     x.mc = mc
 
 
-def _limit(mc) -> None:
-    mc.set_limit(LAB, max(mc.usage(LAB) - mc.usage(LAB + "/kubepods/job"), 0) + (64 << 20))
-
-
 def run(x):
-    mc = x.mc
-    _limit(mc)
-    loader = x.spawn([x.python, "-m", "nodesleuth.lab.actors.dataloader", mc.path(LAB + "/kubepods/job/cgroup.procs"),
-                      "1", "/run/disk/data.bin", "8"])
-    with x.episode():
-        end = time.time() + 40
-        while time.time() < end:
-            _limit(mc)
-            time.sleep(1)
-        loader.kill()
+    from _common import loader_under_limit
+
+    loader_under_limit(x, x.mc, LAB, LAB + "/kubepods/job")

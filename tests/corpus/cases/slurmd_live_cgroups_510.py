@@ -4,8 +4,6 @@ pinned to CPU 1 in a memory-limited job under the same parent reads at 8 MB/s: e
 parent's limit walks the 8,000 live memcgs. explain must lead with the memcg walk over live cgroups and
 name slurmd as their maker."""
 
-import time
-
 HELD_OUT = True
 KERNEL = "5.10"
 CPUS = 4
@@ -27,26 +25,10 @@ def setup(x):
     x.mc = mc
 
 
-def _limit(mc) -> None:
-    mc.set_limit(LAB, max(mc.usage(LAB) - mc.usage(LAB + "/job_1/step_0"), 0) + (64 << 20))
-
-
 def run(x):
-    from _common import LIVE_MAKER, live_memcgs
+    from _common import live_cgroups, live_memcgs, loader_under_limit
 
-    mc = x.mc
     before = live_memcgs()
-    path = "/run/corpus-slurmd.py"
-    with open(path, "w") as f:
-        f.write(LIVE_MAKER.replace('b"batch-agent"', 'b"slurmd"'))
-    x.wait(x.spawn([x.python, path, mc.path(LAB + "/steps"), str(N), "/run/corpus-slurm"]), timeout=1200)
+    live_cgroups(x, x.mc.path(LAB + "/steps"), N, data="/run/corpus-slurm", comm="slurmd")
     x.note(f"live memcgs (/proc/cgroups) {before} -> {live_memcgs()} after slurmd made {N}")
-    _limit(mc)
-    loader = x.spawn([x.python, "-m", "nodesleuth.lab.actors.dataloader",
-                      mc.path(LAB + "/job_1/step_0/cgroup.procs"), "1", "/run/disk/data.bin", "8"])
-    with x.episode():
-        end = time.time() + 40
-        while time.time() < end:
-            _limit(mc)
-            time.sleep(1)
-        loader.kill()
+    loader_under_limit(x, x.mc, LAB, LAB + "/job_1/step_0")
