@@ -3,10 +3,21 @@ and the per-CPU gauges, everything else every full_every seconds; the same serie
 
 from __future__ import annotations
 
+import pytest
+
 from fixtures.trees import Animator, make_v1_node
 from nodesleuth.collect.sampler import EXPORTER, Sampler
 from nodesleuth.fleet import exporter as ex
 from nodesleuth.node.root import Root
+
+
+@pytest.fixture
+def opened():
+    """Samplers a test opened, closed after it (each keeps its tree's files open until closed)."""
+    got: list[Sampler] = []
+    yield got
+    for s in got:
+        s.close()
 
 
 def _series(state: ex.State) -> dict[str, float]:
@@ -17,16 +28,18 @@ def _series(state: ex.State) -> dict[str, float]:
     return out
 
 
-def _thread(root: str, full_every: float) -> ex.SamplerThread:
+def _thread(root: str, full_every: float, opened: list) -> ex.SamplerThread:
     th = ex.SamplerThread(Root(root), ex.State(), 1.0, None, False, full_every=full_every)
+    opened.append(th.sampler)
     th.sampler.prime()
     return th
 
 
-def test_cpu_tick_reads_only_proc_stat_and_keeps_its_own_baseline(tmp_path):
+def test_cpu_tick_reads_only_proc_stat_and_keeps_its_own_baseline(tmp_path, opened):
     root = make_v1_node(str(tmp_path / "n"), ncpu=8, busy_cpu=3, nprocs=40, tracked=500, live=40)
     anim = Animator(root, busy_cpu=3, busy_pid=110)
     s = Sampler.preset(Root(root), EXPORTER, kmsg=False)
+    opened.append(s)
     s.prime()
     fast = []
     for _ in range(3):
@@ -43,13 +56,13 @@ def test_cpu_tick_reads_only_proc_stat_and_keeps_its_own_baseline(tmp_path):
     assert s.cpu_tick().cpu_raw[3][2] == 94  # and cpu_tick's baseline is its own last read
 
 
-def test_exporter_full_tick_every_full_every_seconds(tmp_path, monkeypatch):
+def test_exporter_full_tick_every_full_every_seconds(tmp_path, monkeypatch, opened):
     root = make_v1_node(str(tmp_path / "n"), ncpu=8, busy_cpu=3, nprocs=40, tracked=500, live=40)
     anim = Animator(root, busy_cpu=3, busy_pid=110)
     clock = [1000.0]
     monkeypatch.setattr(ex.time, "monotonic", lambda: clock[0])
-    every = _thread(root, 3.0)
-    each = _thread(root, 0.0)  # the old cadence: every second a full tick
+    every = _thread(root, 3.0, opened)
+    each = _thread(root, 0.0, opened)  # the old cadence: every second a full tick
     fulls = []
     for i in range(7):
         anim.step()

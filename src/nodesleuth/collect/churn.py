@@ -8,7 +8,6 @@ zombie's lifetime, and an rmdir with no release is a zombie still dying.
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from ..node.children import spawn, spawn_reaped
 from ..model.churn import parse_script, summarise
 from ..model.records import ChurnSummary
 from ..node.kube import name_creators
+from ..node.wait import readable
 
 EVENTS = ("cgroup:cgroup_mkdir", "cgroup:cgroup_rmdir", "cgroup:cgroup_release")
 
@@ -86,7 +86,7 @@ class ChurnTracer:
             return False
         got = b""
         while time.monotonic() < deadline:
-            r, _, _ = select.select([self._fds[1]], [], [], 0.05)
+            r = readable([self._fds[1]], 0.05)
             if r:
                 got += os.read(self._fds[1], 64)
                 if b"ack" in got:

@@ -28,6 +28,7 @@ from ..model.errors import InputError
 from ..model.mpstat import parse_btime
 from ..model.kernlog import LABEL, WALL, LineParser, Record, detect, parse_kmsg, split_units
 from ..node.root import Root
+from ..node.wait import readable
 from ..model.rules import REPORT_END, Rule, load_rules, match, tie_stack
 
 
@@ -360,20 +361,18 @@ class KmsgReader:
         import threading
 
         self._stop = threading.Event()
-        # unfollow() writes here to wake the thread's select: no timeout that wakes it twice a second for nothing
+        # unfollow() writes here to wake the thread's poll: no timeout that wakes it twice a second for nothing
         # (each wakeup ~50 us of CPU here: a third of node_exporter's CPU per 15 s scrape interval, issue 38)
         self._wake = os.pipe()
         self._thread = threading.Thread(target=self._run, name="nodesleuth-kmsg", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        import select
-
         share = self._follow_share or 0.25
         window, used0 = time.monotonic(), time.thread_time()
         while not self._stop.is_set():
             try:
-                ready = select.select([self._fd, self._wake[0]], [], [], 60.0)[0]
+                ready = readable([self._fd, self._wake[0]], 60.0)
             except (OSError, ValueError):
                 return
             if self._fd not in ready:

@@ -22,6 +22,7 @@ from ..model.rules import is_nic
 from ..node.root import Root
 from ..collect.sampler import EXPORTER, Sampler
 from ..model.records import Tick
+from ..model.thresholds import CRASH_LOOP_RESTARTS
 from ..node.systemd import enabled_services
 from ..detect.incidents import HotCoreTracker, NicGrouper
 from ..model.errors import InputError
@@ -90,6 +91,8 @@ class NodesleuthCollector(Collector):
             units, nics = dict(st.units), list(st.nics)
             samples, errors = st.samples, st.errors
             fdoc = {**st.facts, "units": unit_dicts(st.unit_objs, st.enabled)} if st.facts else None
+            for d in fdoc["units"] if fdoc else ():
+                d["crash_looping"] = d["crash_looping"] or st.units.get(d["unit"], (0, False))[1]
             post = st.posture
             ids = st.memcg_ids
         if post is not None:
@@ -264,10 +267,19 @@ class SamplerThread(threading.Thread):
                     st.nics = tk.nics
                 self._count(tk.events)
                 if tk.units is not None:
-                    st.units = {u.id: (u.n_restarts, u.crash_looping) for u in tk.units}
+                    st.units = {u.id: (u.n_restarts, self._looping(u, st.units.get(u.id))) for u in tk.units}
                     st.unit_objs = list(tk.units)
                 st.tick = tk
             st.samples += 1
+
+    @staticmethod
+    def _looping(u, before: tuple[int, bool] | None) -> bool:
+        """A unit is crash-looping when systemd says so now, or when it has restarted often
+        (CRASH_LOOP_RESTARTS) and again since the last full tick: a unit that fails within milliseconds
+        and restarts after 200 ms is "running" for a moment, and a tick that lands there must not report it
+        healthy (the container's and the host's exporter disagreed on the same unit in CI)."""
+        return u.crash_looping or (before is not None and u.n_restarts > before[0]
+                                   and u.n_restarts >= CRASH_LOOP_RESTARTS)
 
     def _count(self, events) -> None:
         """Caller holds the lock. Lines of one reset come within 5 s: one incident."""
@@ -310,7 +322,11 @@ class SamplerThread(threading.Thread):
 
     def run(self) -> None:
         old = self.sampler.prime()  # what the kernel ring still holds counts too (NPD's lookback)
-        threading.Timer(5.0, self._posture).start()
+        # a daemon: SIGTERM must not wait for a probe that has only begun (the kubelet's grace period ended
+        # in SIGKILL, exit 137, in CI); cgroupfs's exit handler stops its maker and removes its trees
+        probe = threading.Timer(5.0, self._posture)
+        probe.daemon = True
+        probe.start()
         with self.state.lock:
             self.state.nics = self.sampler.nics or []
             self._count(old)

@@ -15,7 +15,6 @@ import fcntl
 import glob
 import os
 import resource
-import select
 import shutil
 import signal
 import subprocess
@@ -25,6 +24,7 @@ import time
 
 from ..node.children import spawn, spawn_reaped
 from ..node.root import Root
+from ..node.wait import readable
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 from .agg import Aggregator
@@ -321,7 +321,7 @@ class PerfRecordProfileRunner(ProfileWorker):
             fd = self.rec.stdout.fileno()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                r, _, _ = select.select([fd], [], [], 1.0)
+                r = readable([fd], 1.0)
                 if r:
                     chunk = os.read(fd, 1 << 20)
                     if not chunk:
@@ -365,7 +365,7 @@ class PerfRecordProfileRunner(ProfileWorker):
                 while not self.stop_ev.is_set():
                     # asleep until perf writes, the next store or stop() (its pipe); a 0.5 s poll woke this
                     # thread twice a second for nothing (at 49 Hz perf writes every few seconds)
-                    r, _, _ = select.select([fd, self._wake[0]], [], [], max(0.0, next_store - time.monotonic()))
+                    r = readable([fd, self._wake[0]], max(0.0, next_store - time.monotonic()))
                     if fd in r:
                         chunk = os.read(fd, 1 << 20)
                         if not chunk:

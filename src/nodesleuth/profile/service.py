@@ -4,12 +4,12 @@ CLI (cli/profile.py) only parses options and prints."""
 from __future__ import annotations
 
 import os
-import select
 import signal
 import time
 from dataclasses import dataclass
 
 from ..model.errors import InputError
+from ..node.wait import readable
 from ..store.catalog import PROFILE
 from ..store.store import StoreWriter
 
@@ -56,7 +56,7 @@ def run(store: str, freq: int, rotate: float, buffer_kb: int, duration: float | 
     end = time.monotonic() + duration if duration else None
     try:
         while end is None or time.monotonic() < end:
-            if select.select([rfd], [], [], None if end is None else max(0.0, end - time.monotonic()))[0]:
+            if readable([rfd], None if end is None else max(0.0, end - time.monotonic())):
                 break
     finally:
         r.stop()
