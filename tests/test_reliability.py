@@ -181,6 +181,7 @@ def test_dictionary_sidecar_size_cost(tmp_path):
     s.prime()
     enc = Encoder()
     tk = s.tick()
+    s.close()
     for i in range(600):  # ten minutes of the same real tick, re-timed: compresses as well as real ones do
         tk.time += 1.0
         w.append("ticks", tk.time, enc.encode(tk))
@@ -323,3 +324,30 @@ def test_slow_fsync_delays_durability_not_the_1hz_loop(tmp_path):
             os.rmdir(cg)
         except OSError:
             pass
+
+
+def test_sigterm_ends_the_process_within_its_grace_even_when_clean_up_hangs():
+    """SIGTERM unwinds (clean-up runs), but a clean-up that never ends (here an exit handler that sleeps
+    an hour, as a probe thread stuck in the kernel would) does not hold the process past EXIT_GRACE: the
+    kubelet would SIGKILL it at 30 s and a unit's stop would hang."""
+    from nodesleuth.cli.common import EXIT_GRACE
+
+    code = ("import atexit, os, signal, time\n"
+            "from nodesleuth.cli.common import clean_up_on_term\n"
+            "clean_up_on_term()\n"
+            "atexit.register(time.sleep, 3600)\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(3600)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(EXIT_GRACE + 30)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert rc == 128 + signal.SIGTERM
+    assert EXIT_GRACE - 1 <= took, took  # the clean-up had its time: it was not cut short

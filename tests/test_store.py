@@ -218,6 +218,7 @@ def test_dump_reports_damage_in_one_line_per_problem(tmp_path):
         anim.step()
         tk = s.tick()
         w.append("ticks", tk.time + i, enc.encode(tk))
+    s.close()
     w.close()
     seg = StoreReader(d).segments("ticks")[0]
     with open(seg, "r+b") as f:

@@ -28,11 +28,23 @@ def one_line_errors(fn):
     return wrapper
 
 
+EXIT_GRACE = 10.0  # s after SIGTERM: then the process ends whatever its clean-up still waits for
+
+
 def clean_up_on_term() -> None:
     """SIGTERM (`timeout`, the kubelet, systemd) unwinds like Ctrl-C instead of killing outright, so
     the `finally` blocks run: the zombie probe removes its cgroups, children are stopped. Only for
-    commands that have no stop handler of their own (record and profile install theirs)."""
+    commands that have no stop handler of their own (record and profile install theirs). The clean-up
+    gets EXIT_GRACE seconds, a third of the kubelet's default grace period: the exporter's container
+    was SIGKILLed (exit 137) after 20 s in CI; a probe's cgroups left then are removed by the next start
+    (node/cgroupfs.remove_stale)."""
     def stop(signum, _frame):
+        import os
+        import threading
+
+        watchdog = threading.Timer(EXIT_GRACE, os._exit, args=(128 + signum,))
+        watchdog.daemon = True
+        watchdog.start()
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
