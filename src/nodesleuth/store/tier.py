@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from operator import add
 from typing import Iterator
 
 from ..model.mpstat import FIELDS, from_deltas
 from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, KernelEvent, ProcUse, Tick, sum_rows
-from ..model.section import kept, restore
+from ..model.section import restore
 from ..model.thresholds import HOT_BUSY
 from ..model.timeparse import iso
 from . import catalog, query, rollup
@@ -92,18 +91,17 @@ def _coarse(tk: Tick, tier: str, n: int, bmax: dict, smax: dict, hot: dict | Non
     return c
 
 
-class Aggregator:
+class Aggregator(rollup.Window):
     """Feeds 1 Hz ticks; returns a window's aggregate (a Tick plus its `extra` record fields) when a
     window of `period` seconds (aligned to the wall clock) closes. The sums are kept as ticks come
     (plain arithmetic on the jiffies, as store/rollup.py does: this runs every second)."""
 
     def __init__(self, period: float = PERIOD):
-        self.period = period
         self.slot: float | None = None
-        self._reset()
+        super().__init__(period)
 
     def _reset(self) -> None:
-        self.n = 0
+        super()._reset()
         self.interval = 0.0
         self.raw: dict[int, list] = {}
         self.bmax: dict[int, float] = {}
@@ -111,9 +109,6 @@ class Aggregator:
         self.hot: dict[int, int] = {}
         self.use: dict[tuple[int, int], list] = {}
         self.ni = None
-        self.events: list = []
-        self.sections: dict[str, list] = {}
-        self.last: Tick | None = None
         self.nics = self.units = None
 
     def add(self, t: Tick) -> tuple[Tick, dict] | None:
@@ -133,9 +128,7 @@ class Aggregator:
         return out
 
     def _take(self, t: Tick) -> None:
-        self.n += 1
         self.interval += t.interval
-        self.last = t
         raw, bmax, smax, hot = self.raw, self.bmax, self.smax, self.hot
         for c, d in (t.cpu_raw or {}).items():
             acc = raw.get(c)
@@ -170,8 +163,7 @@ class Aggregator:
             self.nics = t.nics
         if t.units is not None:
             self.units = t.units
-        for name, v in kept(t).items():
-            self.sections.setdefault(name, []).append(v)
+        self._keep(t)
 
     def aggregate(self) -> tuple[Tick, dict]:
         last, interval = self.last, self.interval
