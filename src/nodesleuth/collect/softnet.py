@@ -42,5 +42,6 @@ class SoftnetReader(Deltas):
             cols[k] = [(cur[c][k] - prev[c][k]) % WRAP if c in prev and k in prev[c] else 0 for c in cpus]
         backlog = [cur[c]["backlog_len"] for c in cpus] if all("backlog_len" in cur[c] for c in cpus) else None
         totals = {k: [cur[c][k] for c in cpus] for k in COUNTERS if cols[k] is not None}
-        return Softnet(cpus, cols["processed"], cols["dropped"], cols["time_squeeze"], cols["received_rps"],
-                       cols["flow_limit_count"], backlog, totals)
+        return Softnet(cpus=cpus, processed=cols["processed"], dropped=cols["dropped"],
+                       time_squeeze=cols["time_squeeze"], received_rps=cols["received_rps"],
+                       flow_limit_count=cols["flow_limit_count"], backlog_len=backlog, totals=totals)

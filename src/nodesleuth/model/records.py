@@ -405,9 +405,10 @@ class Softnet(Section):
             if i is not None:
                 for k, v in zip(d.get("f", []), row[1:]):
                     cols[k][i] = v
-        return cls(cpus, cols.get("processed", [0] * len(cpus)), cols.get("dropped", [0] * len(cpus)),
-                   cols.get("time_squeeze", [0] * len(cpus)), cols.get("received_rps"), cols.get("flow_limit_count"),
-                   cols.get("backlog_len"))
+        return cls(cpus=cpus, processed=cols.get("processed", [0] * len(cpus)),
+                   dropped=cols.get("dropped", [0] * len(cpus)), time_squeeze=cols.get("time_squeeze", [0] * len(cpus)),
+                   received_rps=cols.get("received_rps"), flow_limit_count=cols.get("flow_limit_count"),
+                   backlog_len=cols.get("backlog_len"))
 
     def samples(self):
         if self.totals:
@@ -443,7 +444,7 @@ class Softnet(Section):
                 for c, x in zip(v.cpus, getattr(v, k) or ()):
                     col[at[c]] = x if k == "backlog_len" else col[at[c]] + x
             cols[k] = col
-        return cls(cpus, **cols)
+        return cls(cpus=cpus, **cols)
 
 
 def _in(ticks, t0: float, t1: float) -> list:
@@ -706,7 +707,7 @@ class StatRead(Section):
         return max(vals, key=lambda v: v.cpu_us)
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by field name only: a field added here cannot shift a caller's others
 class Tick:
     time: float
     interval: float  # seconds covered by cpu/procs

@@ -133,10 +133,10 @@ class Rollup(Window):
         folded = {name: SECTIONS[name].fold(vals) for name, vals in self.sections.items()}
         x = store_into({}, {k: v for k, v in folded.items() if v is not None and not v.empty()}, keys=False).get("x")
         return encode(RollupMinute(
-            self.start, self.n, [round(x / n) for x in self.busy_sum], [round(x) for x in self.busy_max],
-            [round(x / n) for x in self.sys_sum], [mem.tracked, mem.live, mem.dying] if mem else None,
-            t.census.memory_dying() if t else None, t.meminfo.get("Percpu") if t else None,
-            t.meminfo.get("Slab") if t else None, self.events, x))
+            t=self.start, n=self.n, busy=[round(x / n) for x in self.busy_sum], bmax=[round(x) for x in self.busy_max],
+            sys=[round(x / n) for x in self.sys_sum], mem=[mem.tracked, mem.live, mem.dying] if mem else None,
+            dying=t.census.memory_dying() if t else None, percpu=t.meminfo.get("Percpu") if t else None,
+            slab=t.meminfo.get("Slab") if t else None, ev=self.events, x=x))
 
     def flush(self) -> bytes | None:
         return self.record() if self.n else None

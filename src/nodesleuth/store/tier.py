@@ -200,19 +200,21 @@ def from_minute(m) -> CoarseTick:
     cpu: dict[int, CpuUtil] = {}
     for c, (b, s) in enumerate(zip(m.busy, m.sys)):
         usr = max(0.0, float(b) - float(s))
-        cpu[c] = CpuUtil(c, usr, 0.0, float(s), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, max(0.0, 100.0 - b))
+        cpu[c] = CpuUtil(cpu=c, usr=usr, nice=0.0, sys=float(s), iowait=0.0, irq=0.0, soft=0.0, steal=0.0,
+                         guest=0.0, gnice=0.0, idle=max(0.0, 100.0 - b))
     if cpu:
         n = len(cpu)
         mb = sum(m.busy) / n
         ms = sum(m.sys) / n
-        cpu[-1] = CpuUtil(-1, max(0.0, mb - ms), 0.0, ms, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, max(0.0, 100.0 - mb))
+        cpu[-1] = CpuUtil(cpu=-1, usr=max(0.0, mb - ms), nice=0.0, sys=ms, iowait=0.0, irq=0.0, soft=0.0, steal=0.0,
+                          guest=0.0, gnice=0.0, idle=max(0.0, 100.0 - mb))
     v1 = ()
     if m.mem:
         v1 = (ControllerCount("memory", 0, m.mem[0], m.mem[1], None),)
     census = Census(m.t + 60, v1, None, (), None)
     meminfo = {k: v for k, v in (("Percpu", m.percpu), ("Slab", m.slab)) if v is not None}
-    events = [KernelEvent(0, e[0], None, e[1], e[2], "", "", e[3] if len(e) > 3 else "", "", category="nic")
-              for e in m.ev]
+    events = [KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
+                          ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev]
     tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], census=census, meminfo=meminfo, events=events,
               **restore({"x": m.x or {}}, "rollup record", keys=False))
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)
