@@ -4,6 +4,7 @@ in the event's second, in explain's event link and in check's nic_reset finding.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from conftest import nodesleuth
@@ -26,9 +27,10 @@ def test_explain_names_the_cpu_of_the_queue_that_stalled(tmp_path):
 
 
 def test_the_drivers_own_cpu_field_wins_and_no_counts_is_no_answer():
-    e = KernelEvent(1, 100.0, None, "X", "tx_timeout", "warning", "mlx5_core", "eth1", "msg",
+    e = KernelEvent(seq=1, time=100.0, usec=None, reason="X", kind="tx_timeout", severity="warning",
+                    driver="mlx5_core", ifname="eth1", message="msg",
                     fields={"queue": "3", "cpu": "7", "bus": "0000:01:00.0"})
     got = event_cpu([], e, "eth1")
     assert got["cpu"] == 7 and got["how"] == "the driver's line names it" and got["queue"] == 3
-    e2 = KernelEvent(1, 100.0, None, "X", "tx_timeout", "warning", "mlx5_core", "eth1", "msg", fields={"queue": "3"})
+    e2 = dataclasses.replace(e, fields={"queue": "3"})
     assert event_cpu([], e2, "eth1") is None  # no recorded interrupts of that queue: unknown, not guessed

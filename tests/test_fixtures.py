@@ -163,12 +163,16 @@ def test_remedy_text_and_actions_agree_for_each_kind(v1node, v2node):
     last = CgroupCensus(Root(v1node)).sample(force_walk=True)
     first = dataclasses.replace(last, v1=tuple(dataclasses.replace(c, tracked=c.tracked - 100) if c.name == "memory"
                                                else c for c in last.v1))
-    unit = Unit("ecs.service", 40, "activating", "auto-restart", "enabled", "exit-code", 1, 0, "always", 5000000,
-                "/lib/systemd/system/ecs.service", "/system.slice/ecs.service")
+    unit = Unit(id="ecs.service", n_restarts=40, active="activating", sub="auto-restart", enabled="enabled",
+                result="exit-code", exit_status=1, main_pid=0, restart="always", restart_usec=5000000,
+                fragment="/lib/systemd/system/ecs.service", cgroup="/system.slice/ecs.service")
     h = last.controller("memory").hierarchy
     pod = {"namespace": "batch", "pod": "agent-5f6c", "uid": "0c1d", "container": "agent"}
-    for creator, kind in ((Creator("agent", "/ecs/*", h, 100, 100, {1}, "ecs.service", still_dying=100), "disable_unit"),
-                          (Creator("runc", "/kubepods/*", h, 100, 100, {1}, None, still_dying=100, pod=pod), "investigate")):
+    agent = Creator(comm="agent", pattern="/ecs/*", hierarchy=h, mkdir=100, rmdir=100, pids={1}, unit="ecs.service",
+                    still_dying=100)
+    runc = Creator(comm="runc", pattern="/kubepods/*", hierarchy=h, mkdir=100, rmdir=100, pids={1}, still_dying=100,
+                   pod=pod)
+    for creator, kind in ((agent, "disable_unit"), (runc, "investigate")):
         churn = ChurnSummary(10.0, [creator], 0, 100, [], 200)
         f = next(x for x in findings(first, last, {}, 10.0, [unit], churn, restarts={"ecs.service": 3})
                  if x.data["controller"] == "memory")

@@ -7,8 +7,7 @@ from __future__ import annotations
 import time
 
 from ..model.records import IrqTop
-from ..node.pread import Preader, read_text
-from ..node.root import Root
+from ..node.pread import read_text
 from .registry import Deltas, collector
 
 EVERY = 5  # ticks between full reads
@@ -47,9 +46,7 @@ def parse_all_interrupts(text: str) -> tuple[list[int], dict[str, tuple[str, lis
 
 @collector("irqtop", every=EVERY)
 class IrqTopReader(Deltas):
-    def __init__(self, root: Root, reader: Preader):
-        self.root, self.reader = root, reader
-        self.prev: tuple[float, list[int], dict] | None = None
+    prev: tuple[float, list[int], dict] | None
 
     def _read(self):
         text = read_text(self.reader, self.root, "/proc/interrupts", one_record=False)
@@ -85,6 +82,3 @@ class IrqTopReader(Deltas):
                 busiest += more[:TOP - len(devices)]
             out[c] = sorted(busiest, key=lambda x: -x[2])
         return IrqTop(round(span, 2), out)
-
-    def close(self) -> None:
-        pass

@@ -16,6 +16,7 @@ their cursor when an export/json file repeats them. A lockup or stall line opens
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import os
@@ -333,8 +334,7 @@ class KmsgReader:
         ev = match(rec, self.rules, self.boot_wall)
         if ev is not None:
             if rec.clock and ev.clock == "wall":  # dmesg --reltime: the time is known to the minute
-                ev = KernelEvent(ev.seq, ev.time, ev.usec, ev.reason, ev.kind, ev.severity, ev.driver, ev.ifname,
-                                 ev.message, ev.reset_reason, ev.fields, ev.category, ev.family, rec.clock)
+                ev = dataclasses.replace(ev, clock=rec.clock)
             events.append(ev)
             self._end_report()
             r = self._by_reason.get(ev.reason)

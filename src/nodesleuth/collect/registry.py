@@ -15,6 +15,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..node.pread import Preader
+    from ..node.root import Root
 
 USES = ("check", "record", "exporter")
 
@@ -57,9 +62,12 @@ def registered(use: str | None = None) -> list[Registration]:
 
 class Deltas:
     """A collector of counters, whose record is the change since its last read: `prime()` takes the first
-    reading, `step()` returns (previous, current) and keeps current (previous is None until primed)."""
+    reading, `step()` returns (previous, current) and keeps current (previous is None until primed).
+    Its files are read through the sampler's reader (one pread a tick) and it holds nothing to close."""
 
-    prev = None
+    def __init__(self, root: Root, reader: Preader):
+        self.root, self.reader = root, reader
+        self.prev = None
 
     def _read(self):
         raise NotImplementedError
@@ -71,3 +79,6 @@ class Deltas:
         cur = self._read()
         prev, self.prev = self.prev, cur
         return prev, cur
+
+    def close(self) -> None:
+        pass

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from ..model.procfs import parse_cpu_list, parse_softnet
 from ..model.records import Softnet
-from ..node.pread import Preader, read_text
-from ..node.root import Root
+from ..node.pread import read_text
 from .registry import Deltas, collector
 
 WRAP = 1 << 32
@@ -19,9 +18,7 @@ COUNTERS = ("processed", "dropped", "time_squeeze", "received_rps", "flow_limit_
 
 @collector("softnet")
 class SoftnetReader(Deltas):
-    def __init__(self, root: Root, reader: Preader):
-        self.root, self.reader = root, reader
-        self.prev: dict[int, dict] | None = None
+    prev: dict[int, dict] | None
 
     def _read(self) -> dict[int, dict]:
         online = None
@@ -45,8 +42,6 @@ class SoftnetReader(Deltas):
             cols[k] = [(cur[c][k] - prev[c][k]) % WRAP if c in prev and k in prev[c] else 0 for c in cpus]
         backlog = [cur[c]["backlog_len"] for c in cpus] if all("backlog_len" in cur[c] for c in cpus) else None
         totals = {k: [cur[c][k] for c in cpus] for k in COUNTERS if cols[k] is not None}
-        return Softnet(cpus, cols["processed"], cols["dropped"], cols["time_squeeze"], cols["received_rps"],
-                       cols["flow_limit_count"], backlog, totals)
-
-    def close(self) -> None:
-        pass
+        return Softnet(cpus=cpus, processed=cols["processed"], dropped=cols["dropped"],
+                       time_squeeze=cols["time_squeeze"], received_rps=cols["received_rps"],
+                       flow_limit_count=cols["flow_limit_count"], backlog_len=backlog, totals=totals)

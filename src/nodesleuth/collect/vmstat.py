@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from ..model.records import Vmstat
-from ..node.pread import Preader, read_text
-from ..node.root import Root
+from ..node.pread import read_text
 from .registry import Deltas, collector
 
 
@@ -24,9 +23,7 @@ def parse_vmstat(text: str) -> dict[str, int]:
 
 @collector("vmstat")
 class VmstatReader(Deltas):
-    def __init__(self, root: Root, reader: Preader):
-        self.root, self.reader = root, reader
-        self.prev: dict[str, int] | None = None
+    prev: dict[str, int] | None
 
     def _read(self) -> dict[str, int]:
         return parse_vmstat(read_text(self.reader, self.root, "/proc/vmstat"))
@@ -36,6 +33,3 @@ class VmstatReader(Deltas):
         if prev is None:
             return None
         return Vmstat({k: max(0, v - prev.get(k, v)) for k, v in cur.items()}, cur)
-
-    def close(self) -> None:
-        pass

@@ -71,8 +71,8 @@ def creators(events: list[CgEvent], trace_end: float, age: float) -> list[Creato
             c = by.get((e.hierarchy, comm, pat))
             if c is None:
                 ref = kube.from_cgroup(e.path)
-                c = by[(e.hierarchy, comm, pat)] = Creator(comm, pat, e.hierarchy, first=e.time,
-                                              pod={"uid": ref.uid, "qos": ref.qos} if ref else None)
+                c = by[(e.hierarchy, comm, pat)] = Creator(comm=comm, pattern=pat, hierarchy=e.hierarchy, first=e.time,
+                                                           pod={"uid": ref.uid, "qos": ref.qos} if ref else None)
             c.mkdir += 1
             c.pids.add(e.pid)
             c.last = e.time

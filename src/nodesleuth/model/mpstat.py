@@ -159,9 +159,9 @@ def _row(cpu: int, c, p, itv: int) -> CpuUtil:
         a, b = a % WRAP, b % WRAP
         return 0.0 if b < a else float(b - a) / float(itv) * 100
 
-    return CpuUtil(cpu, pc(p[U] - p[G], c[U] - c[G]), pc(p[N] - p[GN], c[N] - c[GN]), pc(p[S], c[S]),
-                   pc(p[W], c[W]), pc(p[HI], c[HI]), pc(p[SI], c[SI]), pc(p[ST], c[ST]), pc(p[G], c[G]),
-                   pc(p[GN], c[GN]), pc(p[I], c[I]))
+    return CpuUtil(cpu=cpu, usr=pc(p[U] - p[G], c[U] - c[G]), nice=pc(p[N] - p[GN], c[N] - c[GN]), sys=pc(p[S], c[S]),
+                   iowait=pc(p[W], c[W]), irq=pc(p[HI], c[HI]), soft=pc(p[SI], c[SI]), steal=pc(p[ST], c[ST]),
+                   guest=pc(p[G], c[G]), gnice=pc(p[GN], c[GN]), idle=pc(p[I], c[I]))
 
 
 def _plain(c, p) -> bool:
@@ -338,5 +338,5 @@ def from_deltas(cpu: int, deltas: tuple[int, ...], itv: int | None = None) -> Cp
     def pc(x: int) -> float:
         return 0.0 if x < 0 else float(x) / itv * 100
 
-    return CpuUtil(cpu, pc(d[U] - d[G]), pc(d[N] - d[GN]), pc(d[S]), pc(d[W]), pc(d[HI]), pc(d[SI]), pc(d[ST]),
-                   pc(d[G]), pc(d[GN]), pc(d[I]))
+    return CpuUtil(cpu=cpu, usr=pc(d[U] - d[G]), nice=pc(d[N] - d[GN]), sys=pc(d[S]), iowait=pc(d[W]), irq=pc(d[HI]),
+                   soft=pc(d[SI]), steal=pc(d[ST]), guest=pc(d[G]), gnice=pc(d[GN]), idle=pc(d[I]))

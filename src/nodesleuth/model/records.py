@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
 from .metric import Metric
 from .section import SECTIONS, MapSection, Section, key_of
@@ -405,9 +405,10 @@ class Softnet(Section):
             if i is not None:
                 for k, v in zip(d.get("f", []), row[1:]):
                     cols[k][i] = v
-        return cls(cpus, cols.get("processed", [0] * len(cpus)), cols.get("dropped", [0] * len(cpus)),
-                   cols.get("time_squeeze", [0] * len(cpus)), cols.get("received_rps"), cols.get("flow_limit_count"),
-                   cols.get("backlog_len"))
+        return cls(cpus=cpus, processed=cols.get("processed", [0] * len(cpus)),
+                   dropped=cols.get("dropped", [0] * len(cpus)), time_squeeze=cols.get("time_squeeze", [0] * len(cpus)),
+                   received_rps=cols.get("received_rps"), flow_limit_count=cols.get("flow_limit_count"),
+                   backlog_len=cols.get("backlog_len"))
 
     def samples(self):
         if self.totals:
@@ -443,7 +444,7 @@ class Softnet(Section):
                 for c, x in zip(v.cpus, getattr(v, k) or ()):
                     col[at[c]] = x if k == "backlog_len" else col[at[c]] + x
             cols[k] = col
-        return cls(cpus, **cols)
+        return cls(cpus=cpus, **cols)
 
 
 def _in(ticks, t0: float, t1: float) -> list:
@@ -706,7 +707,7 @@ class StatRead(Section):
         return max(vals, key=lambda v: v.cpu_us)
 
 
-@dataclass
+@dataclass(kw_only=True)  # built by field name only: a field added here cannot shift a caller's others
 class Tick:
     time: float
     interval: float  # seconds covered by cpu/procs
@@ -938,6 +939,19 @@ class IrqTop(Section):
         return cls(span, {c: sorted(r, key=lambda x: -x[2])[:3] for c, r in cpus.items()})
 
 
+def _rows_by(vals: list, key: Callable[[dict], Any], fold: Callable[[dict, dict], dict]) -> dict:
+    """The `rows` of a window's seconds by key(row), a key's later rows folded in by fold(kept, row): the
+    walk Spawns.merge and Hogs.merge share. A row is copied when first seen, so a fold that adds into
+    it never edits a stored second's."""
+    by: dict = {}
+    for v in vals:
+        for r in v.rows:
+            k = key(r)
+            m = by.get(k)
+            by[k] = dict(r) if m is None else fold(m, r)
+    return by
+
+
 @dataclass
 class Spawns(Section):
     """Processes started this interval: /proc/stat's `processes` counter (forks and clones since boot,
@@ -966,18 +980,14 @@ class Spawns(Section):
     @classmethod
     def merge(cls, vals: list["Spawns"]) -> "Spawns":
         """A window of seconds: forks summed; rows of the same parent and command summed, the MAX largest."""
-        by: dict = {}
-        for v in vals:
-            for r in v.rows:
-                k = (r["ppid"], r["comm"])
-                m = by.get(k)
-                if m is None:
-                    by[k] = dict(r)
-                else:
-                    for f in ("new", "brief", "lasting"):
-                        m[f] = m.get(f, 0) + r.get(f, 0)
-                    if r.get("child_cgroup") and not m.get("child_cgroup"):
-                        m["child_cgroup"] = r["child_cgroup"]
+        def add(m: dict, r: dict) -> dict:
+            for f in ("new", "brief", "lasting"):
+                m[f] = m.get(f, 0) + r.get(f, 0)
+            if r.get("child_cgroup") and not m.get("child_cgroup"):
+                m["child_cgroup"] = r["child_cgroup"]
+            return m
+
+        by = _rows_by(vals, lambda r: (r["ppid"], r["comm"]), add)
         rows = sorted(by.values(), key=lambda r: -r["new"])[:cls.MAX]
         return cls(sum(v.forks for v in vals), vals[-1].total if vals else None, rows, any(v.listed for v in vals))
 
@@ -1010,12 +1020,7 @@ class Hogs(Section):
     @classmethod
     def merge(cls, vals: list["Hogs"]) -> "Hogs":
         """A window of seconds: each (process, CPU) at its largest share of the window, the 8 largest."""
-        best: dict = {}
-        for v in vals:
-            for r in v.rows:
-                k = (r["pid"], r["cpu"])
-                if k not in best or r["pct"] > best[k]["pct"]:
-                    best[k] = r
+        best = _rows_by(vals, lambda r: (r["pid"], r["cpu"]), lambda m, r: r if r["pct"] > m["pct"] else m)
         return cls(sorted(best.values(), key=lambda r: -r["pct"])[:cls.MAX])
 
     def samples(self):

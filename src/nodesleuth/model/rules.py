@@ -308,8 +308,9 @@ def match(rec: Record, rules: list[Rule], boot_wall: float | None, naive: bool =
         t, clock = None, "none"
     family = r.family or {"mlx5_core": "mlx5", "r8125": "r8169", "r8168": "r8169", "r8126": "r8169",
                           "": "i40e"}.get(driver, driver)
-    return KernelEvent(rec.seq, t, rec.usec, r.reason, r.kind, r.severity, driver, ifname, rec.message,
-                       reset_reason, fields, r.cls, family, clock)
+    return KernelEvent(seq=rec.seq, time=t, usec=rec.usec, reason=r.reason, kind=r.kind, severity=r.severity,
+                       driver=driver, ifname=ifname, message=rec.message, reset_reason=reset_reason, fields=fields,
+                       category=r.cls, family=family, clock=clock)
 
 
 # ---- a lockup's stack trace tied to the NIC driver whose code it runs

@@ -33,10 +33,11 @@ def parse_show(text: str, path: str) -> list[Unit]:
                     return _usec(v)
                 raise InputError(path, f"{kv['Id']}: {key}={v!r} is not an integer") from None
 
-        units.append(Unit(kv["Id"], num("NRestarts"), kv.get("ActiveState", ""), kv.get("SubState", ""),
-                          kv.get("UnitFileState", ""), kv.get("Result", ""), num("ExecMainStatus"),
-                          num("MainPID"), kv.get("Restart", ""), num("RestartUSec"),
-                          kv.get("FragmentPath", ""), kv.get("ControlGroup", "")))
+        units.append(Unit(id=kv["Id"], n_restarts=num("NRestarts"), active=kv.get("ActiveState", ""),
+                          sub=kv.get("SubState", ""), enabled=kv.get("UnitFileState", ""), result=kv.get("Result", ""),
+                          exit_status=num("ExecMainStatus"), main_pid=num("MainPID"), restart=kv.get("Restart", ""),
+                          restart_usec=num("RestartUSec"), fragment=kv.get("FragmentPath", ""),
+                          cgroup=kv.get("ControlGroup", "")))
     return units
 
 

@@ -67,20 +67,38 @@ def busy_sys(t: Tick) -> list[tuple[int, float | None, float | None]]:
     return out
 
 
-class Rollup:
-    def __init__(self, period: float = PERIOD):
+class Window:
+    """What the minute's rollup and the 10 s aggregate (store/tier.py) both keep of a window's ticks: how
+    many, the last one, its events, and each section's values for the window's close to fold or merge."""
+
+    def __init__(self, period: float):
         self.period = period
-        self.start: float | None = None
         self._reset()
 
     def _reset(self) -> None:
         self.n = 0
+        self.events: list = []
+        self.sections: dict[str, list] = {}
+        self.last: Tick | None = None
+
+    def _keep(self, t: Tick) -> None:
+        """Count the tick in and keep its sections (every second: appends, no copies)."""
+        for name, v in kept(t).items():
+            self.sections.setdefault(name, []).append(v)
+        self.n += 1
+        self.last = t
+
+
+class Rollup(Window):
+    def __init__(self, period: float = PERIOD):
+        self.start: float | None = None
+        super().__init__(period)
+
+    def _reset(self) -> None:
+        super()._reset()
         self.busy_sum: list[float] = []
         self.busy_max: list[float] = []
         self.sys_sum: list[float] = []
-        self.events: list[list] = []
-        self.sections: dict[str, list] = {}
-        self.last: Tick | None = None
 
     def add(self, t: Tick) -> bytes | None:
         """Feed a tick; returns the finished minute's record when a minute closes."""
@@ -105,10 +123,7 @@ class Rollup:
             if busy > bm[i]:
                 bm[i] = busy
         self.events += [[round(e.time, 3), e.reason, e.kind, e.ifname] for e in t.events if is_nic(e)]
-        for name, v in kept(t).items():
-            self.sections.setdefault(name, []).append(v)
-        self.n += 1
-        self.last = t
+        self._keep(t)
         return out
 
     def record(self) -> bytes:
@@ -118,10 +133,10 @@ class Rollup:
         folded = {name: SECTIONS[name].fold(vals) for name, vals in self.sections.items()}
         x = store_into({}, {k: v for k, v in folded.items() if v is not None and not v.empty()}, keys=False).get("x")
         return encode(RollupMinute(
-            self.start, self.n, [round(x / n) for x in self.busy_sum], [round(x) for x in self.busy_max],
-            [round(x / n) for x in self.sys_sum], [mem.tracked, mem.live, mem.dying] if mem else None,
-            t.census.memory_dying() if t else None, t.meminfo.get("Percpu") if t else None,
-            t.meminfo.get("Slab") if t else None, self.events, x))
+            t=self.start, n=self.n, busy=[round(x / n) for x in self.busy_sum], bmax=[round(x) for x in self.busy_max],
+            sys=[round(x / n) for x in self.sys_sum], mem=[mem.tracked, mem.live, mem.dying] if mem else None,
+            dying=t.census.memory_dying() if t else None, percpu=t.meminfo.get("Percpu") if t else None,
+            slab=t.meminfo.get("Slab") if t else None, ev=self.events, x=x))
 
     def flush(self) -> bytes | None:
         return self.record() if self.n else None

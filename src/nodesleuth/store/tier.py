@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from operator import add
 from typing import Iterator
 
 from ..model.mpstat import FIELDS, from_deltas
 from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, KernelEvent, ProcUse, Tick, sum_rows
-from ..model.section import kept, restore
+from ..model.section import restore
 from ..model.thresholds import HOT_BUSY
 from ..model.timeparse import iso
 from . import catalog, query, rollup
@@ -92,18 +91,17 @@ def _coarse(tk: Tick, tier: str, n: int, bmax: dict, smax: dict, hot: dict | Non
     return c
 
 
-class Aggregator:
+class Aggregator(rollup.Window):
     """Feeds 1 Hz ticks; returns a window's aggregate (a Tick plus its `extra` record fields) when a
     window of `period` seconds (aligned to the wall clock) closes. The sums are kept as ticks come
     (plain arithmetic on the jiffies, as store/rollup.py does: this runs every second)."""
 
     def __init__(self, period: float = PERIOD):
-        self.period = period
         self.slot: float | None = None
-        self._reset()
+        super().__init__(period)
 
     def _reset(self) -> None:
-        self.n = 0
+        super()._reset()
         self.interval = 0.0
         self.raw: dict[int, list] = {}
         self.bmax: dict[int, float] = {}
@@ -111,9 +109,6 @@ class Aggregator:
         self.hot: dict[int, int] = {}
         self.use: dict[tuple[int, int], list] = {}
         self.ni = None
-        self.events: list = []
-        self.sections: dict[str, list] = {}
-        self.last: Tick | None = None
         self.nics = self.units = None
 
     def add(self, t: Tick) -> tuple[Tick, dict] | None:
@@ -133,9 +128,7 @@ class Aggregator:
         return out
 
     def _take(self, t: Tick) -> None:
-        self.n += 1
         self.interval += t.interval
-        self.last = t
         raw, bmax, smax, hot = self.raw, self.bmax, self.smax, self.hot
         for c, d in (t.cpu_raw or {}).items():
             acc = raw.get(c)
@@ -170,8 +163,7 @@ class Aggregator:
             self.nics = t.nics
         if t.units is not None:
             self.units = t.units
-        for name, v in kept(t).items():
-            self.sections.setdefault(name, []).append(v)
+        self._keep(t)
 
     def aggregate(self) -> tuple[Tick, dict]:
         last, interval = self.last, self.interval
@@ -208,19 +200,21 @@ def from_minute(m) -> CoarseTick:
     cpu: dict[int, CpuUtil] = {}
     for c, (b, s) in enumerate(zip(m.busy, m.sys)):
         usr = max(0.0, float(b) - float(s))
-        cpu[c] = CpuUtil(c, usr, 0.0, float(s), 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, max(0.0, 100.0 - b))
+        cpu[c] = CpuUtil(cpu=c, usr=usr, nice=0.0, sys=float(s), iowait=0.0, irq=0.0, soft=0.0, steal=0.0,
+                         guest=0.0, gnice=0.0, idle=max(0.0, 100.0 - b))
     if cpu:
         n = len(cpu)
         mb = sum(m.busy) / n
         ms = sum(m.sys) / n
-        cpu[-1] = CpuUtil(-1, max(0.0, mb - ms), 0.0, ms, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, max(0.0, 100.0 - mb))
+        cpu[-1] = CpuUtil(cpu=-1, usr=max(0.0, mb - ms), nice=0.0, sys=ms, iowait=0.0, irq=0.0, soft=0.0, steal=0.0,
+                          guest=0.0, gnice=0.0, idle=max(0.0, 100.0 - mb))
     v1 = ()
     if m.mem:
         v1 = (ControllerCount("memory", 0, m.mem[0], m.mem[1], None),)
     census = Census(m.t + 60, v1, None, (), None)
     meminfo = {k: v for k, v in (("Percpu", m.percpu), ("Slab", m.slab)) if v is not None}
-    events = [KernelEvent(0, e[0], None, e[1], e[2], "", "", e[3] if len(e) > 3 else "", "", category="nic")
-              for e in m.ev]
+    events = [KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
+                          ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev]
     tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], census=census, meminfo=meminfo, events=events,
               **restore({"x": m.x or {}}, "rollup record", keys=False))
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)
