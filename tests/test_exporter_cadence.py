@@ -120,3 +120,23 @@ def test_packages_queried_again_only_when_the_database_changes(tmp_path, monkeyp
     monkeypatch.setattr(snapshot, "_query_packages", lambda root: calls.append(root) and None)
     stamp[0] = s2
     assert snapshot.packages(live) == {} and snapshot.packages(live) == {} and len(calls) == 4  # a failure is not kept
+
+
+def test_a_unit_that_restarted_since_the_last_full_tick_stays_crash_looping():
+    """A crash loop that fails in milliseconds and restarts after 200 ms (tests/conftest.py crasher_unit) is
+    `running` with Result=success for a moment; a full tick that lands there must not report it healthy
+    (the container's and the host's exporter disagreed on ecs.service in CI). A unit that restarted often
+    long ago and did not since is not."""
+    import dataclasses
+
+    from nodesleuth.model.records import Unit
+
+    up = Unit(id="ecs.service", n_restarts=40, active="active", sub="running", enabled="enabled", result="success",
+              exit_status=0, main_pid=4242, restart="on-failure", restart_usec=200000, fragment="", cgroup="")
+    assert not up.crash_looping  # what systemd says in that moment
+    looping = ex.SamplerThread._looping
+    assert looping(up, (37, True)) and looping(up, (37, False))  # it restarted 3 times in the last 15 s
+    assert not looping(up, (40, True))  # no restart since: running is what it is
+    assert not looping(up, None)  # the first read cannot tell
+    assert not looping(dataclasses.replace(up, n_restarts=2), (1, False))  # restarted, but not often
+    assert looping(dataclasses.replace(up, sub="auto-restart"), (40, False))  # systemd says so itself
