@@ -22,7 +22,9 @@ from benchmarks.common import emit
 from benchmarks.reference import flamescope, stackcollapse
 from fixtures.perfscript import make_capture
 from nodesleuth.profile.parse import parse_file
-from nodesleuth.profile.query import Filter, Samples, folded, heatmap
+from nodesleuth.profile.folded import folded
+from nodesleuth.profile.heatmap import heatmap
+from nodesleuth.profile.samples import Filter, Samples
 
 NOT_INSTALLABLE = ("stackcollapse-perf.pl is not installable from this machine's registries (PyPI, Debian, npm); "
                    "pass --stackcollapse PATH to time the real script")

@@ -10,7 +10,7 @@ user+sys (wait4).
 The 96-CPU figures are derived, each from a measurement and said how: the recorder's steady CPU at
 96 CPUs from benchmarks/results/recorder_overhead.json (the 96-CPU / 70k-memcg fixture), the
 profiler's from benchmarks/results/profile_cost.json's µs per sample at 96 x 49 Hz, the per-CPU ring buffers from
-profile/direct.ring_pages (allocated per CPU), the rest as measured here.
+profile/ringbuf.ring_pages (allocated per CPU), the rest as measured here.
 
     python -m benchmarks.pod_resources [--seconds 120]
 """
@@ -29,7 +29,7 @@ import time
 
 from benchmarks.common import emit
 from nodesleuth.node.cgroupfs import Memcg, remove_cgroup_tree
-from nodesleuth.profile.direct import ring_pages
+from nodesleuth.profile.ringbuf import ring_pages
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")

@@ -218,13 +218,14 @@ def breakdown(d: str, hz: int, seconds: float) -> dict:
 
 
 def direct_breakdown(hz: int, seconds: float, decodes: int = 3) -> dict:
-    """The direct reader's Python per sample on live rings (profile/direct.py): `decodes` batches of
+    """The direct reader's Python per sample on live rings (profile/ringbuf.py, profile/decode.py): `decodes` batches of
     `seconds` each read from the kernel's rings at `hz` per CPU and decoded as the runner does (the
     first names the stacks, later ones mostly find them), then one batch decoded again (every stack
     named: the floor), and storing (codec.encode_pieces + the pre-aggregation)."""
     from nodesleuth.profile.agg import Aggregator
     from nodesleuth.profile.codec import encode_pieces
-    from nodesleuth.profile.direct import IOC_DISABLE, IOC_ENABLE, Decoder, Rings, online_cpus, ring_pages
+    from nodesleuth.profile.decode import Decoder
+    from nodesleuth.profile.ringbuf import IOC_DISABLE, IOC_ENABLE, Rings, online_cpus, ring_pages
 
     rings = Rings(online_cpus(), hz, ring_pages(hz))
     dec = Decoder()

@@ -14,10 +14,17 @@ import hashlib
 import json
 import sys
 import time
+from types import SimpleNamespace
 
 
 def main() -> None:
-    from nodesleuth.profile import query as pq
+    try:  # a tree after profile/query.py was split by concern
+        from nodesleuth.profile import fastload, folded, heatmap, load, samples, top
+        pq = SimpleNamespace(Filter=samples.Filter, load=load.load, load_fast=fastload.load_fast, folded=folded.folded,
+                             folded_text=folded.folded_text, top_functions=top.top_functions,
+                             heatmap=heatmap.heatmap, heatmap_fast=heatmap.heatmap_fast)
+    except ImportError:  # an older tree (the benchmark runs trees side by side)
+        from nodesleuth.profile import query as pq
     from nodesleuth.store.store import StoreReader
 
     store, spec_path, out_path = sys.argv[1:4]

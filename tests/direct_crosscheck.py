@@ -19,7 +19,8 @@ import time
 
 import numpy as np
 
-from nodesleuth.profile.direct import Decoder, Rings, ring_pages, online_cpus, IOC_ENABLE, IOC_DISABLE
+from nodesleuth.profile.decode import Decoder
+from nodesleuth.profile.ringbuf import Rings, ring_pages, online_cpus, IOC_ENABLE, IOC_DISABLE
 from nodesleuth.profile.parse import parse_text
 from nodesleuth.profile.perfdata import HDR, Layout, Q
 

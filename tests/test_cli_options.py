@@ -291,7 +291,7 @@ def _opt(args: list[str], name: str) -> str:
 
 def _cpu_samples_per_s(store: str, cpu: int) -> list[int]:
     """Samples of one CPU per whole second (idle included: cpu-clock samples a CPU at the rate whatever runs)."""
-    from nodesleuth.profile.query import load
+    from nodesleuth.profile.load import load
     from nodesleuth.store.store import StoreReader
 
     s = load(StoreReader(store), None, None)

@@ -93,7 +93,9 @@ def _fold(text: str) -> tuple[str, object]:
     """nodesleuth's folded output (as `flame --format folded --idle --weight period --annotate none`)."""
     from nodesleuth.profile.codec import Decoded, encode
     from nodesleuth.profile.parse import parse_text, pick_event
-    from nodesleuth.profile.query import Filter, assemble, folded, folded_text
+    from nodesleuth.profile.folded import folded, folded_text
+    from nodesleuth.profile.load import assemble
+    from nodesleuth.profile.samples import Filter
 
     b, _ = pick_event(parse_text(text), None)
     if not len(b):

@@ -316,7 +316,7 @@ def test_lost_samples_are_read_back_per_cpu_and_window(tmp_path):
     for a core's window: that CPU's and unknown-CPU losses noted in it (or up to LOST_AFTER s later,
     when perf had room to say so); a damaged record is a store problem, not a crash."""
     from nodesleuth.explain.load import Recording
-    from nodesleuth.profile.query import LOST_AFTER
+    from nodesleuth.profile.load import LOST_AFTER
     from nodesleuth.profile.codec import encode_lost
     from nodesleuth.store.catalog import PROFILE_LOST
     from nodesleuth.store.store import StoreReader, StoreWriter

@@ -321,7 +321,9 @@ def _fold(text: str, event: str | None = None, **kw) -> tuple[str, str]:
     frame format, decode, assemble, fold (with idle samples kept: stackcollapse keeps them)."""
     from nodesleuth.profile.codec import Decoded, encode
     from nodesleuth.profile.parse import pick_event
-    from nodesleuth.profile.query import Filter, assemble, folded, folded_text
+    from nodesleuth.profile.folded import folded, folded_text
+    from nodesleuth.profile.load import assemble
+    from nodesleuth.profile.samples import Filter
 
     b, _ = pick_event(parse_text(text), event)
     s = assemble([Decoded(encode(b)[1])])
@@ -429,7 +431,7 @@ def test_kernel_frames_by_address_and_module_path(corpus):
 
 
 def tidy_name_kept(name: str) -> str:
-    from nodesleuth.profile.query import tidy
+    from nodesleuth.profile.folded import tidy
 
     return tidy(name)
 
@@ -447,7 +449,7 @@ def test_tidy_rules_and_raw_names(corpus):
     assert tidy_name_kept("v8::internal::(anonymous namespace)::Invoke(v8::internal::Isolate*)") == \
         "v8::internal::(anonymous namespace)::Invoke"
     from nodesleuth.profile.parse import frame_names
-    from nodesleuth.profile.query import tidy as tidy_name
+    from nodesleuth.profile.folded import tidy as tidy_name
 
     # perf-map-agent's unfolded inline chains (FlameGraph test data perf-java-stacks-02 shape)
     assert frame_names("\t7f722d142778 Lcom/a/B;::f->Lcom/a/C;::g (/tmp/perf-19982.map)") == (
@@ -502,7 +504,11 @@ def test_preaggregated_ranges_equal_raw_samples(cap96, tmp_path):
     from nodesleuth.profile.agg import Aggregator
     from nodesleuth.profile.codec import encode
     from nodesleuth.profile.parse import parse_file
-    from nodesleuth.profile.query import Filter, folded, load, load_fast, top_functions
+    from nodesleuth.profile.fastload import load_fast
+    from nodesleuth.profile.folded import folded
+    from nodesleuth.profile.load import load
+    from nodesleuth.profile.samples import Filter
+    from nodesleuth.profile.top import top_functions
     from nodesleuth.store.store import StoreReader, StoreWriter
 
     facts, _, path = cap96
@@ -656,7 +662,7 @@ def test_long_batches_are_stored_in_pieces_a_later_range_finds(corpus, tmp_path)
     stamped with its first sample, and a range late in it found nothing (explain then said "no
     profile" of a core that was sampled 490 times in those 10 s)."""
     from nodesleuth.profile.codec import Decoded, encode, encode_pieces
-    from nodesleuth.profile.query import assemble
+    from nodesleuth.profile.load import assemble
 
     d, _ = corpus
     b = parse_file(str(d / "recorded" / "mix-cpuclock.header.txt"))  # 401 real samples over 7.6 s
@@ -692,7 +698,7 @@ def test_ingest_of_a_long_recording_answers_its_last_seconds(tmp_path, spin):
     assert p.returncode == 0, p.stderr
     b = parse_file(str(txt))
     assert max(b.times) - min(b.times) > 35
-    from nodesleuth.profile.query import load
+    from nodesleuth.profile.load import load
     from nodesleuth.store.store import StoreReader
 
     whole = load(StoreReader(store), None, None)

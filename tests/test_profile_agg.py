@@ -25,7 +25,12 @@ from nodesleuth.store.catalog import HEAT, HEAT_ALL
 from nodesleuth.profile.agg import Aggregator
 from nodesleuth.profile.codec import encode
 from nodesleuth.profile.parse import parse_file, pick_event
-from nodesleuth.profile.query import Filter, folded, heatmap, heatmap_fast, load, load_fast, top_functions
+from nodesleuth.profile.fastload import load_fast
+from nodesleuth.profile.folded import folded
+from nodesleuth.profile.heatmap import heatmap, heatmap_fast
+from nodesleuth.profile.load import load
+from nodesleuth.profile.samples import Filter
+from nodesleuth.profile.top import top_functions
 from nodesleuth.store.store import StoreReader, StoreWriter
 
 HERE = os.path.dirname(__file__)
@@ -339,7 +344,8 @@ def test_flame_tree_one_pass_equals_the_plain_build(corpus):
     96-CPU fixture, plain and against a baseline, pruned at 0, 1/5000 and 2%, it equals the nested-dict
     build pruned afterwards, node for node, with the same pruned samples."""
     from nodesleuth.profile.codec import Decoded, encode
-    from nodesleuth.profile.query import assemble, folded_frames
+    from nodesleuth.profile.folded import folded_frames
+    from nodesleuth.profile.load import assemble
     from nodesleuth.web.data import _cap, flame
 
     def samples(b):
@@ -385,7 +391,9 @@ import sys
 sys.path[:0] = {[HERE, os.path.dirname(HERE)]!r}
 from test_profile_agg import store_batches
 from nodesleuth.profile.parse import parse_file, pick_event
-from nodesleuth.profile.query import Filter, folded, load_fast
+from nodesleuth.profile.fastload import load_fast
+from nodesleuth.profile.folded import folded
+from nodesleuth.profile.samples import Filter
 from nodesleuth.store.store import StoreReader
 b, _ = pick_event(parse_file({str(corpus / "mix-cpuclock.default.txt")!r}))
 store_batches({str(st)!r}, b, 1e9, 200)

@@ -1,7 +1,7 @@
 """The direct profiler's long-lived tables stay bounded on a node that runs for days (issue 38 part 5,
 the soak): the symbol tables of mapped files (profile/symbols.UserSymbols, least recently used out by
 bytes and by count, a dropped file read again on its next use), the thread names and the
-per-process stack parts (profile/direct.Decoder). Fed more distinct keys than the bound, each
+per-process stack parts (profile/decode.Decoder). Fed more distinct keys than the bound, each
 stays under it, and what was dropped is named the same when it is needed again.
 
 Inputs: real ELF files (built here with gcc, copied to distinct inodes as a node's new builds and
@@ -18,8 +18,9 @@ import subprocess
 
 from conftest import missing
 
-from nodesleuth.profile.direct import (COMM, COMM_EXEC, CONTEXT_KERNEL, CONTEXT_USER, EXIT, FORK, MMAP2, SAMPLE,
-                                      Decoder, Maps)
+from nodesleuth.profile.decode import Decoder
+from nodesleuth.profile.procs import Maps
+from nodesleuth.profile.ringbuf import COMM, COMM_EXEC, CONTEXT_KERNEL, CONTEXT_USER, EXIT, FORK, MMAP2, SAMPLE
 from nodesleuth.profile.symbols import UserSymbols
 
 SRC = r"""

@@ -1,4 +1,4 @@
-"""The direct profiler (profile/direct.py, profile/symbols.py): the kernel's perf ring buffers read
+"""The direct profiler (profile/direct.py, ringbuf.py, decode.py, symbols.py): the kernel's perf ring buffers read
 in-process, stacks named as perf script names them; its fallback to perf record; the per-CPU
 code-family shares (profile/families.py) and the exporter's profile signal in a real Prometheus."""
 

@@ -50,7 +50,7 @@ def profile_batches(store: str, cpu: int) -> list | str:
     """What the continuous profiler stored: per minute, samples in all and on the lab's CPU (so a test
     that finds no profile of the hot window can tell dropped chunks from a profiler that stopped)."""
     try:
-        from nodesleuth.profile.query import load
+        from nodesleuth.profile.load import load
         from nodesleuth.store.store import StoreReader
 
         s = load(StoreReader(store), None, None)
@@ -67,7 +67,7 @@ def profile_batches(store: str, cpu: int) -> list | str:
 def incident_samples(store: str, doc) -> list | str:
     """Per incident: profile samples on its CPU within it, read as explain reads them."""
     try:
-        from nodesleuth.profile.query import load
+        from nodesleuth.profile.load import load
         from nodesleuth.store.store import StoreReader
 
         out = []

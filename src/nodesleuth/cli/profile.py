@@ -62,7 +62,7 @@ def profile_ingest(script, store, offset, event):
 
 
 def _pfilter(cpu, pid, comm, keep_idle=False, cgroup=None):
-    from ..profile.query import Filter
+    from ..profile.samples import Filter
 
     pids = None
     if cgroup:
@@ -75,7 +75,8 @@ def _pfilter(cpu, pid, comm, keep_idle=False, cgroup=None):
 
 def _load_profile(store, frm, to, stacks_only=False, cpus=None):
     """stacks_only: flame graphs and top functions, served from the pre-aggregated minutes/hours."""
-    from ..profile.query import load, load_fast
+    from ..profile.fastload import load_fast
+    from ..profile.load import load
 
     reader, t0, t1 = _range(store, frm, to)
     prog, cb = _progress(reader, PROFILE)
@@ -133,7 +134,7 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth,
           raw_names, weight, output):
     """Flame graph of any time range, filtered by CPU, pid or comm; optionally against a baseline."""
     from ..profile import export
-    from ..profile.query import folded
+    from ..profile.folded import folded
     from ..model.timeparse import iso
 
     if not fmt:
@@ -189,7 +190,7 @@ def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, step, as_json):
 
     import math
 
-    from ..profile.query import heatmap as hm, heatmap_fast
+    from ..profile.heatmap import heatmap as hm, heatmap_fast
 
     # whole seconds, as FlameScope's columns: the per-minute heatmap aggregates then answer
     reader, t0, t1 = _range(store, frm, to)
@@ -244,7 +245,7 @@ def top_functions(store, frm, to, cpu, pid, comm, cgroup, kernel_only, all_funct
     from rich.console import Console
     from rich.table import Table
 
-    from ..profile.query import top_functions as tf
+    from ..profile.top import top_functions as tf
 
     s, _, _ = _load_profile(store, frm, to, True, cpu)
     import numpy as np

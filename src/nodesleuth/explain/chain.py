@@ -355,7 +355,8 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
     n = int(m.sum())
     if n < MIN_SAMPLES:
         return None
-    from ..profile.query import Filter, top_functions
+    from ..profile.samples import Filter
+    from ..profile.top import top_functions
 
     sub = s.masked(m)
     by_pid: dict[int, list] = {}

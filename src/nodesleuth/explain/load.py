@@ -49,16 +49,16 @@ class Recording:
             return None
         key = (round(t0 - 60, 3), round(t1, 3))
         if key not in self._cache:
-            from ..profile.query import load
+            from ..profile.load import load
 
             self._cache[key] = load(self.reader, key[0], key[1] + 0.001)
         return self._cache[key]
 
     def lost(self, t0: float, t1: float, cpu: int) -> int:
-        """Samples perf lost on `cpu` (or on an unknown CPU) in [t0, t1] (profile/query.py lost_samples)."""
+        """Samples perf lost on `cpu` (or on an unknown CPU) in [t0, t1] (profile/load.py lost_samples)."""
         if self.reader is None:
             return 0
-        from ..profile.query import lost_samples
+        from ..profile.load import lost_samples
 
         return lost_samples(self.reader, t0, t1, {cpu})
 

@@ -399,7 +399,7 @@ def serve(root: str, listen: str, interval: float, zone: str | None, systemd_pid
         source = ProfileSource(profile, profile_window, profile_freq, log, r)
         source.start()
         log(f"nodesleuth exporter: profile shares over {profile_window:g} s from "
-            + ("this host's profiler (" + getattr(source.runner, "method", "?") + ")" if source.runner else profile))
+            + ("this host's profiler (" + source.runner.method + ")" if source.runner else profile))
     reg = CollectorRegistry()
     reg.register(NodesleuthCollector(state, source))
     metrics = make_wsgi_app(reg)

@@ -16,7 +16,7 @@ per second and CPU the counts of all and of work samples (for the hot-CPU marks)
 (HEAT_ALL) holds the same minutes with the cells summed over CPUs, a dense grid, for all-CPU views. A heatmap of an
 hour or a day for any CPUs reads these instead of the samples; it is exact for FlameScope's 50 rows
 and whole-second columns with a CPU filter only; pid, comm and cgroup filters and other row counts
-read the raw samples (query.heatmap_fast says which). Payload: u32 header length | JSON {level, t0,
+read the raw samples (heatmap.heatmap_fast says which). Payload: u32 header length | JSON {level, t0,
 rows, event, tmin, tmax, n, cpus: [[cpu, start, end]...], tcpus: [cpu...], tdtype} | cells u16[n] |
 totals [60 x len(tcpus)] | work [60 x len(tcpus)].
 """
@@ -145,7 +145,7 @@ class Aggregator:
     def add_arrays(self, t, cpu, pid, comm_ids, stack_ids, comms, stacks, event="", tid=None) -> None:
         """Columns of samples (wall-clock times), comm and stack ids into the given tables."""
         self.event = self.event or event
-        # work = not the idle task idling (query.Samples.select; pid falls back to the tid as there)
+        # work = not the idle task idling (samples.Samples.select; pid falls back to the tid as there)
         eff = pid if tid is None else np.where(pid >= 0, pid, tid)
         sids = [self._stack(s) for s in stacks]
         smap = np.array(sids, dtype=np.int64)
@@ -269,7 +269,7 @@ def encode_heat(t0: int, t: np.ndarray, cpu: np.ndarray, work: np.ndarray, event
     """One minute of heatmap cells (module doc); t are decoded sample times within [t0, t0 + 60).
     summed: the cells of all CPUs as one dense grid (u32[60 * 50], header `dense`) instead of per CPU."""
     sec = np.floor(t).astype(np.int64)
-    row = HEAT_ROWS - np.floor(HEAT_ROWS * (t - np.floor(t))).astype(np.int64) - 1  # query.heatmap's rows
+    row = HEAT_ROWS - np.floor(HEAT_ROWS * (t - np.floor(t))).astype(np.int64) - 1  # heatmap.heatmap's rows
     rel = sec - t0
     cell = rel * HEAT_ROWS + row
     order = np.lexsort((cell[work], cpu[work]))

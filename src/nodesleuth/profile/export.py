@@ -9,7 +9,7 @@ from .. import __version__
 
 import numpy as np
 
-from .query import Filter, Samples
+from .samples import Filter, Samples
 
 
 def speedscope(s: Samples, f: Filter, name: str = "nodesleuth", by: str = "cpu") -> dict:
@@ -56,7 +56,7 @@ def render(fmt: str, s, f, fc, base, title: str, max_depth: int = 64, hz: float 
     """One of `flame`'s output formats: text, or bytes for pprof (gzip protobuf)."""
     import json
 
-    from .query import diff, folded_text
+    from .folded import diff, folded_text
 
     if fmt == "svg":
         return svg(fc, title, baseline=base, max_depth=max_depth)

@@ -11,7 +11,7 @@ pieces marked `_[i]`, `[unknown]` named after its dso, `;` -> `:`), and carry it
 suffixes: `_[k]` kernel, `_[j]` JIT (perf-PID.map). Kernel frames are recognised as stackcollapse
 does (dso `[...]` or ending in `vmlinux`) and also by address (>= 0xffff800000000000) with a kernel
 image or module path (`vmlinux-5.4...`, `/lib/modules/...`, `*.ko`). Name tidying (C++ argument
-lists, Java `L`) depends on the comm, so it is applied when folding (query.tidy), not here.
+lists, Java `L`) depends on the comm, so it is applied when folding (folded.tidy), not here.
 tests/test_profile.py checks the folded result against stackcollapse-perf.pl's outputs recorded on this
 machine (tests/data/perf-script/stackcollapse-outputs.md), byte for byte, on the whole corpus.
 """

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .query import Filter, Samples
+from .samples import Filter, Samples
 
 _I64, _U64, _STR, _MSG, _BOOL = 3, 4, 9, 11, 8  # FieldDescriptorProto.Type
 _OPT, _REP = 1, 3  # FieldDescriptorProto.Label

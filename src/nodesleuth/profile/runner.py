@@ -29,6 +29,7 @@ from ..node.wait import readable
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 from .agg import Aggregator
 from .codec import encode_pieces
+from .counters import RunnerCounters
 from ..model.errors import InputError
 from ..store.catalog import CHURN, PROFILE
 from .parse import UNNAMED, FrameCache, parse_text
@@ -42,7 +43,7 @@ def wall_minus_monotonic() -> float:
     return time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-class PerfRotator:
+class PerfRotator(RunnerCounters):
     """perf record in rotating chunks; subclasses say what to record and how to store a chunk.
 
     perf runs under nodesleuth.node.children's reaper, started from this runner's own thread (which lives
@@ -53,6 +54,7 @@ class PerfRotator:
     name = "perf"
 
     def __init__(self, append, rotate: float = 10.0, workdir: str | None = None, max_pending: int = 6):
+        super().__init__()
         self.append = append  # callable(stream, t, payload)
         self.rotate = rotate
         self.dir = workdir or tempfile.mkdtemp(prefix=f"nodesleuth-{self.name}-")
@@ -63,12 +65,6 @@ class PerfRotator:
         self.stop_ev = threading.Event()
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
-        self.restarts = 0
-        self.dropped_chunks = 0
-        self.samples = 0
-        self.chunks = 0
-        self.ingest_cpu = 0.0  # CPU seconds spent converting and storing chunks (perf script + parse)
-        self.error: str | None = None
 
     def record_args(self) -> list[str]:
         raise NotImplementedError
@@ -419,7 +415,7 @@ class ProfileRunner:
     """The continuous profiler: the direct ring-buffer reader (profile/direct.py) where it can run,
     else `perf record` read through its pipe (PerfRecordProfileRunner), chosen when it starts and said
     (`say`, stderr by default) when it falls back. `method`: auto | direct | perf; default from
-    $NODESLEUTH_PROFILER, else auto. Attributes and counters are the chosen runner's."""
+    $NODESLEUTH_PROFILER, else auto. Attributes and counters (RunnerCounters) are the chosen runner's."""
 
     name = "profile"
 

@@ -44,7 +44,7 @@ def run(store: str, freq: int, rotate: float, buffer_kb: int, duration: float | 
         r = ProfileRunner(w.append, freq=freq, rotate=rotate, buffer_kb=buffer_kb, method=method)
     if not r.start():
         w.close()
-        raise InputError("perf" if getattr(r, "method", "perf") == "perf" else "profiler", r.error or "cannot start")
+        raise InputError("perf" if r.method == "perf" else "profiler", r.error or "cannot start")
     # wait for a signal or the duration without waking: a polling loop was a fifth of the whole
     # profiler's steady cost at 49 Hz (benchmarks/results/summary.md). The signal wakes the select through
     # Python's wakeup fd (a handler taking a lock could deadlock the thread it interrupted)
@@ -62,8 +62,7 @@ def run(store: str, freq: int, rotate: float, buffer_kb: int, duration: float | 
         r.stop()
         w.enforce()
         w.close()
-    return RunSummary(r.samples, r.chunks, getattr(r, "method", "perf"), r.restarts, getattr(r, "lost_samples", 0),
-                      getattr(r, "unnamed_samples", 0), r.error)
+    return RunSummary(r.samples, r.chunks, r.method, r.restarts, r.lost_samples, r.unnamed_samples, r.error)
 
 
 def ingest(script: str, store: str, offset: float = 0.0, event: str | None = None) -> tuple[list[str], str]:

@@ -1,4 +1,4 @@
-"""Symbols for the direct profiler (profile/direct.py): kernel addresses from /proc/kallsyms, user
+"""Symbols for the direct profiler (profile/stacknames.py): kernel addresses from /proc/kallsyms, user
 addresses from the process's maps and the ELF symbol tables of its files, named as `perf script`
 (perf 6.1) names them, so a stack read from the kernel's ring buffers folds exactly as
 stackcollapse-perf.pl folds perf script's text (tests/test_profile_direct.py compares both on the

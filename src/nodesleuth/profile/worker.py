@@ -12,6 +12,7 @@ import time
 from ..store.catalog import PROFILE, PROFILE_LOST
 from .agg import Aggregator
 from .codec import encode_lost, encode_pieces
+from .counters import RunnerCounters
 
 EVENT = "cpu-clock"  # a clock event on both paths: every sample is 1/F s of a CPU's time, idle or busy (cycles is not)
 
@@ -21,7 +22,7 @@ def perf_record_args(freq: int, cpus: str | None) -> list[str]:
     return ["-e", EVENT, "-F", str(freq), "-g"] + (["-C", cpus] if cpus else ["-a"])
 
 
-class ProfileWorker:
+class ProfileWorker(RunnerCounters):
     """Fields, counters and stop() of a continuous profiler; subclasses define _loop (on the thread)
     and _finish (the thread's last act: stop the source, store the rest, then _flush_aggregates)."""
 
@@ -30,6 +31,7 @@ class ProfileWorker:
 
     def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
                  store: bool = True, on_batch=None):
+        super().__init__()
         self.append = append
         self.store = store  # False: samples only go to on_batch (the exporter's live shares)
         self.on_batch = on_batch  # callable(Batch, offset): the exporter's live shares, tests
@@ -39,9 +41,6 @@ class ProfileWorker:
         self.thread: threading.Thread | None = None
         self._wake: tuple[int, int] | None = None
         self.agg = Aggregator(append)
-        self.restarts = self.dropped_chunks = self.unnamed_samples = self.lost_samples = self.samples = self.chunks = 0
-        self.ingest_cpu = 0.0  # CPU seconds of this process spent reading, decoding and storing
-        self.error: str | None = None
 
     def record_args(self) -> list[str]:  # perf record's (the fallback's): for messages and tests
         return perf_record_args(self.freq, self.cpus)

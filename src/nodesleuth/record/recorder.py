@@ -277,9 +277,9 @@ class Recorder:
                     print(f"nodesleuth: warning: {runner.name}: {runner.chunks} chunks stored, "
                           f"{runner.restarts} perf restarts, {runner.dropped_chunks} chunks dropped"
                           + (f", {runner.lost_samples} samples lost by perf (ring buffer full)"
-                             if getattr(runner, "lost_samples", 0) else "")
+                             if runner.lost_samples else "")
                           + (f", {runner.unnamed_samples} samples stored with unnamed frames"
-                             if getattr(runner, "unnamed_samples", 0) else "")
+                             if runner.unnamed_samples else "")
                           + ("" if done else "; its last chunks were not stored in time")
                           + (f"; last error: {runner.error}" if runner.error else ""), file=sys.stderr)
             self._say_kernel_log(every=0.0)  # what the last minute dropped, said before exit

@@ -14,7 +14,11 @@ import numpy as np
 
 from ..detect.incidents import pods_seen
 from ..model.kube import pod_name
-from ..profile import query as pq
+from ..profile import heatmap as pheat
+from ..profile.folded import folded_frames
+from ..profile.load import load
+from ..profile.samples import Filter
+from ..profile.top import top_functions
 from ..store import rollup, tier as tiers
 from ..store.catalog import PROFILE, ROLLUP
 from ..store.store import StoreReader
@@ -179,7 +183,7 @@ class ProfileCache:
         with self.lock:
             if self.key and self.key[0] <= t0 and t1 <= self.key[1] and self.key[2] == _mtime(reader):
                 return self.samples
-            s = pq.load(reader, t0, t1)
+            s = load(reader, t0, t1)
             self.key, self.samples = (t0, t1, _mtime(reader)), s
             return s
 
@@ -197,8 +201,8 @@ def _mtime(reader: StoreReader) -> float:
 
 
 def heatmap(samples, t0: float, t1: float, cpu: int | None, rows: int = 50) -> dict:
-    f = pq.Filter(cpus={cpu} if cpu is not None else None)
-    h = pq.heatmap(samples, f, rows=rows, start=math.floor(t0), end=math.ceil(t1))
+    f = Filter(cpus={cpu} if cpu is not None else None)
+    h = pheat.heatmap(samples, f, rows=rows, start=math.floor(t0), end=math.ceil(t1))
     return {"start": h.start, "rows": h.rows, "columns": h.columns, "values": h.values, "maxvalue": h.maxvalue,
             "hot_cpus": h.hot_cpus, "cpu": cpu, "step": 1}
 
@@ -212,17 +216,17 @@ def heatmap_fast(reader: StoreReader, t0: float, t1: float, cpu: int | None, row
     Ranges longer than `cols` seconds get columns of step = ceil(seconds / cols) seconds each (a day:
     24 s): a cell sums its seconds' cells at that 20 ms row, a column's hot CPUs are those hot in any
     of its seconds (query._heatmap)."""
-    f = pq.Filter(cpus={cpu} if cpu is not None else None)
+    f = Filter(cpus={cpu} if cpu is not None else None)
     a, b = math.floor(t0), math.ceil(t1)
     step = max(1, math.ceil((b - a) / max(1, cols)))
-    h = pq.heatmap_fast(reader, f, rows=rows, start=a, end=b, step=step)
+    h = pheat.heatmap_fast(reader, f, rows=rows, start=a, end=b, step=step)
     if h is None:
         return None
     return {"start": h.start, "rows": h.rows, "columns": h.columns, "values": h.values, "maxvalue": h.maxvalue,
             "hot_cpus": h.hot_cpus, "cpu": cpu, "step": h.step}
 
 
-def flame_filter(cpu: int | None, pid: int | None, comm: str | None, cgroup: str | None) -> pq.Filter:
+def flame_filter(cpu: int | None, pid: int | None, comm: str | None, cgroup: str | None) -> Filter:
     """The flame graph's filter; a cgroup is resolved to the processes in it now (as the CLI's --cgroup)."""
     pids = None
     if cgroup:
@@ -230,7 +234,7 @@ def flame_filter(cpu: int | None, pid: int | None, comm: str | None, cgroup: str
         from ..node.root import Root
 
         pids = pids_in_cgroup(Root("/"), cgroup)
-    return pq.Filter(cpus={cpu} if cpu is not None else None, pids={pid} if pid is not None else None,
+    return Filter(cpus={cpu} if cpu is not None else None, pids={pid} if pid is not None else None,
                      comms={comm} if comm else None, cgroup_pids=pids)
 
 
@@ -339,12 +343,12 @@ def _prune(node: dict, least: float) -> float:
     return gone
 
 
-def flame(samples, base_samples, f: pq.Filter, max_depth: int = MAX_DEPTH, min_share: float = MIN_SHARE) -> dict:
+def flame(samples, base_samples, f: Filter, max_depth: int = MAX_DEPTH, min_share: float = MIN_SHARE) -> dict:
     """The d3 tree of the range; frames under `min_share` of the total are pruned (`pruned`: their
     samples, still counted in their parents' widths and in `samples`)."""
-    fc, cut = _cap(pq.folded_frames(samples, f), max_depth)
-    base = _cap(pq.folded_frames(base_samples, f), max_depth)[0] if base_samples is not None else None
-    top = pq.top_functions(samples, f, kernel_only=False, n=10)
+    fc, cut = _cap(folded_frames(samples, f), max_depth)
+    base = _cap(folded_frames(base_samples, f), max_depth)[0] if base_samples is not None else None
+    top = top_functions(samples, f, kernel_only=False, n=10)
     total = sum(fc.values())
     if base is None:  # the graph's width is its samples: prune while building
         tree, pruned = _tree(fc, None, min_share * total)

@@ -19,7 +19,9 @@ from urllib.parse import urlencode
 import orjson
 from flask import Flask, Response, abort, jsonify, redirect, request, send_from_directory
 
-from ..profile import query as pq
+from ..profile.fastload import load_fast
+from ..profile.folded import folded
+from ..profile.load import lost_samples
 from ..store.catalog import PROFILE, TICKS
 from ..store.store import StoreReader
 from ..model.errors import InputError
@@ -204,22 +206,22 @@ def _register_flame(app: Flask, st: _State) -> None:
         # whole minutes and hours from the write-time aggregates, raw samples only at the edges;
         # a range the last heatmap already loaded is cut from it
         s = st.cache.peek(r, t0, t1)
-        s = data.subset(s, t0, t1) if s is not None else pq.load_fast(r, t0, t1, f.cpus)
+        s = data.subset(s, t0, t1) if s is not None else load_fast(r, t0, t1, f.cpus)
         b0, b1 = _fnum("base_from"), _fnum("base_to")
         depth = max(2, min(512, _inum("depth", 1) or data.MAX_DEPTH))  # clamped, as cols
         share = _fnum("min_share", lo=0.0, hi=1.0)
         if (b0 is None) != (b1 is None) or (b0 is not None and b1 <= b0):
             return _refuse("baseline: give base_from < base_to")
         if b0 is not None:
-            base = pq.load_fast(r, b0, b1, f.cpus)
-            if not len(base) or not sum(pq.folded(base, f).values()):
+            base = load_fast(r, b0, b1, f.cpus)
+            if not len(base) or not sum(folded(base, f).values()):
                 span = r.span(PROFILE)
                 where = (f"the profile covers {iso(span[0])} .. {iso(span[1])}" if span else "there is no profile")
                 what = f" for CPU {cpu}" if cpu is not None else ""
                 return _refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
                               f"({where}): choose a baseline inside it", base_from=b0, base_to=b1)
         doc = data.flame(s, base, f, depth, data.MIN_SHARE if share is None else share)
-        doc["lost"] = pq.lost_samples(r, t0, t1, f.cpus)  # perf's ring was full: the page says so
+        doc["lost"] = lost_samples(r, t0, t1, f.cpus)  # perf's ring was full: the page says so
         return Response(orjson.dumps({**doc, "from": t0, "to": t1, "cpu": cpu, "base_from": b0, "base_to": b1}),
                         mimetype="application/json")
 
