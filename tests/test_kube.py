@@ -3,7 +3,6 @@ each was printed), and Debian's containerd driven through CRI as kubelet drives 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil

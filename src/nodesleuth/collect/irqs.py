@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from operator import sub
 
-from ..model.errors import InputError
 from ..model.records import Softirqs
 from ..node.pread import Preader, read_text
 from ..model.procfs import online_columns, parse_interrupts, parse_softirqs

@@ -7,7 +7,6 @@ restarts or scales a pod itself."""
 from __future__ import annotations
 
 from ..model.records import Kube
-from ..model.thresholds import CRASH_LOOP_RESTARTS
 from ..model.actions import Action
 from .findings import Finding
 from .registry import detector
