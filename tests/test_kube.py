@@ -242,7 +242,7 @@ def test_container_restart_loop_is_proven_as_the_zombie_maker(kubelet, tmp_path)
     assert creators[0]["pod"]["uid"] == pod.uid
 
 
-def _record_a_crash_loop(kubelet, store: str, seconds: int, lead: float, pod, during) -> None:
+def _record_a_crash_loop(kubelet, store: str, seconds: int, lead: float, pod, during, pause: float = 0.0) -> None:
     """`nodesleuth record --trace-churn --profile` for `seconds` into `store`, with container `agent` of
     `pod` crash-looping (cri.Kubelet.crash_loop, its files in a hostPath directory removed at the end)
     from `lead` s in to the recording's end; `during()` runs while it loops. Returns when the recording
@@ -255,7 +255,7 @@ def _record_a_crash_loop(kubelet, store: str, seconds: int, lead: float, pod, du
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(lead)
-        with kubelet.crash_loop(pod, "agent", data) as errors:
+        with kubelet.crash_loop(pod, "agent", data, pause) as errors:
             during()
             _, err = rec.communicate(timeout=120)
         assert rec.returncode == 0, err
@@ -267,7 +267,7 @@ def _record_a_crash_loop(kubelet, store: str, seconds: int, lead: float, pod, du
     assert not errors, errors
 
 
-@pytest.mark.slow  # a 26 s recording
+@pytest.mark.slow  # a 36 s recording
 @retry_when_busy()
 def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
     """A recording (1 Hz ticks, churn trace, profile) of two pods: one's container pinned to CPU 1, the
@@ -283,12 +283,14 @@ def test_explain_names_pods_in_a_recording(kubelet, tmp_path):
         time.sleep(9)
         kubelet.stop_container(spin)
 
-    # the runtime (and so the restart loop) on CPU 1 with the spin: on this 2-CPU host, free to run anywhere it
-    # kept CPU 0 at 80-100% (a recording of 2026-12-06) and the hot core never qualified (others < 60%)
-    with kubelet.runtime_on({1}):
+    # A back-to-back restart loop costs ~80% of a CPU in containerd, its shim and runc: free to run anywhere it
+    # kept both CPUs of this host at 80-100% (recordings of 2026-12-06) and no hot core qualified (others < 60%);
+    # on CPU 1 with the spin, its runc processes were the core's cause (as explain said). So the runtime runs on
+    # CPU 0 and the loop pauses 1.5 s between restarts (kubelet's back-off, shortened): the spin has CPU 1
+    with kubelet.runtime_on({0}):
         hot = kubelet.run_pod("ml-train", "ray-worker-0", "guaranteed")
         agent = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
-        _record_a_crash_loop(kubelet, store, 26, 3, agent, during)
+        _record_a_crash_loop(kubelet, store, 36, 3, agent, during, pause=1.5)
     from conftest import nodesleuth
 
     ex = nodesleuth("explain", "--store", store, "--json", timeout=300)

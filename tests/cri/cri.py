@@ -189,12 +189,13 @@ class Kubelet:
         return cid
 
     @contextlib.contextmanager
-    def crash_loop(self, pod: Pod, name: str, data: str):
+    def crash_loop(self, pod: Pod, name: str, data: str, pause: float = 0.0):
         """Container `name` of `pod` in a restart loop, as kubelet restarts a CrashLoopBackOff container
-        (without the back-off): each run writes a 256 KiB file to the hostPath `data` (mounted at /data)
-        and exits 1; the dead container is removed before the next start (a new container cgroup each
-        time, the old one removed while the page cache its file holds stays charged to it). Runs on a
-        thread until the block exits; yields the list of errors it met (empty when all went well)."""
+        (its back-off cut to `pause` s between a removal and the next start): each run writes a 256 KiB
+        file to the hostPath `data` (mounted at /data) and exits 1; the dead container is removed before
+        the next start (a new container cgroup each time, the old one removed while the page cache its
+        file holds stays charged to it). Runs on a thread until the block exits; yields the list of errors
+        it met (empty when all went well)."""
         import threading
 
         stop = threading.Event()
@@ -208,6 +209,7 @@ class Kubelet:
                         mounts={data: "/data"})
                     self.wait_exit(cid, timeout=120)
                     self.stop_container(cid)
+                    stop.wait(pause)
             except Exception as e:  # noqa: BLE001 -- handed to the caller
                 errors.append(e)
 
