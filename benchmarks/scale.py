@@ -65,7 +65,7 @@ def record_cost(work: str, cpus: int, procs: int, memcgs: int, ticks: int) -> di
             anim.step()
             a = time.process_time()
             tick = r.sampler.tick()
-            r.store.append(TICKS, tick.time, r.enc.encode(tick, {"self": [0.0, 0]}))
+            r.store.write(TICKS, tick, extra={"self": [0.0, 0]})
             r.rollup.add(tick)
             spent += time.process_time() - a
     finally:

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from ..node.root import Root
 from ..model.errors import InputError
 from ..collect.sampler import RECORD, Sampler
-from ..store.codec import Encoder
 from ..collect.cgroups import UNMOUNTED
 from ..store.catalog import ROLLUP, TICKS, TICKS10
 from ..store.rollup import Rollup
@@ -120,8 +119,6 @@ class Recorder:
             tiers = {k: (v, None) for k, v in KEEP_DEFAULT.items()}
         self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every,
                                  tiers=tiers)
-        self.enc = Encoder()
-        self.enc10 = Encoder()
         self.agg = Aggregator()
         self.rollup = Rollup()
         self.rollup_t = 0.0
@@ -206,9 +203,7 @@ class Recorder:
         if done is None:
             return
         tk, extra = done
-        if self.store.rolls(TICKS10, tk.time):
-            self.enc10.refresh()
-        self.store.append(TICKS10, tk.time, self.enc10.encode(tk, extra), self.enc10.ctx)
+        self.store.write(TICKS10, tk, extra=extra)
 
     def run(self) -> None:
         for s in (signal.SIGTERM, signal.SIGINT):
@@ -241,10 +236,7 @@ class Recorder:
                     break
                 tick = self.sampler.tick()
                 cpu_s, rss = self_usage()
-                if self.store.rolls(TICKS, tick.time):  # a new segment: its head takes a fresh context
-                    self.enc.refresh()
-                self.bytes += self.store.append(TICKS, tick.time, self.enc.encode(
-                    tick, {"self": [round(cpu_s, 3), rss]}), self.enc.ctx)
+                self.bytes += self.store.write(TICKS, tick, extra={"self": [round(cpu_s, 3), rss]})
                 self._aggregate(self.agg.add(tick))
                 done = self.rollup.add(tick)
                 if done is not None:

@@ -1,0 +1,37 @@
+"""Each stream's records to frames, owned by the store: StoreWriter.write hands a record to its
+stream's codec (named by catalog.Stream.codec) and appends the frames it makes. A codec with state
+(the ticks' segment context, store/codec.py) is kept per stream by the writer, so the recorder and
+the runners hand records and never manage contexts or segment rolls.
+
+A codec's `frames(record, rolls, offset, extra)` returns [(time, payload, context)]: `rolls(t)`
+says whether a frame at `t` opens a new segment, `offset` turns a record's clock into wall-clock
+seconds (perf's monotonic clock), `extra` adds fields to a tick's record."""
+
+from __future__ import annotations
+
+from .codec import Encoder
+
+
+class TickCodec:
+    """Ticks, every second's or a window's aggregate: one Encoder per stream, its context refreshed
+    when a segment opens (the new segment's head keeps the context its records are written against)."""
+
+    def __init__(self):
+        self.enc = Encoder()
+
+    def frames(self, tick, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
+        enc = self.enc
+        if rolls(tick.time):
+            enc.refresh()
+        return [(tick.time, enc.encode(tick, extra), enc.ctx)]
+
+
+CODECS = {"tick": TickCodec}
+
+
+def codec(stream):
+    """A new codec for `stream` (a catalog.Stream); ValueError when its records are appended encoded."""
+    make = CODECS.get(stream.codec)
+    if make is None:
+        raise ValueError(f"stream {stream.name} has no codec in store/encoding.py: append its payloads")
+    return make()

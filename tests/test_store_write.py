@@ -1,0 +1,79 @@
+"""StoreWriter.write: the store encodes each stream's records itself (store/encoding.py), and what it
+writes is byte for byte what a caller managing the codec's context (rolls, refresh, ctx) wrote."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from nodesleuth.store import query
+from nodesleuth.store.catalog import TICKS, TICKS10
+from nodesleuth.store.codec import Encoder
+from nodesleuth.store.store import StoreReader, StoreWriter
+from nodesleuth.store.tier import Aggregator
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
+T0 = 1_800_000_000.0
+
+
+def _ticks(n: int):
+    src = list(query.ticks(StoreReader(os.path.join(GOLDEN, "store-v2")), None, None))
+    return [dataclasses.replace(src[i % len(src)], time=T0 + i + 1, interval=1.0) for i in range(n)]
+
+
+def _by_hand(d: str, ticks) -> None:
+    """The recorder's writing before the store owned its encoding."""
+    w = StoreWriter(d, segment_seconds=120.0, background_sync=False)
+    enc, enc10, agg = Encoder(), Encoder(), Aggregator()
+    for tk in ticks:
+        if w.rolls(TICKS, tk.time):
+            enc.refresh()
+        w.append(TICKS, tk.time, enc.encode(tk, {"self": [1.0, 2]}), enc.ctx)
+        done = agg.add(tk)
+        if done is not None:
+            a, extra = done
+            if w.rolls(TICKS10, a.time):
+                enc10.refresh()
+            w.append(TICKS10, a.time, enc10.encode(a, extra), enc10.ctx)
+    w.close()
+
+
+def _written(d: str, ticks) -> None:
+    w = StoreWriter(d, segment_seconds=120.0, background_sync=False)
+    agg = Aggregator()
+    for tk in ticks:
+        w.write(TICKS, tk, extra={"self": [1.0, 2]})
+        done = agg.add(tk)
+        if done is not None:
+            w.write(TICKS10, done[0], extra=done[1])
+    w.close()
+
+
+def _files(d: str) -> dict[str, bytes]:
+    out = {}
+    for dp, _, names in os.walk(d):
+        for n in names:
+            if n.endswith((".seg", ".dict", ".idx")):
+                with open(os.path.join(dp, n), "rb") as f:
+                    out[os.path.relpath(os.path.join(dp, n), d)] = f.read()
+    return out
+
+
+def test_write_is_byte_identical_to_the_callers_codec(tmp_path):
+    ticks = _ticks(1500)  # 13 tick segments, 3 of the 10 s tier: contexts refreshed and dictionaries trained
+    _by_hand(str(tmp_path / "a"), ticks)
+    _written(str(tmp_path / "b"), ticks)
+    a, b = _files(str(tmp_path / "a")), _files(str(tmp_path / "b"))
+    assert len([p for p in a if p.startswith("ticks/") and p.endswith(".seg")]) > 10
+    assert a.keys() == b.keys() and a == b
+
+
+def test_write_refuses_a_stream_without_a_codec(tmp_path):
+    w = StoreWriter(str(tmp_path / "st"), background_sync=False)
+    try:
+        with pytest.raises(ValueError, match="no codec"):
+            w.write("profile_agg10", b"x")
+    finally:
+        w.close()
