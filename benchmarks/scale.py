@@ -128,10 +128,9 @@ def write_recording(store: str, seconds: int, quiet: list, hot: list, t0: float)
             tk = dataclasses.replace(src, time=t, interval=1.0, cpu_raw=raw,
                                      census=dataclasses.replace(src.census, time=t))
             w.append(TICKS, t, enc.encode(tk, {"self": [0.0, 0]}))
-            start = roll.start
             done = roll.add(tk)
             if done is not None:
-                w.append(ROLLUP, start, done)
+                w.write(ROLLUP, done)
     finally:
         w.close()
     return sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(store) for f in fs)

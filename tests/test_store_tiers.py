@@ -52,10 +52,9 @@ def store(tmp_path_factory):
         if done is not None:
             a, extra = done
             w.write(TICKS10, a, extra=extra)
-        start = roll.start
         m = roll.add(tk)
         if m is not None:
-            w.append(ROLLUP, start, m)
+            w.write(ROLLUP, m)
     dropped = w.budget.enforce(now=T0 + 7200)
     w.close()
     assert dropped and all("/ticks/" in p for p in dropped)

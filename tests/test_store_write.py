@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from nodesleuth.store import query
-from nodesleuth.store.catalog import TICKS, TICKS10
+from nodesleuth.store import query, rollup
+from nodesleuth.store.catalog import ROLLUP, TICKS, TICKS10
 from nodesleuth.store.codec import Encoder
 from nodesleuth.store.store import StoreReader, StoreWriter
 from nodesleuth.store.tier import Aggregator
@@ -26,7 +26,7 @@ def _ticks(n: int):
 def _by_hand(d: str, ticks) -> None:
     """The recorder's writing before the store owned its encoding."""
     w = StoreWriter(d, segment_seconds=120.0, background_sync=False)
-    enc, enc10, agg = Encoder(), Encoder(), Aggregator()
+    enc, enc10, agg, roll = Encoder(), Encoder(), Aggregator(), rollup.Rollup()
     for tk in ticks:
         if w.rolls(TICKS, tk.time):
             enc.refresh()
@@ -37,17 +37,26 @@ def _by_hand(d: str, ticks) -> None:
             if w.rolls(TICKS10, a.time):
                 enc10.refresh()
             w.append(TICKS10, a.time, enc10.encode(a, extra), enc10.ctx)
+        start = roll.start
+        m = roll.add(tk)
+        if m is not None:
+            w.append(ROLLUP, start, rollup.encode(m))
+    w.append(ROLLUP, roll.start, rollup.encode(roll.flush()))
     w.close()
 
 
 def _written(d: str, ticks) -> None:
     w = StoreWriter(d, segment_seconds=120.0, background_sync=False)
-    agg = Aggregator()
+    agg, roll = Aggregator(), rollup.Rollup()
     for tk in ticks:
         w.write(TICKS, tk, extra={"self": [1.0, 2]})
         done = agg.add(tk)
         if done is not None:
             w.write(TICKS10, done[0], extra=done[1])
+        m = roll.add(tk)
+        if m is not None:
+            w.write(ROLLUP, m)
+    w.write(ROLLUP, roll.flush())
     w.close()
 
 
@@ -62,11 +71,12 @@ def _files(d: str) -> dict[str, bytes]:
 
 
 def test_write_is_byte_identical_to_the_callers_codec(tmp_path):
-    ticks = _ticks(1500)  # 13 tick segments, 3 of the 10 s tier: contexts refreshed and dictionaries trained
+    ticks = _ticks(1500)  # 13 tick segments, 3 of the 10 s tier, 25 minutes: contexts refreshed, dictionaries trained
     _by_hand(str(tmp_path / "a"), ticks)
     _written(str(tmp_path / "b"), ticks)
     a, b = _files(str(tmp_path / "a")), _files(str(tmp_path / "b"))
-    assert len([p for p in a if p.startswith("ticks/") and p.endswith(".seg")]) > 10
+    assert len([p for p in a if p.startswith("ticks/") and p.endswith(".seg")]) > 10 and "rollup" in {
+        p.split("/")[0] for p in a}
     assert a.keys() == b.keys() and a == b
 
 

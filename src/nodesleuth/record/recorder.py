@@ -121,7 +121,6 @@ class Recorder:
                                  tiers=tiers)
         self.agg = Aggregator()
         self.rollup = Rollup()
-        self.rollup_t = 0.0
         self._unread_said: set[str] = set()
         self.stop = False
         self._said = 0.0
@@ -240,8 +239,7 @@ class Recorder:
                 self._aggregate(self.agg.add(tick))
                 done = self.rollup.add(tick)
                 if done is not None:
-                    self.store.append(ROLLUP, self.rollup_t, done)
-                self.rollup_t = self.rollup.start
+                    self.store.write(ROLLUP, done)
                 self.ticks += 1
                 if self.ticks % 60 == 0:
                     self.store.enforce()
@@ -259,7 +257,7 @@ class Recorder:
             self._aggregate(self.agg.flush())
             last = self.rollup.flush()
             if last is not None:
-                self.store.append(ROLLUP, self.rollup.start, last)
+                self.store.write(ROLLUP, last)
             runners = [r for r in (self.profiler, self.churn) if r is not None]
             for runner in runners:  # both stop at once: each then stores its last chunks
                 runner.stop_ev.set()

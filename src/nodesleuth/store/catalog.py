@@ -53,7 +53,8 @@ TICKS = Stream("ticks", "model.records.Tick", "numbers packed by field name, sch
 TICKS10 = Stream("ticks10s", "model.records.Tick, 10 s aggregate (store/tier.py: summed jiffies, per-CPU max "
                  "busy and hot seconds, processes' mean %, events kept)", "as ticks (store/codec.py)", "10s",
                  level=3, keep="10s", dictionary="trained", codec="tick")
-ROLLUP = Stream("rollup", "model.records.RollupMinute", "JSON object per minute (store/rollup.py)", "1min", keep="1m")
+ROLLUP = Stream("rollup", "model.records.RollupMinute", "JSON object per minute (store/rollup.py)", "1min", keep="1m",
+                codec="minute")
 CHURN = Stream("churn", "model.records.CgEvent", "field-name table per perf chunk (store/churn.py)", "event",
                keep="10s")
 PROFILE = Stream("profile", "profile batch", "columns + stack tables, <= 10 s a frame (profile/codec.py)", "batch")

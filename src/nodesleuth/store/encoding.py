@@ -9,6 +9,7 @@ seconds (perf's monotonic clock), `extra` adds fields to a tick's record."""
 
 from __future__ import annotations
 
+from . import rollup
 from .codec import Encoder
 
 
@@ -26,7 +27,15 @@ class TickCodec:
         return [(tick.time, enc.encode(tick, extra), enc.ctx)]
 
 
-CODECS = {"tick": TickCodec}
+class MinuteCodec:
+    """A minute's rollup (model.records.RollupMinute), stored at its minute's start."""
+
+    @staticmethod
+    def frames(minute, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
+        return [(minute.t, rollup.encode(minute), b"")]
+
+
+CODECS = {"tick": TickCodec, "minute": MinuteCodec}
 
 
 def codec(stream):
