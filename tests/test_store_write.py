@@ -87,3 +87,36 @@ def test_write_refuses_a_stream_without_a_codec(tmp_path):
             w.write("profile_agg10", b"x")
     finally:
         w.close()
+
+
+def test_profile_batches_lost_counts_and_churn_as_the_runners_encoded_them(tmp_path):
+    """The runners hand batches (in pieces of <= SPAN s), lost-sample rows and churn chunks; the frames are
+    those they encoded themselves."""
+    from fixtures.perfscript import make_capture
+    from nodesleuth.model.records import CgEvent
+    from nodesleuth.profile.parse import parse_file
+    from nodesleuth.store import churn
+    from nodesleuth.store.catalog import CHURN, PROFILE, PROFILE_LOST
+    from nodesleuth.store.profile import encode_lost, encode_pieces
+
+    cap = str(tmp_path / "cap.txt")
+    make_capture(cap, cpus=4, seconds=25, t0=5000.0)
+    b = parse_file(cap)
+    offset = T0 - 5000.0
+    lost = [(T0 + 3.5, 1, 12), (T0 + 4.0, -1, 3)]
+    evs = [CgEvent(5001.25 + i, "mkdir" if i % 2 == 0 else "rmdir", "runc", 100 + i, 0, 7 + i, f"/kubepods/p{i}")
+           for i in range(6)]
+    assert len(encode_pieces(b, offset)) > 1
+    a = StoreWriter(str(tmp_path / "a"), background_sync=False)
+    for t, payload in encode_pieces(b, offset):
+        a.append(PROFILE, t, payload)
+    a.append(PROFILE_LOST, *encode_lost(lost))
+    a.append(CHURN, *churn.encode(evs, offset))
+    a.close()
+    w = StoreWriter(str(tmp_path / "b"), background_sync=False)
+    w.write(PROFILE, b, offset)
+    w.write(PROFILE_LOST, lost)
+    w.write(CHURN, evs, offset)
+    w.close()
+    got, want = _files(str(tmp_path / "b")), _files(str(tmp_path / "a"))
+    assert {p.split("/")[0] for p in got} == {"profile", "profile_lost", "churn"} and got == want

@@ -134,13 +134,13 @@ class Recorder:
         if opt.profile:
             from ..profile.runner import ProfileRunner
 
-            self.profiler = ProfileRunner(self.store.append, freq=opt.profile_freq, rotate=opt.profile_rotate,
+            self.profiler = ProfileRunner(self.store, freq=opt.profile_freq, rotate=opt.profile_rotate,
                                           buffer_kb=opt.profile_buffer_kb, root=self.root)
         self.churn = None
         if opt.churn:
             from ..profile.runner import ChurnRunner
 
-            self.churn = ChurnRunner(self.store.append, rotate=opt.profile_rotate, workdir=self.store.workdir("churn"))
+            self.churn = ChurnRunner(self.store, rotate=opt.profile_rotate, workdir=self.store.workdir("churn"))
 
     def _signal(self, *_):
         self.stop = True

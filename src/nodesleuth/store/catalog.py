@@ -56,10 +56,11 @@ TICKS10 = Stream("ticks10s", "model.records.Tick, 10 s aggregate (store/tier.py:
 ROLLUP = Stream("rollup", "model.records.RollupMinute", "JSON object per minute (store/rollup.py)", "1min", keep="1m",
                 codec="minute")
 CHURN = Stream("churn", "model.records.CgEvent", "field-name table per perf chunk (store/churn.py)", "event",
-               keep="10s")
-PROFILE = Stream("profile", "profile batch", "columns + stack tables, <= 10 s a frame (profile/codec.py)", "batch")
-PROFILE_LOST = Stream("profile_lost", "lost-sample counts (time, cpu, n)", "columns (profile/codec.py)", "event",
-                      keep="10s")
+               keep="10s", codec="churn")
+PROFILE = Stream("profile", "profile batch", "columns + stack tables, <= 10 s a frame (store/profile.py)", "batch",
+                 codec="batch")
+PROFILE_LOST = Stream("profile_lost", "lost-sample counts (time, cpu, n)", "columns (store/profile.py)", "event",
+                      keep="10s", codec="lost")
 AGG_LEVELS = (10, 60, 600, 3600)  # s: the profile's write-time aggregate windows (profile/agg.py)
 
 

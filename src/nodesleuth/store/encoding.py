@@ -9,7 +9,7 @@ seconds (perf's monotonic clock), `extra` adds fields to a tick's record."""
 
 from __future__ import annotations
 
-from . import rollup
+from . import churn, rollup
 from .codec import Encoder
 
 
@@ -35,7 +35,36 @@ class MinuteCodec:
         return [(minute.t, rollup.encode(minute), b"")]
 
 
-CODECS = {"tick": TickCodec, "minute": MinuteCodec}
+class ChurnCodec:
+    """A perf chunk's cgroup events (model.records.CgEvent, on perf's clock), stored at the first."""
+
+    @staticmethod
+    def frames(events, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
+        return [(*churn.encode(events, offset), b"")]
+
+
+class BatchCodec:
+    """A profile batch (profile/parse.Batch, on perf's clock), in pieces of <= store/profile.SPAN s.
+    Encoded on the caller's thread (the profiler's, not the 1 Hz loop's); numpy is loaded only here."""
+
+    @staticmethod
+    def frames(batch, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
+        from .profile import encode_pieces
+
+        return [(t, payload, b"") for t, payload in encode_pieces(batch, offset)]
+
+
+class LostCodec:
+    """Samples perf or the kernel lost: (wall time, cpu or -1, count) rows, stored at the first."""
+
+    @staticmethod
+    def frames(rows, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
+        from .profile import encode_lost
+
+        return [(*encode_lost(rows), b"")]
+
+
+CODECS = {"tick": TickCodec, "minute": MinuteCodec, "churn": ChurnCodec, "batch": BatchCodec, "lost": LostCodec}
 
 
 def codec(stream):
