@@ -65,7 +65,7 @@ def record_cost(work: str, cpus: int, procs: int, memcgs: int, ticks: int) -> di
             anim.step()
             a = time.process_time()
             tick = r.sampler.tick()
-            r.store.append(TICKS, tick.time, r.enc.encode(tick, {"self": [0.0, 0]}))
+            r.store.write(TICKS, tick, extra={"self": [0.0, 0]})
             r.rollup.add(tick)
             spent += time.process_time() - a
     finally:
@@ -128,10 +128,9 @@ def write_recording(store: str, seconds: int, quiet: list, hot: list, t0: float)
             tk = dataclasses.replace(src, time=t, interval=1.0, cpu_raw=raw,
                                      census=dataclasses.replace(src.census, time=t))
             w.append(TICKS, t, enc.encode(tk, {"self": [0.0, 0]}))
-            start = roll.start
             done = roll.add(tk)
             if done is not None:
-                w.append(ROLLUP, start, done)
+                w.write(ROLLUP, done)
     finally:
         w.close()
     return sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(store) for f in fs)

@@ -28,7 +28,7 @@ import zstandard
 from nodesleuth.store import catalog
 from nodesleuth.store.catalog import ROLLUP, TICKS, TICKS10
 from nodesleuth.store.codec import Encoder
-from nodesleuth.store.rollup import Rollup
+from nodesleuth.store.rollup import Rollup, encode as rollup_encode
 from nodesleuth.store.segment import (DICT_SIZE, HEADER, KIND_DATA, KIND_DICT, KIND_HEAD, MAGIC, encode_frame,
                                       encode_head, index_path, sidecar)
 from nodesleuth.store.store import META, SCHEMA
@@ -143,7 +143,7 @@ def write_rollups(store: str, quiet: list, hot: list, t0: float, t1: float, segm
         r = Rollup()
         for i, tk in enumerate((src * 3)[:121]):
             r.add(dataclasses.replace(tk, time=60.0 * 1000 + i, interval=1.0))
-        mins[name] = orjson.loads(r.flush())
+        mins[name] = orjson.loads(rollup_encode(r.flush()))
     d = os.path.join(store, ROLLUP.name)
     os.makedirs(d, exist_ok=True)
     seg = segment * ROLLUP.segment_factor

@@ -45,10 +45,9 @@ def _write(store: str, seconds: int, quiet: list, hot: list, hot_at: list[tuple[
             src = hot[i % len(hot)] if any(a <= i < b for a, b in hot_at) else quiet[i % len(quiet)]
             tk = dataclasses.replace(src, time=t, interval=1.0, census=dataclasses.replace(src.census, time=t))
             w.append(TICKS, t, enc.encode(tk))
-            start = roll.start
             done = roll.add(tk)
             if done is not None:
-                w.append(ROLLUP, start, done)
+                w.write(ROLLUP, done)
     finally:
         w.close()
 

@@ -211,7 +211,7 @@ def test_runner_closes_its_events(bins, procs):
     before = perf_fds()
     procs.start([bins["spin"]], cpu=1)
     got = []
-    r = DirectProfileRunner(lambda *a: None, freq=199, rotate=1.0, store=False, on_batch=lambda b, o: got.append(b))
+    r = DirectProfileRunner(None, freq=199, rotate=1.0, store=False, on_batch=lambda b, o: got.append(b))
     assert r.start(), r.error
     assert perf_fds() - before >= len(r.rings.cpus) >= 1  # one per CPU (and the mmap objects hold a dup each)
     time.sleep(2.5)
@@ -238,7 +238,7 @@ def test_auto_falls_back_to_perf_record_and_says_why(tmp_path, bins, procs, monk
     procs.start([bins["spin"]], cpu=1)
     said = []
     w = StoreWriter(str(tmp_path / "st"))
-    r = ProfileRunner(w.append, rotate=2.0, say=said.append, method="auto")
+    r = ProfileRunner(w, rotate=2.0, say=said.append, method="auto")
     assert r.start(), r.error
     time.sleep(9)
     assert r.stop()
@@ -249,7 +249,7 @@ def test_auto_falls_back_to_perf_record_and_says_why(tmp_path, bins, procs, monk
     out = nodesleuth("flame", "--store", str(tmp_path / "st"), "--cpu", "1", "--format", "folded").stdout
     assert "ns_spin_inner" in out
     # asked for explicitly, it does not fall back
-    r2 = ProfileRunner(lambda *a: None, method="direct", say=said.append)
+    r2 = ProfileRunner(None, method="direct", say=said.append)
     assert not r2.start() and "EACCES" in r2.error
 
 
@@ -474,7 +474,7 @@ from nodesleuth.node.root import Root
 from nodesleuth.profile.direct import DirectProfileRunner
 root = Root(sys.argv[1])
 got = []
-r = DirectProfileRunner(lambda *a: None, freq=199, rotate=1.0, store=False, on_batch=lambda b, o: got.append(b), root=root)
+r = DirectProfileRunner(None, freq=199, rotate=1.0, store=False, on_batch=lambda b, o: got.append(b), root=root)
 assert r.start(), r.error
 time.sleep(2.5)
 assert r.stop()

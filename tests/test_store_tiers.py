@@ -18,7 +18,6 @@ from conftest import nodesleuth
 from nodesleuth.model.thresholds import HOT_BUSY
 from nodesleuth.store import query, tier
 from nodesleuth.store.catalog import ROLLUP, TICKS, TICKS10
-from nodesleuth.store.codec import Encoder
 from nodesleuth.store.rollup import Rollup
 from nodesleuth.store.store import StoreReader, StoreWriter
 from nodesleuth.store.tier import Aggregator, CoarseTick
@@ -44,23 +43,18 @@ def store(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("tiers") / "st")
     tiers = {"1s": (1800.0, None), "10s": (None, None), "1m": (None, None)}
     w = StoreWriter(d, segment_seconds=600.0, tiers=tiers)
-    enc, enc10, agg, roll = Encoder(), Encoder(), Aggregator(), Rollup()
+    agg, roll = Aggregator(), Rollup()
     for i in range(7200):
         t = T0 + i + 1
         tk = _cpus(dataclasses.replace(src[i % len(src)], time=t, interval=1.0), HOT[0] < t <= HOT[1])
-        if w.rolls(TICKS, t):
-            enc.refresh()
-        w.append(TICKS, t, enc.encode(tk), enc.ctx)
+        w.write(TICKS, tk)
         done = agg.add(tk)
         if done is not None:
             a, extra = done
-            if w.rolls(TICKS10, a.time):
-                enc10.refresh()
-            w.append(TICKS10, a.time, enc10.encode(a, extra), enc10.ctx)
-        start = roll.start
+            w.write(TICKS10, a, extra=extra)
         m = roll.add(tk)
         if m is not None:
-            w.append(ROLLUP, start, m)
+            w.write(ROLLUP, m)
     dropped = w.budget.enforce(now=T0 + 7200)
     w.close()
     assert dropped and all("/ticks/" in p for p in dropped)

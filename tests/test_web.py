@@ -549,7 +549,7 @@ def test_day_timeline_keeps_a_3_second_hot_core(tmp_path):
             done = roll.add(Tick(time=t0 + m * 60 + s + 0.5, interval=1.0, cpu={}, procs=[],
                                  census=Census(0, (), None, (), None), meminfo={}, cpu_raw=raw))
             assert done is None
-        w.append(STREAM, roll.start, roll.flush())
+        w.write(STREAM, roll.flush())
     w.close()
     tl = data.timeline(StoreReader(store), t0, t0 + 86400, cols=600, metric="busy")
     assert tl["resolution"] == 60

@@ -168,7 +168,7 @@ class ProfileSource:
 
             self.shares = CpuShares(window)
             # batches every 5 s: the shares lag the CPUs by at most that
-            self.runner = ProfileRunner(lambda *a: None, freq=freq, rotate=5.0, store=False, root=root,
+            self.runner = ProfileRunner(None, freq=freq, rotate=5.0, store=False, root=root,
                                         on_batch=self.shares.add_batch, say=lambda m: log(f"nodesleuth: {m}"))
         else:
             import os

@@ -32,9 +32,9 @@ class DirectProfileRunner(ProfileWorker):
 
     method = "direct"
 
-    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
+    def __init__(self, sink, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
                  store: bool = True, on_batch=None, root: Root = Root("/")):
-        super().__init__(append, freq, rotate, cpus, buffer_kb, store, on_batch)
+        super().__init__(sink, freq, rotate, cpus, buffer_kb, store, on_batch)
         # the events sample this kernel: a recorded tree's /proc says nothing of its processes
         self.root = root if root.live else Root("/")
         self.rings: Rings | None = None

@@ -28,7 +28,6 @@ from ..node.wait import readable
 
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 from .agg import Aggregator
-from .codec import encode_pieces
 from .counters import RunnerCounters
 from ..model.errors import InputError
 from ..store.catalog import CHURN, PROFILE
@@ -53,9 +52,9 @@ class PerfRotator(RunnerCounters):
 
     name = "perf"
 
-    def __init__(self, append, rotate: float = 10.0, workdir: str | None = None, max_pending: int = 6):
+    def __init__(self, sink, rotate: float = 10.0, workdir: str | None = None, max_pending: int = 6):
         super().__init__()
-        self.append = append  # callable(stream, t, payload)
+        self.sink = sink  # the store writer: write(stream, record, offset); the aggregates append
         self.rotate = rotate
         self.dir = workdir or tempfile.mkdtemp(prefix=f"nodesleuth-{self.name}-")
         os.makedirs(self.dir, exist_ok=True)
@@ -185,9 +184,9 @@ class ChunkedProfileRunner(PerfRotator):
 
     name = "profile"
 
-    def __init__(self, append, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
+    def __init__(self, sink, freq: int = 49, rotate: float = 10.0, workdir: str | None = None,
                  max_pending: int = 6, cpus: str | None = None):
-        super().__init__(append, rotate, workdir, max_pending)
+        super().__init__(sink, rotate, workdir, max_pending)
         self.freq = freq
         self.cpus = cpus
 
@@ -196,11 +195,10 @@ class ChunkedProfileRunner(PerfRotator):
 
     def store_chunk(self, script_text: str, offset: float, path: str) -> int:
         if not hasattr(self, "agg"):
-            self.agg, self.cache = Aggregator(self.append), FrameCache()
+            self.agg, self.cache = Aggregator(self.sink.append), FrameCache()
         b = parse_text(script_text, path=path, cache=self.cache)
         if len(b):
-            for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
-                self.append(PROFILE, t0, payload)
+            self.sink.write(PROFILE, b, offset)  # pieces of <= store/profile.SPAN s each
             self.agg.add(b, offset)
         return len(b)
 
@@ -226,9 +224,9 @@ class PerfRecordProfileRunner(ProfileWorker):
     method = "perf"
     PENDING_LIMIT = 2_000_000  # samples held for stacks perf script has not named yet (it fell behind)
 
-    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None,
+    def __init__(self, sink, freq: int = 49, rotate: float = 10.0, cpus: str | None = None,
                  buffer_kb: int = 0, store: bool = True, on_batch=None):
-        super().__init__(append, freq, rotate, cpus, buffer_kb, store, on_batch)  # buffer_kb: perf's ring per CPU
+        super().__init__(sink, freq, rotate, cpus, buffer_kb, store, on_batch)  # buffer_kb: perf's ring per CPU
         # no scratch directory: pipe mode keeps nothing on disk (one made here was left behind by every
         # runner that never ran)
         self.perf = shutil.which("perf")
@@ -419,12 +417,12 @@ class ProfileRunner:
 
     name = "profile"
 
-    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
+    def __init__(self, sink, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
                  method: str | None = None, say=_say, store: bool = True, on_batch=None, root: Root = Root("/")):
         method = method or os.environ.get("NODESLEUTH_PROFILER") or "auto"
         if method not in METHODS:
             raise InputError("profiler method", f"{method!r}: expected one of {', '.join(METHODS)}")
-        self._args = dict(append=append, freq=freq, rotate=rotate, cpus=cpus, buffer_kb=buffer_kb, store=store,
+        self._args = dict(sink=sink, freq=freq, rotate=rotate, cpus=cpus, buffer_kb=buffer_kb, store=store,
                           on_batch=on_batch)
         self.requested = method
         self.fallback: str | None = None  # why the direct reader is not used (auto)
@@ -483,9 +481,8 @@ class ChurnRunner(PerfRotator):
 
     def store_chunk(self, script_text: str, offset: float, path: str) -> int:
         from ..model.churn import parse_script
-        from ..store import churn
 
         evs = parse_script(script_text)
         if evs:
-            self.append(CHURN, *churn.encode(evs, offset))
+            self.sink.write(CHURN, evs, offset)
         return len(evs)

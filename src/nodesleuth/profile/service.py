@@ -39,9 +39,9 @@ def run(store: str, freq: int, rotate: float, buffer_kb: int, duration: float | 
 
     w = StoreWriter(store, retention, max_size)
     if chunked:
-        r = ChunkedProfileRunner(w.append, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
+        r = ChunkedProfileRunner(w, freq=freq, rotate=rotate, workdir=w.workdir("profile"))
     else:
-        r = ProfileRunner(w.append, freq=freq, rotate=rotate, buffer_kb=buffer_kb, method=method)
+        r = ProfileRunner(w, freq=freq, rotate=rotate, buffer_kb=buffer_kb, method=method)
     if not r.start():
         w.close()
         raise InputError("perf" if r.method == "perf" else "profiler", r.error or "cannot start")
@@ -68,7 +68,6 @@ def run(store: str, freq: int, rotate: float, buffer_kb: int, duration: float | 
 def ingest(script: str, store: str, offset: float = 0.0, event: str | None = None) -> tuple[list[str], str]:
     """Store a `perf script` text file; (notes, summary line)."""
     from .agg import Aggregator
-    from .codec import encode_pieces
     from .parse import is_clock, parse_file, pick_event
 
     b, note = pick_event(parse_file(script), event)
@@ -76,8 +75,7 @@ def ingest(script: str, store: str, offset: float = 0.0, event: str | None = Non
     if b.event and not is_clock(b.event):
         notes.append(f"{b.event} is not a clock event: sample counts are not time, so hot-CPU marks will be unavailable")
     w = StoreWriter(store)
-    for t0, payload in encode_pieces(b, offset):  # <= codec.SPAN s each
-        w.append(PROFILE, t0, payload)
+    w.write(PROFILE, b, offset)  # pieces of <= store/profile.SPAN s each
     agg = Aggregator(w.append)
     agg.add(b, offset)
     agg.flush()

@@ -1,6 +1,6 @@
 """What both continuous profilers share (perf record read through its pipe, profile/runner.py, and the
 kernel's rings read directly, profile/direct.py): one worker thread woken by a pipe and stopped with
-a bounded wait, and one way of storing a batch, its lost-sample counts and its aggregates, so the two
+a bounded wait, and one way of storing a batch, its lost-sample counts (handed to the store, which encodes them) and its aggregates, so the two
 paths cannot drift apart in what they store or how they fail."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import time
 
 from ..store.catalog import PROFILE, PROFILE_LOST
 from .agg import Aggregator
-from .codec import encode_lost, encode_pieces
 from .counters import RunnerCounters
 
 EVENT = "cpu-clock"  # a clock event on both paths: every sample is 1/F s of a CPU's time, idle or busy (cycles is not)
@@ -29,10 +28,10 @@ class ProfileWorker(RunnerCounters):
     name = "profile"
     method = "?"
 
-    def __init__(self, append, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
+    def __init__(self, sink, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
                  store: bool = True, on_batch=None):
         super().__init__()
-        self.append = append
+        self.sink = sink  # the store writer (StoreWriter: write records; the aggregates append), None: not storing
         self.store = store  # False: samples only go to on_batch (the exporter's live shares)
         self.on_batch = on_batch  # callable(Batch, offset): the exporter's live shares, tests
         self.freq, self.rotate, self.cpus, self.buffer_kb = freq, rotate, cpus, buffer_kb
@@ -40,7 +39,7 @@ class ProfileWorker(RunnerCounters):
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
         self._wake: tuple[int, int] | None = None
-        self.agg = Aggregator(append)
+        self.agg = Aggregator(sink.append if sink is not None else None)
 
     def record_args(self) -> list[str]:  # perf record's (the fallback's): for messages and tests
         return perf_record_args(self.freq, self.cpus)
@@ -59,8 +58,10 @@ class ProfileWorker(RunnerCounters):
         rows = [(round(t / 1e9 + offset, 6), cpu, n) for t, cpu, n in lost]
         self.lost_samples += sum(r[2] for r in rows)
         self.error = why.format(n=self.lost_samples)
+        if not self.store:  # the exporter's live shares: nothing is stored
+            return
         try:
-            self.append(PROFILE_LOST, *encode_lost(rows))
+            self.sink.write(PROFILE_LOST, rows)
         except Exception as e:  # noqa: BLE001 - as a batch: the profiler goes on, the recorder says it
             self.error = f"lost-sample counts not stored: {e}"
 
@@ -69,8 +70,7 @@ class ProfileWorker(RunnerCounters):
         if len(b):
             try:
                 if self.store:
-                    for t0, payload in encode_pieces(b, offset):
-                        self.append(PROFILE, t0, payload)
+                    self.sink.write(PROFILE, b, offset)  # pieces of <= store/profile.SPAN s each
                     self.agg.add(b, offset)
                 self.samples += len(b)
                 self.chunks += 1

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from ..node.root import Root
 from ..model.errors import InputError
 from ..collect.sampler import RECORD, Sampler
-from ..store.codec import Encoder
 from ..collect.cgroups import UNMOUNTED
 from ..store.catalog import ROLLUP, TICKS, TICKS10
 from ..store.rollup import Rollup
@@ -120,11 +119,8 @@ class Recorder:
             tiers = {k: (v, None) for k, v in KEEP_DEFAULT.items()}
         self.store = StoreWriter(opt.store, opt.retention, opt.max_bytes, opt.segment_seconds, opt.fsync_every,
                                  tiers=tiers)
-        self.enc = Encoder()
-        self.enc10 = Encoder()
         self.agg = Aggregator()
         self.rollup = Rollup()
-        self.rollup_t = 0.0
         self._unread_said: set[str] = set()
         self.stop = False
         self._said = 0.0
@@ -138,13 +134,13 @@ class Recorder:
         if opt.profile:
             from ..profile.runner import ProfileRunner
 
-            self.profiler = ProfileRunner(self.store.append, freq=opt.profile_freq, rotate=opt.profile_rotate,
+            self.profiler = ProfileRunner(self.store, freq=opt.profile_freq, rotate=opt.profile_rotate,
                                           buffer_kb=opt.profile_buffer_kb, root=self.root)
         self.churn = None
         if opt.churn:
             from ..profile.runner import ChurnRunner
 
-            self.churn = ChurnRunner(self.store.append, rotate=opt.profile_rotate, workdir=self.store.workdir("churn"))
+            self.churn = ChurnRunner(self.store, rotate=opt.profile_rotate, workdir=self.store.workdir("churn"))
 
     def _signal(self, *_):
         self.stop = True
@@ -206,9 +202,7 @@ class Recorder:
         if done is None:
             return
         tk, extra = done
-        if self.store.rolls(TICKS10, tk.time):
-            self.enc10.refresh()
-        self.store.append(TICKS10, tk.time, self.enc10.encode(tk, extra), self.enc10.ctx)
+        self.store.write(TICKS10, tk, extra=extra)
 
     def run(self) -> None:
         for s in (signal.SIGTERM, signal.SIGINT):
@@ -241,15 +235,11 @@ class Recorder:
                     break
                 tick = self.sampler.tick()
                 cpu_s, rss = self_usage()
-                if self.store.rolls(TICKS, tick.time):  # a new segment: its head takes a fresh context
-                    self.enc.refresh()
-                self.bytes += self.store.append(TICKS, tick.time, self.enc.encode(
-                    tick, {"self": [round(cpu_s, 3), rss]}), self.enc.ctx)
+                self.bytes += self.store.write(TICKS, tick, extra={"self": [round(cpu_s, 3), rss]})
                 self._aggregate(self.agg.add(tick))
                 done = self.rollup.add(tick)
                 if done is not None:
-                    self.store.append(ROLLUP, self.rollup_t, done)
-                self.rollup_t = self.rollup.start
+                    self.store.write(ROLLUP, done)
                 self.ticks += 1
                 if self.ticks % 60 == 0:
                     self.store.enforce()
@@ -267,7 +257,7 @@ class Recorder:
             self._aggregate(self.agg.flush())
             last = self.rollup.flush()
             if last is not None:
-                self.store.append(ROLLUP, self.rollup.start, last)
+                self.store.write(ROLLUP, last)
             runners = [r for r in (self.profiler, self.churn) if r is not None]
             for runner in runners:  # both stop at once: each then stores its last chunks
                 runner.stop_ev.set()

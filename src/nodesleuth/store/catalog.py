@@ -28,6 +28,7 @@ class Stream:
     level: int = 6  # zstd level of its frames
     keep: str = "1s"  # the retention tier that bounds it: one of KEEP
     dictionary: str = "first"  # "first": its segment's first record; "trained": on its previous segment
+    codec: str = ""  # what StoreWriter.write encodes its records with (store/encoding.py); "": appended encoded
 
     @property
     def segment_factor(self) -> int:
@@ -48,16 +49,18 @@ SEGMENT_FACTOR = {"1s": 1, "10s": 6, "1m": 24}
 # zstd level 3 for ticks: a tick compresses in 0.02 ms at 3 against 0.05 ms at 6 for 0-1% fewer
 # bytes against a trained dictionary, and it runs every second (benchmarks/results/summary.md)
 TICKS = Stream("ticks", "model.records.Tick", "numbers packed by field name, schema 3 (store/codec.py, "
-               "store/pack.py); schema 1-2: JSON", "1s", level=3, dictionary="trained")
+               "store/pack.py); schema 1-2: JSON", "1s", level=3, dictionary="trained", codec="tick")
 TICKS10 = Stream("ticks10s", "model.records.Tick, 10 s aggregate (store/tier.py: summed jiffies, per-CPU max "
                  "busy and hot seconds, processes' mean %, events kept)", "as ticks (store/codec.py)", "10s",
-                 level=3, keep="10s", dictionary="trained")
-ROLLUP = Stream("rollup", "model.records.RollupMinute", "JSON object per minute (store/rollup.py)", "1min", keep="1m")
+                 level=3, keep="10s", dictionary="trained", codec="tick")
+ROLLUP = Stream("rollup", "model.records.RollupMinute", "JSON object per minute (store/rollup.py)", "1min", keep="1m",
+                codec="minute")
 CHURN = Stream("churn", "model.records.CgEvent", "field-name table per perf chunk (store/churn.py)", "event",
-               keep="10s")
-PROFILE = Stream("profile", "profile batch", "columns + stack tables, <= 10 s a frame (profile/codec.py)", "batch")
-PROFILE_LOST = Stream("profile_lost", "lost-sample counts (time, cpu, n)", "columns (profile/codec.py)", "event",
-                      keep="10s")
+               keep="10s", codec="churn")
+PROFILE = Stream("profile", "profile batch", "columns + stack tables, <= 10 s a frame (store/profile.py)", "batch",
+                 codec="batch")
+PROFILE_LOST = Stream("profile_lost", "lost-sample counts (time, cpu, n)", "columns (store/profile.py)", "event",
+                      keep="10s", codec="lost")
 AGG_LEVELS = (10, 60, 600, 3600)  # s: the profile's write-time aggregate windows (profile/agg.py)
 
 

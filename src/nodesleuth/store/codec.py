@@ -79,9 +79,9 @@ class Encoder:
     """Ticks to records. `version` 3 (packed, store/pack.py) or 2 (JSON, for comparisons and tests).
 
     A schema-3 record is read with its segment's context (`ctx`, kept in the segment's head frame):
-    the writer calls `refresh()` when a new segment is about to open (StoreWriter.rolls) and passes
-    `ctx` with every record (StoreWriter.append), so each segment holds the context its records
-    were written against."""
+    the store's tick codec (store/encoding.py, one Encoder per stream) calls `refresh()` when a new
+    segment is about to open and appends `ctx` with every record, so each segment holds the context
+    its records were written against."""
 
     def __init__(self, version: int = VERSION):
         if version not in (2, 3):

@@ -100,8 +100,8 @@ class Rollup(Window):
         self.busy_max: list[float] = []
         self.sys_sum: list[float] = []
 
-    def add(self, t: Tick) -> bytes | None:
-        """Feed a tick; returns the finished minute's record when a minute closes."""
+    def add(self, t: Tick) -> RollupMinute | None:
+        """Feed a tick; returns the finished minute when a minute closes (StoreWriter.write stores it)."""
         out = None
         slot = t.time - t.time % self.period
         if self.start is not None and slot != self.start and self.n:
@@ -126,17 +126,17 @@ class Rollup(Window):
         self._keep(t)
         return out
 
-    def record(self) -> bytes:
+    def record(self) -> RollupMinute:
         n = max(1, self.n)
         t = self.last
         mem = t.census.controller("memory") if t else None
         folded = {name: SECTIONS[name].fold(vals) for name, vals in self.sections.items()}
         x = store_into({}, {k: v for k, v in folded.items() if v is not None and not v.empty()}, keys=False).get("x")
-        return encode(RollupMinute(
+        return RollupMinute(
             t=self.start, n=self.n, busy=[round(x / n) for x in self.busy_sum], bmax=[round(x) for x in self.busy_max],
             sys=[round(x / n) for x in self.sys_sum], mem=[mem.tracked, mem.live, mem.dying] if mem else None,
             dying=t.census.memory_dying() if t else None, percpu=t.meminfo.get("Percpu") if t else None,
-            slab=t.meminfo.get("Slab") if t else None, ev=self.events, x=x))
+            slab=t.meminfo.get("Slab") if t else None, ev=self.events, x=x)
 
-    def flush(self) -> bytes | None:
+    def flush(self) -> RollupMinute | None:
         return self.record() if self.n else None

@@ -17,7 +17,7 @@ from typing import Iterator
 
 from ..model.errors import InputError
 from ..model.files import PROBE_STATE_FILE
-from . import catalog
+from . import catalog, encoding
 from .catalog import KEEP, KEEP_DEFAULT, TICKS, Stream
 from .segment import (Budget, DiskFull, Problem, SegmentReader, SegmentWriter, Syncer, lock_writer,
                       segment_start)
@@ -107,6 +107,7 @@ class StoreWriter:
         self.syncer = Syncer() if background_sync else None
         self.writers: dict[str, SegmentWriter] = {}
         self._mu = threading.Lock()  # the recorder loop and the profiler thread both append
+        self.codecs: dict[str, object] = {}  # stream -> its codec (store/encoding.py), made on first write
         self.skipped = 0  # records not written because the disk was full
         self.full_drops = 0  # oldest segments dropped early because the disk was full
         self.full_since: float | None = None
@@ -138,9 +139,21 @@ class StoreWriter:
         with self._mu:
             return self.writer(stream).rolls(t)
 
+    def write(self, stream: Stream | str, record, offset: float = 0.0, extra: dict | None = None) -> int:
+        """Encode `record` with its stream's codec (store/encoding.py) and append what it makes; the
+        bytes written. `offset`: what turns the record's clock into wall-clock seconds; `extra`: fields
+        added to a tick's record. Encoding runs on the caller's thread outside the lock (a profile
+        batch takes milliseconds; the 1 Hz loop must not wait for it): each stream has one writer."""
+        st = catalog.get(stream)
+        c = self.codecs.get(st.name)
+        if c is None:
+            c = self.codecs[st.name] = encoding.codec(st)
+        return sum(self.append(st, t, payload, ctx)
+                   for t, payload, ctx in c.frames(record, lambda t: self.rolls(st, t), offset, extra))
+
     def append(self, stream: Stream | str, t: float, payload: bytes, ctx: bytes = b"") -> int:
-        """Write one record (`ctx`: the codec context it was encoded against, kept in its segment's
-        head). On a full disk: drop the oldest closed segments one at a time until it fits; if nothing
+        """Write one encoded record (`ctx`: the codec context it was encoded against, kept in its
+        segment's head; `write` encodes for the caller). On a full disk: drop the oldest closed segments one at a time until it fits; if nothing
         is left to drop the record is skipped (counted in `skipped`), never half-written."""
         with self._mu:
             w = self.writer(stream)
