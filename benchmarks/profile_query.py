@@ -221,7 +221,7 @@ def main(argv=None) -> dict:
             ranges["1day_unaligned"] = (t0 + 0.5, t0 + 86400 - 0.5, ["", "_cpu39"])
             ranges["1day"] = (t0, t0 + 86400, ["", "_cpu39"])
         spec = spec_of(ranges)
-        if not a.no_day:  # a day as the web view shows it: 3,600 columns of 24 s (web/data.py HEAT_COLS)
+        if not a.no_day:  # a day as the web view shows it: 3,600 columns of 24 s (recording/heatmap.py HEAT_COLS)
             spec += [{"name": f"heatmap_1day_step24{fn}", "kind": "heatmap", "lo": t0, "hi": t0 + 86400,
                       "label": "1day", "step": 24, **FILTERS[fn]} for fn in ("", "_cpu39")]
         raw = [dict(q, name="raw_" + q["name"], kind="raw_flame") for q in spec

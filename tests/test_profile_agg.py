@@ -339,14 +339,14 @@ def _reference_prune(node, least):
 
 
 def test_flame_tree_one_pass_equals_the_plain_build(corpus):
-    """web/data.py builds the d3 tree in one pass over sorted stacks and prunes while building: on real
+    """recording/flametree.py builds the d3 tree in one pass over sorted stacks and prunes while building: on real
     recordings (this VM's -a capture with kernel and idle stacks, a JIT, the default event) and the
     96-CPU fixture, plain and against a baseline, pruned at 0, 1/5000 and 2%, it equals the nested-dict
     build pruned afterwards, node for node, with the same pruned samples."""
     from nodesleuth.profile.codec import Decoded, encode
     from nodesleuth.profile.folded import folded_frames
     from nodesleuth.profile.load import assemble
-    from nodesleuth.web.data import _cap, flame
+    from nodesleuth.recording.flametree import _cap, flame
 
     def samples(b):
         return assemble([Decoded(encode(b)[1])])

@@ -29,21 +29,18 @@ def explain(store, at, incidents, frm, to, as_json, markdown, html_out, trace):
     """Rebuild event -> hot core -> process -> function -> zombie cgroups -> creating unit -> fix,
     with a measured share and a verdict (proven / contributing / not proven) for every link.
     Exit 0; 2 when parts of the recording could not be read (the answer may be incomplete)."""
-    from ..explain import chain, load, report
+    from ..explain import load, report
     from ..model.timeparse import parse_time
+    from ..recording.incidents import explanation
+    from ..store.store import StoreReader
 
     load.one_shot()
     if trace:
         _trace_churn(trace)
     t0, t1 = _times(frm, to)
     t = parse_time(at) if at else None
-    lo, hi = (t, t) if t is not None else (t0, t1)
-    rec, problems = load.recording(store, lo, hi)
-    chosen, notes = load.choose(rec, t, t0, t1)
-    if t is not None and not chosen:  # none covers T: name the nearest (read as far as it takes)
-        whole, problems = load.nearest(store, t)
-        _, notes = load.choose(whole, t, None, None)
-    incs = [chain.build(rec, i) for i in chosen]
+    ex = explanation(StoreReader(store), t, t0, t1)
+    incs, notes, problems = ex.incidents, ex.notes, ex.problems
     if markdown:
         _write_text(markdown, report.markdown(incs, store, notes, problems))
     if html_out:
@@ -90,13 +87,14 @@ def remedy(store, frm, to, systemd_pid, units, do_apply, seconds):
 
     allow = set(units)
     if store:
-        from ..explain import chain, load
+        from ..explain import load
+        from ..recording.incidents import explained
 
         load.one_shot()
         t0, t1 = _times(frm, to)
         rec, problems = load.recording(store, t0, t1)
         _warn(problems)
-        plan = rm.plan([chain.build(rec, i) for i in load.incidents(rec, t0, t1)], allow)
+        plan = rm.plan(explained(rec, load.incidents(rec, t0, t1)), allow)
     else:
         from ..check.run import CheckOptions, run_check
 

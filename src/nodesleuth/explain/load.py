@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 
-from ..detect.incidents import GAP, HOT_BUSY, Incident, find_incidents, select
+from ..detect.incidents import GAP, HOT_BUSY, Episode, Incident, find_incidents, select
 from ..model.records import CgEvent
 from ..store import churn as churn_store, rollup, tier
 from ..store.catalog import PROFILE
@@ -34,6 +34,7 @@ class Recording:
     cost: str | None = None  # measured cost of the walk on this kernel, when known
     tiers: tier.Plan | None = None  # which retention tier covered which part of what was read
     _cache: dict = field(default_factory=dict)
+    _found: tuple | None = field(default=None, repr=False)  # (the ticks list, find_incidents of it)
 
     @property
     def start(self) -> float:
@@ -42,6 +43,13 @@ class Recording:
     @property
     def end(self) -> float:
         return self.ticks[-1].time if self.ticks else 0.0
+
+    def found(self) -> tuple[list[Incident], list[Episode]]:
+        """find_incidents of these ticks, run once per ticks list: choosing, naming the nearest and
+        widening the range all ask for them, and a day of ticks takes seconds to walk."""
+        if self._found is None or self._found[0] is not self.ticks:
+            self._found = (self.ticks, find_incidents(self.ticks))
+        return self._found[1]
 
     def samples(self, t0: float, t1: float):
         """Profile samples of [t0 - 60, t1] (None when the store has no profile)."""
@@ -113,18 +121,26 @@ def _ticks(reader: StoreReader, t0: float | None, t1: float | None) -> list:
     return out
 
 
-def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording, list]:
+def opened(store: StoreReader | str) -> StoreReader:
+    """An open reader as is (a web request reads the store through one), a path opened."""
+    return store if isinstance(store, StoreReader) else StoreReader(store)
+
+
+def recording(store: StoreReader | str, t0: float | None, t1: float | None) -> tuple[Recording, list]:
     """Ticks of [t0 - margin, t1 + margin], widened until no episode touches an edge that is not
-    the recording's own, so the episodes found do not depend on the range asked."""
-    reader = StoreReader(store)
+    the recording's own, so the episodes found do not depend on the range asked. The incidents
+    found on the last ticks read are kept in the Recording (Recording.found)."""
+    reader = opened(store)
     margin = MARGIN
+    found = None
     while True:
         lo = None if t0 is None else t0 - margin
         hi = None if t1 is None else t1 + margin
         ticks = _ticks(reader, lo, hi)
         if not ticks or (lo is None and hi is None):
             break
-        _, eps = find_incidents(ticks)
+        found = find_incidents(ticks)
+        eps = found[1]
         cut_lo = lo is not None and any(e.start - ticks[0].time < GAP + ticks[0].interval for e in eps)
         cut_hi = hi is not None and any(ticks[-1].time - e.end < GAP for e in eps)
         span = tier.span(reader)
@@ -138,24 +154,30 @@ def recording(store: str, t0: float | None, t1: float | None) -> tuple[Recording
     c0 = None if not ticks else ticks[0].time - 600
     c1 = None if not ticks else ticks[-1].time + 5
     churn: list[CgEvent] = churn_store.events(reader, c0, c1)
-    return Recording(ticks, churn, reader, tiers=tier.plan(reader, lo, hi)), reader.problems
+    rec = Recording(ticks, churn, reader, tiers=tier.plan(reader, lo, hi))
+    if found is not None:
+        rec._found = (ticks, found)
+    return rec, reader.problems
 
 
-def nearest(store: str, t: float) -> tuple[Recording, list]:
+def nearest(store: StoreReader | str, t: float) -> tuple[Recording, list]:
     """A recording around `t` wide enough to hold the incident nearest to it: ranges widened 8x from
     ±15 min until one holds an incident no further from t than the range reaches (then none outside
     can be nearer), or the whole recording is read. A month-long store is read where it must be,
-    not whole, to name the nearest incident to a second no incident covers."""
-    reader = StoreReader(store)
+    not whole, to name the nearest incident to a second no incident covers. Each range's problems
+    are its own (the reader's are cleared before it), as they were with a reader per range."""
+    reader = opened(store)
     span = tier.span(reader)
     if span is None:
-        return recording(store, None, None)
+        reader.problems.clear()
+        return recording(reader, None, None)
     r = 900.0
     while True:
         lo, hi = t - r, t + r
         whole = lo <= span[0] and hi >= span[1]
-        rec, problems = recording(store, None if whole else lo, None if whole else hi)
-        found, _ = find_incidents(rec.ticks)
+        reader.problems.clear()
+        rec, problems = recording(reader, None if whole else lo, None if whole else hi)
+        found, _ = rec.found()
         near = min((i.distance(t) for i in found), default=None)
         if whole or (near is not None and near <= r):
             return rec, problems
@@ -163,7 +185,7 @@ def nearest(store: str, t: float) -> tuple[Recording, list]:
 
 
 def incidents(rec: Recording, t0: float | None = None, t1: float | None = None) -> list[Incident]:
-    found, _ = find_incidents(rec.ticks)
+    found, _ = rec.found()
     return select(found, t0, t1)
 
 
@@ -173,7 +195,7 @@ def choose(rec: Recording, at: float | None, t0: float | None, t1: float | None)
     from ..detect.incidents import at as covering
     from ..model.timeparse import iso
 
-    found, _ = find_incidents(rec.ticks)
+    found, _ = rec.found()
     said = [f"read from {rec.tiers.say()}"] if rec.tiers is not None and rec.tiers.coarse else []
     if at is None:
         return select(found, t0, t1), said

@@ -19,10 +19,10 @@ from urllib.parse import urlencode
 import orjson
 from flask import Flask, Response, abort, jsonify, redirect, request, send_from_directory
 
-from ..profile.fastload import load_fast
-from ..profile.folded import folded
-from ..profile.load import lost_samples
-from ..store.catalog import PROFILE, TICKS
+from ..recording import flame as rflame
+from ..recording.flametree import MAX_DEPTH, MIN_SHARE
+from ..recording.heatmap import HEAT_COLS, ProfileCache, heatmap_doc
+from ..store.catalog import TICKS
 from ..store.store import StoreReader
 from ..model.errors import InputError
 from ..model.timeparse import iso
@@ -47,7 +47,7 @@ class _State:
 
     def __init__(self, store: str):
         self.store = store
-        self.cache = data.ProfileCache()
+        self.cache = ProfileCache()
         self.inc_cache: dict = {}
         self.inc_lock = threading.Lock()
 
@@ -181,12 +181,10 @@ def _register_heatmap(app: Flask, st: _State) -> None:
         t0, t1 = _range_args(True, 86400, "one day")
         r = st.reader()
         cpu, rows = _inum("cpu", 0), _inum("rows", 1, 1000) or 50
-        cols = max(10, min(86400, _inum("cols") or data.HEAT_COLS))
-        doc = data.heatmap_fast(r, t0, t1, cpu, rows, cols)  # from the per-minute heatmap aggregates
+        cols = max(10, min(86400, _inum("cols") or HEAT_COLS))
+        doc = heatmap_doc(r, st.cache, t0, t1, cpu, rows, cols)
         if doc is None:
-            if t1 - t0 > 3600:
-                abort(400, "from/to at most one hour apart (this store has no heatmap aggregates)")
-            doc = data.heatmap(st.cache.get(r, math.floor(t0), math.ceil(t1)), t0, t1, cpu, rows)
+            abort(400, "from/to at most one hour apart (this store has no heatmap aggregates)")
         return Response(orjson.dumps(doc), mimetype="application/json")
 
 
@@ -197,33 +195,22 @@ def _register_flame(app: Flask, st: _State) -> None:
     def flame():
         t0, t1 = _range_args(True)
         r = st.reader()
-        base = None
         cpu, pid, comm, cgroup = _inum("cpu", 0), _inum("pid", 0), request.args.get("comm"), request.args.get("cgroup")
         try:
-            f = data.flame_filter(cpu, pid, comm, cgroup)
+            f = rflame.flame_filter(cpu, pid, comm, cgroup)
         except InputError as e:  # no such cgroup on any hierarchy
             abort(400, f"cgroup {e}")
-        # whole minutes and hours from the write-time aggregates, raw samples only at the edges;
-        # a range the last heatmap already loaded is cut from it
-        s = st.cache.peek(r, t0, t1)
-        s = data.subset(s, t0, t1) if s is not None else load_fast(r, t0, t1, f.cpus)
         b0, b1 = _fnum("base_from"), _fnum("base_to")
-        depth = max(2, min(512, _inum("depth", 1) or data.MAX_DEPTH))  # clamped, as cols
+        depth = max(2, min(512, _inum("depth", 1) or MAX_DEPTH))  # clamped, as cols
         share = _fnum("min_share", lo=0.0, hi=1.0)
         if (b0 is None) != (b1 is None) or (b0 is not None and b1 <= b0):
             return _refuse("baseline: give base_from < base_to")
-        if b0 is not None:
-            base = load_fast(r, b0, b1, f.cpus)
-            if not len(base) or not sum(folded(base, f).values()):
-                span = r.span(PROFILE)
-                where = (f"the profile covers {iso(span[0])} .. {iso(span[1])}" if span else "there is no profile")
-                what = f" for CPU {cpu}" if cpu is not None else ""
-                return _refuse(f"the baseline window {iso(b0)} .. {iso(b1)} holds no profile samples{what} "
-                              f"({where}): choose a baseline inside it", base_from=b0, base_to=b1)
-        doc = data.flame(s, base, f, depth, data.MIN_SHARE if share is None else share)
-        doc["lost"] = lost_samples(r, t0, t1, f.cpus)  # perf's ring was full: the page says so
-        return Response(orjson.dumps({**doc, "from": t0, "to": t1, "cpu": cpu, "base_from": b0, "base_to": b1}),
-                        mimetype="application/json")
+        q = rflame.FlameQuery(t0, t1, f, cpu, depth, MIN_SHARE if share is None else share)
+        try:
+            doc = rflame.flame_doc(r, q, st.cache) if b0 is None else rflame.diff_doc(r, q, b0, b1, st.cache)
+        except rflame.Refused as e:
+            return _refuse(e.message, **e.asked)
+        return Response(orjson.dumps(doc), mimetype="application/json")
 
 
 def _register_cell(app: Flask, st: _State) -> None:
@@ -242,17 +229,15 @@ def _register_incidents(app: Flask, st: _State) -> None:
 
     @app.get("/api/incidents")
     def incidents():
-        from ..explain import chain, load
+        from ..recording.incidents import incidents_doc  # the causal chains' modules: only when asked
 
         r = st.reader()
         segs = r.segments(TICKS)
         key = (len(segs), os.path.getmtime(segs[-1]) if segs else 0)
         with st.inc_lock:
             if st.inc_cache.get("key") != key:
-                rec, problems = load.recording(st.store, None, None)
-                incs = [chain.build(rec, i) for i in load.incidents(rec)]
-                st.inc_cache.update(key=key, doc=[i.to_dict() for i in incs], problems=[str(p) for p in problems])
-            return jsonify({"incidents": st.inc_cache["doc"], "problems": st.inc_cache["problems"]})
+                st.inc_cache.update(key=key, doc=incidents_doc(r))
+            return jsonify(st.inc_cache["doc"])
 
 
 def create_app(store: str, token: str | None = None) -> Flask:
