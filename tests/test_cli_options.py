@@ -637,7 +637,10 @@ def test_explain_trace_churn_names_who_makes_cgroups(tmp_path):
     assert lines, p.stderr
     made, removed = (int(x) for x in lines[0].split(" made ")[1].split(" cgroups")[0].split(" / removed "))
     assert made >= 20 and abs(made - removed) <= 1, lines[0]
-    assert "cgroups like /nodesleuth-churnopt-*/job-*; " in lines[0] and f"pids [{ch.pid}]" in lines[0], lines[0]
+    assert "cgroups like /nodesleuth-churnopt-*/job-*; " in lines[0], lines[0]
+    # the trace is node-wide: another run of this test on a shared machine churns under its own parent too
+    pids = [int(x) for x in lines[0].split("pids [")[1].split("]")[0].split(", ")]
+    assert ch.pid in pids, lines[0]
 
 
 @pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)

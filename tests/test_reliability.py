@@ -351,3 +351,45 @@ def test_sigterm_ends_the_process_within_its_grace_even_when_clean_up_hangs():
             p.wait()
     assert rc == 128 + signal.SIGTERM
     assert EXIT_GRACE - 1 <= took, took  # the clean-up had its time: it was not cut short
+
+
+def test_exporter_answers_sigterm_whichever_thread_the_kernel_gives_it(tmp_path):
+    """A process-directed signal may land on any thread; Python runs handlers on the main thread only,
+    and the exporter's main thread slept in a 60 s select: SIGTERM on another thread went unanswered until
+    the kubelet's SIGKILL (137 in CI). kill(TID) of a non-leader thread makes the kernel try that thread
+    first: every thread in turn gets one, in a fresh exporter each time."""
+    import socket
+    import urllib.request
+
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    tried = 0
+    for k in range(3):
+        port = free_port()
+        p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "exporter", "--listen", f"127.0.0.1:{port}",
+                              "--state-dir", str(tmp_path / "state"), "--root", "/"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+                    break
+                except OSError:
+                    assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() else "slow"
+                    time.sleep(0.3)
+            others = sorted(int(t) for t in os.listdir(f"/proc/{p.pid}/task") if int(t) != p.pid)
+            if k >= len(others):
+                break
+            os.kill(others[k], signal.SIGTERM)
+            tried += 1
+            rc = p.wait(30)  # the kubelet's default grace period: killed after it, the test fails here
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert rc == 128 + signal.SIGTERM, (k, rc, p.stderr.read())
+    assert tried >= 2  # the sampler and HTTP threads at least

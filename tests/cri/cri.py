@@ -403,13 +403,14 @@ def containerd():
         for ref, entry in ((PAUSE, ["/bin/busybox", "sleep", "2147483647"]), (BUSYBOX, ["/bin/busybox"])):
             arch = tmp / (re.sub(r"\W", "_", ref) + ".tar")
             oci_archive(arch, ref, entry)
-            for _ in range(3):  # containerd's GC can remove a blob mid-import (containerd#5690): import again
+            for attempt in range(6):  # containerd's GC can remove a blob mid-import (containerd#5690): import
+                # again (3 attempts a second apart failed alike in a rehearsal of 2026-12-06: the GC's pace is its own)
                 r = subprocess.run(["ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter",
                                     "native", "--index-name", ref, str(arch)], capture_output=True, text=True,
                                    timeout=120)
                 if r.returncode == 0 or "not found" not in r.stderr:
                     break
-                time.sleep(1)
+                time.sleep(1 + attempt)
             if r.returncode != 0:
                 raise RuntimeError(f"ctr images import {ref} exited {r.returncode}: {r.stderr.strip()[-1500:]}; "
                                    f"containerd's log: {(tmp / 'containerd.log').read_text()[-1500:]}")

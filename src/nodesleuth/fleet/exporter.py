@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from ..model.rules import is_nic
 from ..node.root import Root
+from ..node.wait import serve_until_signalled
 from ..collect.sampler import EXPORTER, Sampler
 from ..model.records import Tick
 from ..model.thresholds import CRASH_LOOP_RESTARTS
@@ -436,5 +437,6 @@ def serve(root: str, listen: str, interval: float, zone: str | None, systemd_pid
         raise InputError(listen, f"cannot listen: {e.strerror or e}") from None
     log(f"nodesleuth exporter on http://{listen}/metrics")
     # a request wakes the server; the poll interval is only how soon a shutdown() would be seen, and nothing
-    # calls it (the process ends): socketserver's 0.5 s woke it twice a second for nothing (~50 us each here)
-    httpd.serve_forever(poll_interval=60.0)
+    # calls it (the process ends): socketserver's 0.5 s woke it twice a second for nothing (~50 us each here).
+    # It serves on a thread of its own: the main thread waits for SIGTERM whichever thread the kernel gives it
+    serve_until_signalled(lambda: httpd.serve_forever(poll_interval=60.0), "nodesleuth-http")
