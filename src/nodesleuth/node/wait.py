@@ -47,6 +47,7 @@ def serve_until_signalled(serve: Callable[[], None], name: str = "nodesleuth-ser
         os.set_blocking(fd, False)
     old = signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
     failed: list[BaseException] = []
+    ended = threading.Event()
 
     def run() -> None:
         try:
@@ -54,12 +55,12 @@ def serve_until_signalled(serve: Callable[[], None], name: str = "nodesleuth-ser
         except BaseException as e:  # noqa: BLE001 - handed to the main thread
             failed.append(e)
         finally:
-            os.write(wfd, b"\0")  # serve ended: wake the main thread
+            ended.set()  # before the wake: the main thread must see it when it wakes
+            os.write(wfd, b"\0")
 
     try:
-        th = threading.Thread(target=run, name=name, daemon=True)
-        th.start()
-        while th.is_alive():
+        threading.Thread(target=run, name=name, daemon=True).start()
+        while not ended.is_set():
             readable([rfd], None)  # a pending handler runs as soon as this returns (SystemExit from SIGTERM)
             try:
                 os.read(rfd, 512)
