@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
+import threading
 
 import click
 
@@ -39,9 +41,6 @@ def clean_up_on_term() -> None:
     was SIGKILLed (exit 137) after 20 s in CI; a probe's cgroups left then are removed by the next start
     (node/cgroupfs.remove_stale)."""
     def stop(signum, _frame):
-        import os
-        import threading
-
         watchdog = threading.Timer(EXIT_GRACE, os._exit, args=(128 + signum,))
         watchdog.daemon = True
         watchdog.start()
