@@ -1,5 +1,5 @@
 """The direct profiler's long-lived tables stay bounded on a node that runs for days (issue 38 part 5,
-the soak): the symbol tables of mapped files (profile/symbols.UserSymbols, least recently used out by
+the soak): the symbol tables of mapped files (profile/usersyms.UserSymbols, least recently used out by
 bytes and by count, a dropped file read again on its next use), the thread names and the
 per-process stack parts (profile/decode.Decoder). Fed more distinct keys than the bound, each
 stays under it, and what was dropped is named the same when it is needed again.
@@ -21,7 +21,7 @@ from conftest import missing
 from nodesleuth.profile.decode import Decoder
 from nodesleuth.profile.procs import Maps
 from nodesleuth.profile.ringbuf import COMM, COMM_EXEC, CONTEXT_KERNEL, CONTEXT_USER, EXIT, FORK, MMAP2, SAMPLE
-from nodesleuth.profile.symbols import UserSymbols
+from nodesleuth.profile.usersyms import UserSymbols
 
 SRC = r"""
 volatile unsigned long x;
@@ -178,7 +178,7 @@ def test_demangling_long_names_in_bulk_does_not_stall():
     blocked on a full pipe and the profiler stopped for good (seen in the soak). Answered in full now."""
     import threading
 
-    from nodesleuth.profile.symbols import Demangler
+    from nodesleuth.profile.demangle import Demangler
 
     if shutil.which("c++filt") is None:
         missing("c++filt (binutils), perf's demangler")
@@ -240,7 +240,7 @@ def test_processes_exiting_unsampled_in_their_batch_cost_no_map_copies(monkeypat
 def test_a_symbol_table_holds_its_names_compressed(tmp_path):
     """A big C++ binary's string table is most of its symbol table's bytes (playwright's node: 18 of
     24 MB); held as read, the tables of a few such files filled the cache's bound. Held compressed
-    (profile/symbols.PackedStrings), the table is smaller than its string table, names read the same."""
+    (profile/elfsyms.PackedStrings), the table is smaller than its string table, names read the same."""
     if shutil.which("gcc") is None:
         missing("gcc (to build an ELF file whose symbols are known)")
     n = 3000
@@ -264,7 +264,7 @@ def test_kernel_symbols_are_held_as_arrays_not_objects(tmp_path):
     import gc
     import sys
 
-    from nodesleuth.profile.symbols import KernelSymbols
+    from nodesleuth.profile.kallsyms import KernelSymbols
 
     n = 50_000
     path = tmp_path / "kallsyms"

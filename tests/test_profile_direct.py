@@ -1,4 +1,4 @@
-"""The direct profiler (profile/direct.py, ringbuf.py, decode.py, symbols.py): the kernel's perf ring buffers read
+"""The direct profiler (profile/direct.py, ringbuf.py, decode.py, kallsyms.py, usersyms.py): the kernel's perf ring buffers read
 in-process, stacks named as perf script names them; its fallback to perf record; the per-CPU
 code-family shares (profile/families.py) and the exporter's profile signal in a real Prometheus."""
 
@@ -452,7 +452,7 @@ def test_kernel_frames_named_on_kernels_that_list_per_cpu_symbols_first(kernel, 
     """Debian's 5.10 and 6.12 list x86_64's per-CPU symbols at address 0 before _stext (real excerpts,
     tests/data/kallsyms/README.md): their kallsyms is readable and kernel frames get their names. The
     same file with every address zeroed, as kernel.kptr_restrict shows it, is hidden."""
-    from nodesleuth.profile.symbols import KernelSymbols
+    from nodesleuth.profile.kallsyms import KernelSymbols
 
     path = os.path.join(os.path.dirname(__file__), "data", "kallsyms", f"debian-{kernel}.txt")
     text = open(path).read()

@@ -5,7 +5,7 @@ The rings (profile/ringbuf.py) are copied out when the kernel says one is half f
 wakeup, as perf record reads them) and at each store; their records are decoded in bulk
 (profile/decode.py), with the processes' maps and names tracked from the side-band records
 (profile/procs.py) and stacks named as `perf script` names them (profile/stacknames.py,
-profile/symbols.py), so the stored profile folds as stackcollapse-perf.pl folds perf's text
+profile/kallsyms.py, usersyms.py), so the stored profile folds as stackcollapse-perf.pl folds perf's text
 (tests/test_profile_direct.py compares both on the same live samples).
 
 Where the rings cannot be opened (Unavailable says why), runner.ProfileRunner falls back to

@@ -15,7 +15,7 @@ from ..node.root import Root
 from .arrays import distinct, intern as intern_in
 from .parse import Batch
 from .ringbuf import COMM, COMM_EXEC, EXIT, FORK, LOST, MMAP, MMAP2, U64
-from .symbols import perf_map_symbols
+from .perfmap import perf_map_symbols
 
 ANON, FILE, VDSO, OTHER = 0, 1, 2, 3
 

@@ -1,6 +1,10 @@
-"""Naming stacks as `perf script` names them: kernel addresses from kallsyms, user ones from the
-process's maps and its files' ELF symbol tables (profile/symbols.py), each address once; a callchain
-part (kernel or user) is named once, when first seen, and parts with the same frames are one part."""
+"""Naming stacks as `perf script` (perf 6.1) names them, so a stack read from the kernel's ring buffers
+folds exactly as stackcollapse-perf.pl folds perf script's text (tests/test_profile_direct.py compares
+both on the same live samples): kernel addresses from kallsyms (profile/kallsyms.py), user ones from
+the process's maps and its files' ELF symbol tables (profile/usersyms.py, elfsyms.py, debuginfo.py,
+demangle.py), JIT maps from /tmp/perf-PID.map (profile/perfmap.py), each address once; an address in
+no map is `[unknown]`. A callchain part (kernel or user) is named once, when first seen, and parts
+with the same frames are one part."""
 
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ from ..node.root import Root
 from .arrays import distinct
 from .procs import ANON, FILE, VDSO, Maps, Processes
 from .ringbuf import CONTEXT_HV, CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER
-from .symbols import KernelSymbols, Lazy, UserSymbols, frame
+from .demangle import Lazy
+from .kallsyms import KernelSymbols
+from .parse import frame_names
+from .usersyms import UserSymbols
 
 _rng = np.random.default_rng(0x6E73)  # fixed: the same stack hashes alike in every run (tests, reruns)
 MULT = (_rng.integers(1, 2**63, size=1024, dtype=np.uint64) << np.uint64(1)) | np.uint64(1)  # odd multipliers
@@ -20,6 +27,11 @@ MULT2 = (_rng.integers(1, 2**63, size=1024, dtype=np.uint64) << np.uint64(1)) | 
 MIX_PID, MIX_GEN, MIX_GEN2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
                               np.uint64(0x165667B19E3779F9))
 
+
+
+def frame(ip: int, sym: str, dso: str) -> tuple[str, ...]:
+    """The folded frame names of one address perf script would print as `ip sym (dso)`."""
+    return frame_names(f"\t{ip:x} {sym} ({dso})") or ()
 
 class StackNames(Processes):
     """Frame and part tables and the symbol caches behind them (the Decoder's naming half)."""
