@@ -412,25 +412,9 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
                   tmpfs=state_dir)
     st.save()
     if curve:
-        st.curve = cost_curve(workdir, cpu, rate or CURVE_RATE, points, log=log)
-        st.save()
-        c0, c1 = st.curve[0]["reclaim_sys_ms_per_mb"], st.curve[-1]["reclaim_sys_ms_per_mb"]
-        if c1 < min_growth * max(c0, 0.05):
-            raise LabError(f"on this kernel memcg reclaim does not scale with dying memcgs ({c0} ms/MB at "
-                           f"{st.curve[0]['zombies']}, {c1} "
-                           f"at {st.curve[-1]['zombies']}, under {min_growth:g}x): the incident cannot be made here")
-        log(f"lab: the cost grew {c1 / max(c0, 0.05):.1f}x from 0 to {st.curve[-1]['zombies']} zombies "
-            f"(the lab's rule: at least {min_growth:g}x)")
-    if rate is not None:
-        st.rate, st.rate_from = rate, "given (--rate): the run is not held to saturating the core"
-    elif st.curve:
-        st.rate, st.rate_from = choose_rate(st.curve, zombies, cpu)
-        for c in st.curve:  # the table's share is the share at the rate the run uses
-            c["core_share_at_rate"] = round(min(1.0, c["reclaim_sys_ms_per_mb"] * st.rate / 1000), 3)
-    else:
-        st.rate, st.rate_from = CURVE_RATE, "no cost curve measured (--no-curve): not chosen to saturate, not held to it"
+        _measure_curve(st, workdir, cpu, rate, points, min_growth, log)
+    _choose_rate(st, rate, zombies, cpu)
     rate = st.rate
-    st.save()
     mc = Memcg()
     parent, rjob = LAB_CG, LAB_CG + "/kubepods/job"
     job = mc.make(rjob)
@@ -450,45 +434,13 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
         _write(control, f"{per_start} 0")  # build the population fast
         ns.install_unit("ecs.service", _unit(_python(), agent, state_dir, per_start, restart_sec, control))
         ns.systemctl("enable", "ecs.service", check=False)
-        rec_cmd = [sys.executable, "-m", "nodesleuth", "record", "--store", st.store, "--quiet", "--systemd-pid",
-                   str(ns.pid), "--trace-churn", "--profile-rotate", "5", "--live-every", "5", "--units-every", "1",
-                   # 1 MB rings: the lab wants every sample of its incident, and a VM under software
-                   # emulation drains perf's rings slowly (128 KB lost a third of the hot core's samples)
-                   "--profile-buffer", "1024"]
-        if profile:
-            rec_cmd.append("--profile")
-        # its warnings go to a file: a pipe nobody reads fills up (64 KiB) and blocks the recorder
-        rec_log = open(os.path.join(workdir, "recorder.log"), "wb")
-        procs["recorder"] = spawn(rec_cmd, signal.SIGTERM, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=rec_log)
-        rec_log.close()
-        procs["victim"] = spawn([sys.executable, "-m", "nodesleuth.lab.actors.victim", str(cpu),
-                                 os.path.join(workdir, "victim.json")], stdin=subprocess.DEVNULL)
-        st.pids.update(recorder=procs["recorder"].pid, victim=procs["victim"].pid)
-        st.save()
-        time.sleep(3)  # the recorder and its perf first
-        if procs["recorder"].poll() is not None:
-            with open(os.path.join(workdir, "recorder.log"), errors="replace") as f:
-                err = f.read().strip().splitlines()
-            raise LabError(f"the recorder exited at once: {err[-1] if err else procs['recorder'].returncode}")
+        _start_recording(st, ns, procs, profile)
         base = Memcg().count()
         ns.systemctl("start", "ecs.service", check=False)
         _check_unit(ns, base, per_start)
         log(f"lab: systemd pid {ns.pid}: ecs.service crash-looping, {per_start} zombies per start; recording "
             f"to {st.store}")
-        # a slow machine builds slowly: fail only when the count stops growing. Growth is a step of
-        # half a start's zombies (at least 10): the count is the host's, and other jobs' few cgroups
-        # coming and going must not keep a lab that makes none alive
-        step = max(10, per_start // 2)
-        last, grew_at = 0, time.time()
-        while (made := Memcg().count() - st.baseline_tracked) < zombies:
-            if made >= last + step:
-                last, grew_at = made, time.time()
-            elif time.time() - grew_at > build_timeout:
-                raise LabError(f"the zombie count stopped growing at {made} for {build_timeout:.0f} s, short of "
-                               f"{zombies}")
-            time.sleep(1.0)
-        st.zombies = Memcg().count() - st.baseline_tracked
+        _build_zombies(st, zombies, per_start, build_timeout)
         # from now on the agent behaves like the real one: tries to register for 2 s, fails, leaves a few
         # cgroups; on a 2-CPU machine a faster loop would itself keep the other CPU busy
         _write(control, f"{max(1, per_start // 25)} 2")
@@ -507,32 +459,113 @@ def run(seconds: float = 30.0, workdir: str = DEFAULT_DIR, cpu: int = 1, per_sta
             snaps.append(streams.snapshot())
             _net_report(st, streams, snaps, cpu, log)
     finally:
-        if netlab is not None:
-            netlab.close()
-        for role in ("dataloader", "victim"):
-            if role in procs:
-                procs[role].kill()
-                procs[role].wait()
+        _stop(st, ns, mc, parent, procs, netlab)
+    _check_saturated(st, cpu, rate)
+    return st
+
+
+def _measure_curve(st: LabState, workdir: str, cpu: int, rate: float | None, points, min_growth: float, log) -> None:
+    """The cost curve (reclaim CPU per MB against dying memcgs); LabError when it does not grow enough."""
+    st.curve = cost_curve(workdir, cpu, rate or CURVE_RATE, points, log=log)
+    st.save()
+    c0, c1 = st.curve[0]["reclaim_sys_ms_per_mb"], st.curve[-1]["reclaim_sys_ms_per_mb"]
+    if c1 < min_growth * max(c0, 0.05):
+        raise LabError(f"on this kernel memcg reclaim does not scale with dying memcgs ({c0} ms/MB at "
+                       f"{st.curve[0]['zombies']}, {c1} "
+                       f"at {st.curve[-1]['zombies']}, under {min_growth:g}x): the incident cannot be made here")
+    log(f"lab: the cost grew {c1 / max(c0, 0.05):.1f}x from 0 to {st.curve[-1]['zombies']} zombies "
+        f"(the lab's rule: at least {min_growth:g}x)")
+
+
+def _choose_rate(st: LabState, rate: float | None, zombies: int, cpu: int) -> None:
+    """The data loader's rate: given, else chosen from the cost curve to saturate the core, else the default."""
+    if rate is not None:
+        st.rate, st.rate_from = rate, "given (--rate): the run is not held to saturating the core"
+    elif st.curve:
+        st.rate, st.rate_from = choose_rate(st.curve, zombies, cpu)
+        for c in st.curve:  # the table's share is the share at the rate the run uses
+            c["core_share_at_rate"] = round(min(1.0, c["reclaim_sys_ms_per_mb"] * st.rate / 1000), 3)
+    else:
+        st.rate, st.rate_from = CURVE_RATE, "no cost curve measured (--no-curve): not chosen to saturate, not held to it"
+    st.save()
+
+
+def _start_recording(st: LabState, ns: SystemdNamespace, procs: dict, profile: bool) -> None:
+    """The recorder (watching the namespace's systemd) and the victim, into `procs`; LabError when the
+    recorder exits at once."""
+    workdir = st.workdir
+    rec_cmd = [sys.executable, "-m", "nodesleuth", "record", "--store", st.store, "--quiet", "--systemd-pid",
+               str(ns.pid), "--trace-churn", "--profile-rotate", "5", "--live-every", "5", "--units-every", "1",
+               # 1 MB rings: the lab wants every sample of its incident, and a VM under software
+               # emulation drains perf's rings slowly (128 KB lost a third of the hot core's samples)
+               "--profile-buffer", "1024"]
+    if profile:
+        rec_cmd.append("--profile")
+    # its warnings go to a file: a pipe nobody reads fills up (64 KiB) and blocks the recorder
+    rec_log = open(os.path.join(workdir, "recorder.log"), "wb")
+    procs["recorder"] = spawn(rec_cmd, signal.SIGTERM, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=rec_log)
+    rec_log.close()
+    procs["victim"] = spawn([sys.executable, "-m", "nodesleuth.lab.actors.victim", str(st.cpu),
+                             os.path.join(workdir, "victim.json")], stdin=subprocess.DEVNULL)
+    st.pids.update(recorder=procs["recorder"].pid, victim=procs["victim"].pid)
+    st.save()
+    time.sleep(3)  # the recorder and its perf first
+    if procs["recorder"].poll() is not None:
+        with open(os.path.join(workdir, "recorder.log"), errors="replace") as f:
+            err = f.read().strip().splitlines()
+        raise LabError(f"the recorder exited at once: {err[-1] if err else procs['recorder'].returncode}")
+
+
+def _build_zombies(st: LabState, zombies: int, per_start: int, build_timeout: float) -> None:
+    """Wait for the crash-looping unit to leave `zombies` dying memcgs; LabError when the count stops growing."""
+    # a slow machine builds slowly: fail only when the count stops growing. Growth is a step of
+    # half a start's zombies (at least 10): the count is the host's, and other jobs' few cgroups
+    # coming and going must not keep a lab that makes none alive
+    step = max(10, per_start // 2)
+    last, grew_at = 0, time.time()
+    while (made := Memcg().count() - st.baseline_tracked) < zombies:
+        if made >= last + step:
+            last, grew_at = made, time.time()
+        elif time.time() - grew_at > build_timeout:
+            raise LabError(f"the zombie count stopped growing at {made} for {build_timeout:.0f} s, short of "
+                           f"{zombies}")
+        time.sleep(1.0)
+    st.zombies = Memcg().count() - st.baseline_tracked
+
+
+def _stop(st: LabState, ns: SystemdNamespace, mc: Memcg, parent: str, procs: dict, netlab) -> None:
+    """The run's end, whatever ended it: actors killed, the unit stopped, the recorder let store its last
+    chunks, the namespace gone, the limit lifted."""
+    if netlab is not None:
+        netlab.close()
+    for role in ("dataloader", "victim"):
+        if role in procs:
+            procs[role].kill()
+            procs[role].wait()
+    try:
+        ns.systemctl("stop", "ecs.service", check=False)
+    except Exception:  # noqa: BLE001 - the namespace may already be gone
+        pass
+    if "recorder" in procs:
+        procs["recorder"].send_signal(signal.SIGTERM)
         try:
-            ns.systemctl("stop", "ecs.service", check=False)
-        except Exception:  # noqa: BLE001 - the namespace may already be gone
-            pass
-        if "recorder" in procs:
-            procs["recorder"].send_signal(signal.SIGTERM)
-            try:
-                procs["recorder"].wait(timeout=420)  # it stores its last profile chunks (minutes under emulation)
-            except subprocess.TimeoutExpired:
-                procs["recorder"].kill()
-        ns.stop()
-        mc.set_limit(parent, None) if os.path.isdir(mc.path(parent)) else None
-        st.ended = time.time()
-        st.save()
+            procs["recorder"].wait(timeout=420)  # it stores its last profile chunks (minutes under emulation)
+        except subprocess.TimeoutExpired:
+            procs["recorder"].kill()
+    ns.stop()
+    mc.set_limit(parent, None) if os.path.isdir(mc.path(parent)) else None
+    st.ended = time.time()
+    st.save()
+
+
+def _check_saturated(st: LabState, cpu: int, rate: float) -> None:
+    """LabError when a rate chosen to saturate the core did not (the recording is kept)."""
     sat = st.saturated
     if st.rate_from.startswith("chosen") and sat and sat["share"] < SATURATED_SHARE:
         raise LabError(f"CPU {cpu} was not saturated: >= {SATURATED_BUSY:.0f}% busy for {sat['seconds']} of "
                        f"{sat['of']} s ({100 * sat['share']:.0f}%, the lab promises {100 * SATURATED_SHARE:.0f}%) at "
                        f"{rate:.0f} MB/s ({st.rate_from}); the recording is kept in {st.store}")
-    return st
 
 
 def _net_start(st: LabState, cpu: int, log):
