@@ -9,7 +9,7 @@ import click
 from ..model.errors import InputError
 from ..store.catalog import HEAT, PROFILE
 from . import main
-from .common import deprecated, one_line_errors, _size, _duration, _range, _warn, _progress
+from .common import deprecated, one_line_errors, _size, _duration, _range, _times, _warn, _progress
 
 
 @main.group()
@@ -73,20 +73,19 @@ def _pfilter(cpu, pid, comm, keep_idle=False, cgroup=None):
     return Filter(set(cpu) if cpu else None, set(pid) if pid else None, set(comm) if comm else None,
                   cgroup_pids=pids, keep_idle=keep_idle)
 
-def _load_profile(store, frm, to, stacks_only=False, cpus=None):
-    """stacks_only: flame graphs and top functions, served from the pre-aggregated minutes/hours."""
-    from ..profile.fastload import load_fast
-    from ..profile.load import load
+def _load_profile(reader, store, t0, t1, stacks_only=False, cpus=None):
+    """The samples of [t0, t1] from the command's one open store (recording/flame.range_samples), with
+    a progress line; the read problems it met said once; InputError when there are none."""
+    from ..recording.flame import range_samples
 
-    reader, t0, t1 = _range(store, frm, to)
+    seen = len(reader.problems)
     prog, cb = _progress(reader, PROFILE)
     with prog:
-        s = (load_fast(reader, t0, t1, set(cpus) if cpus else None, on_segment=cb) if stacks_only
-             else load(reader, t0, t1, on_segment=cb))
-    _warn(reader.problems)
+        s = range_samples(reader, t0, t1, stacks_only, set(cpus) if cpus else None, on_segment=cb)
+    _warn(reader.problems[seen:])
     if not len(s):
         _no_samples(store, t0, t1, reader)
-    return s, t0, t1
+    return s
 
 def _no_samples(store, t0, t1, reader):
     from ..model.timeparse import iso
@@ -142,14 +141,15 @@ def flame(store, frm, to, cpu, pid, comm, cgroup, diff_baseline, fmt, max_depth,
             ".json") else "pprof" if output and output.endswith((".pb.gz", ".pprof")) else "folded"
     # per-sample views (sample order, CPUs, tids, periods) need the raw samples; flame graphs do not
     fast = fmt in ("svg", "folded") and root != "tid" and weight == "samples"
-    s, t0, t1 = _load_profile(store, frm, to, fast, cpu)
+    reader, t0, t1 = _range(store, frm, to)  # the one open store of the range and its baseline
+    s = _load_profile(reader, store, t0, t1, fast, cpu)
     f = _pfilter(cpu, pid, comm, idle, cgroup)
     how = dict(name=root, annotate=annotate, tidy_names=not raw_names, weight=weight)
     fc = folded(s, f, **how)
     base = None
     if diff_baseline:
-        b0, b1 = _span(diff_baseline)
-        bs, _, _ = _load_profile(store, b0, b1, fast, cpu)
+        b0, b1 = _times(*_span(diff_baseline))
+        bs = _load_profile(reader, store, b0, b1, fast, cpu)
         base = folded(bs, f, **how)
     what = f"CPU {','.join(map(str, cpu))} " if cpu else ""
     title = (f"{what}{iso(t0) if t0 else 'start'} .. {iso(t1) if t1 else 'end'} ({sum(fc.values())} samples)"
@@ -207,7 +207,7 @@ def heatmap(store, frm, to, cpu, pid, comm, cgroup, rows, step, as_json):
         if step > 1:
             raise InputError("--step", "needs the heatmap aggregates: only with --cpu filters and 50 rows "
                                        "(--pid, --comm, --cgroup and other --rows read raw samples, one second each)")
-        s, t0, t1 = _load_profile(store, None if t0 is None else repr(t0), None if t1 is None else repr(t1))
+        s = _load_profile(reader, store, t0, t1)
         h = hm(s, flt, rows=rows, start=t0, end=t1)
         problems = s.problems
     else:
@@ -247,7 +247,8 @@ def top_functions(store, frm, to, cpu, pid, comm, cgroup, kernel_only, all_funct
 
     from ..profile.top import top_functions as tf
 
-    s, _, _ = _load_profile(store, frm, to, True, cpu)
+    reader, t0, t1 = _range(store, frm, to)
+    s = _load_profile(reader, store, t0, t1, True, cpu)
     import numpy as np
 
     flt = _pfilter(cpu, pid, comm, cgroup=cgroup)

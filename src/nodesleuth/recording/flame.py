@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..model.timeparse import iso
 from ..profile.fastload import load_fast
 from ..profile.folded import folded
-from ..profile.load import lost_samples
+from ..profile.load import load, lost_samples
 from ..profile.samples import Filter
 from ..store.catalog import PROFILE
 from ..store.store import StoreReader
@@ -48,6 +48,16 @@ def flame_filter(cpu: int | None, pid: int | None, comm: str | None, cgroup: str
     return Filter(cpus={cpu} if cpu is not None else None, pids={pid} if pid is not None else None,
                      comms={comm} if comm else None, cgroup_pids=pids)
 
+
+
+def range_samples(reader: StoreReader, t0: float | None, t1: float | None, stacks_only: bool = False,
+                  cpus: set[int] | None = None, on_segment=None):
+    """The profile samples of [t0, t1] (None: the store's start, end) of an open store. stacks_only:
+    for flame graphs and top functions, whole minutes and hours from the write-time aggregates (per-sample
+    views: sample order, CPUs, tids, periods, heatmaps, need the raw samples)."""
+    if stacks_only:
+        return load_fast(reader, t0, t1, cpus, on_segment=on_segment)
+    return load(reader, t0, t1, on_segment=on_segment)
 
 
 def subset(s, t0: float, t1: float):
