@@ -363,16 +363,13 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
     memcg = soft = user = other = idle = unnamed = reclaim = lock = 0
     kernel_of: dict[int, int] = {}
     names: dict[int, Counter] = defaultdict(Counter)
-    classes: dict[int, int] = {}  # stack id -> frames.classify (each stack once)
     ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
-    for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
+    classes = s.classes(ids[1]) if len(counts) else []  # each stack's frame classes, as the profile classified them
+    for (pid, sid, cid), c, cls in zip(ids.T.tolist(), counts.tolist(), np.asarray(classes).tolist()):
         st = s.stacks[sid]
         if pid == 0 and s.idle[sid]:
             idle += c
             continue
-        cls = classes.get(sid)
-        if cls is None:
-            cls = classes[sid] = frames.classify(st)
         leaf_k = bool(cls & frames.KERNEL_LEAF)
         is_memcg = bool(cls & frames.IS_MEMCG)
         slot = by_pid.setdefault(pid, [s.comms[cid], 0, 0, 0])
