@@ -42,6 +42,9 @@ class Samples:
     count: np.ndarray | None = None  # samples each row stands for (pre-aggregated rows); None: one each
     # frames.classify of each stack id, -1 until asked (classes()); shared by every masked() view of this table
     _classes: list = field(default_factory=list, repr=False, compare=False)
+    # stack -> frames.classify bits of stacks other tables of the same recording classified (explain/load.py
+    # Recording.samples hands its own to every range it loads), so a stack is classified once per recording
+    known: dict | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.t)
@@ -51,7 +54,7 @@ class Samples:
         return Samples(self.t[m], self.cpu[m], self.pid[m], self.tid[m], self.comm[m], self.stack[m], self.comms,
                        self.stacks, self.idle, self.problems, None if self.period is None else self.period[m],
                        None if self.pid_known is None else self.pid_known[m], self.event,
-                       None if self.count is None else self.count[m], self._classes)
+                       None if self.count is None else self.count[m], self._classes, self.known)
 
     def classes(self, ids=None) -> np.ndarray:
         """The frame classes (model/frames.classify bits: memcg, reclaim, lock, softirq, kernel leaf, vDSO leaf)
@@ -63,8 +66,13 @@ class Samples:
         if len(got) < len(self.stacks):  # a table grows only by appending
             got = self._classes[0] = np.concatenate([got, np.full(len(self.stacks) - len(got), -1, np.int16)])
         ids = np.arange(len(self.stacks)) if ids is None else np.asarray(ids, dtype=np.int64)
+        known = {} if self.known is None else self.known
         for i in np.unique(ids[got[ids] < 0]).tolist():
-            got[i] = frames.classify(self.stacks[i])
+            st = self.stacks[i]
+            c = known.get(st)
+            if c is None:
+                c = known[st] = frames.classify(st)
+            got[i] = c
         return got[ids]
 
     def total(self, m: np.ndarray) -> int:
