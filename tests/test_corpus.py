@@ -219,3 +219,24 @@ def test_every_family_leads_on_the_web_incidents_page(family_stores):
                     assert h["summary"] in text and (inc["root_cause"] or inc["leading"]) in text, (fam, text[:2000])
         finally:
             b.close()
+
+
+def test_each_stack_is_classified_once_by_the_profile(tmp_path):
+    """Frame classes (model/frames.classify) are worked out by the profile, once per stack of a recording
+    (profile/samples.py Samples.classes, shared by every range explain's Recording loads) and read by explain:
+    on a real recording (seed_chain_510), the bits explain's core profile counted are classify's own, and a
+    second, wider range of the same recording shares the same stack -> classes table."""
+    from nodesleuth.explain import chain, load
+    from nodesleuth.model import frames
+
+    rec, problems = load.recording(ec.extract("seed_chain_510", str(tmp_path)), None, None)
+    chosen, _ = load.choose(rec, None, None, None)
+    assert not problems and chosen
+    chain.build(rec, chosen[0])
+    known = dict(rec._classes)
+    assert known and all(frames.classify(st) == c for st, c in known.items())
+    assert any(c & frames.IS_MEMCG for c in known.values())  # the seed's memcg walk, as explain counted it
+    wide = rec.samples(rec.start, rec.end)
+    cls = wide.classes()
+    assert cls.tolist() == [frames.classify(st) for st in wide.stacks]
+    assert wide.known is rec._classes and set(known) <= set(wide.stacks) and set(rec._classes) == set(wide.stacks)

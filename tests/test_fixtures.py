@@ -124,6 +124,11 @@ def test_hot_core_with_a_nic_reset_is_critical_and_npd_fits_80_bytes(tmp_path):
     assert hot and nic, [f["title"] for f in doc["findings"]]
     assert hot[0]["data"]["cpu"] == 39 and hot[0]["severity"] == "critical"
     assert any("reset/timeout line" in e for e in hot[0]["evidence"])
+    for f in (hot[0], nic[0]):  # every remedy line rendered from the finding's actions (model/actions.py)
+        assert f["remediation"] and f["actions"], f
+        _says_its_actions(f)
+        assert f["remediation"] == list(dict.fromkeys(c.lstrip("# ") if c.startswith("#") else c
+                                                      for a in f["actions"] for c in a["commands"])), f
     assert npd.returncode == 1
     line = npd.stdout.rstrip("\n")
     assert "\n" not in line and 0 < len(line.encode()) <= 80, line

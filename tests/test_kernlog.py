@@ -739,6 +739,7 @@ def test_a_lockup_kind_added_to_the_rules_reaches_a_finding(node, tmp_path):
     rc, got = _check(node, str(path), "--rules", str(rules))
     f = _kinds(got)["nmi_too_long"]
     assert (f["severity"], f["data"]["count"], f["remediation"]) == ("warning", 2, [remedy])
+    assert [(a["kind"], a["commands"]) for a in f["actions"]] == [("investigate", [f"# {remedy}"])]  # rendered from it
     assert f["title"].startswith("2 slow NMI handlers: slow NMI handler") and rc == 1, f["title"]
     assert [e["reason"] for e in f["data"]["events"]] == ["NmiHandlerTooLong"] * 2
     rc, plain = _check(node, str(path))

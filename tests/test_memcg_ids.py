@@ -62,6 +62,15 @@ def test_runc_1725_node_on_3_10_is_critical_and_says_why_pods_fail(tmp_path):
     text = " ".join(f["evidence"])
     assert "mkdir of a new memory cgroup fails with ENOSPC" in text
     assert "240 live + 64494 dying on this kernel, which keeps dying memcgs' IDs" in text
+    # what to do is rendered from actions (model/actions.py): the page-cache drop is the reclaim action's own line,
+    # never a copy of its shell text that could drift from what `remedy` runs
+    from nodesleuth.model.actions import Action
+
+    reclaim = Action("reclaim", "", "").text()
+    assert f["remediation"][1:3] == reclaim and reclaim[0].startswith("sync; echo 3 > /proc/sys/vm/drop_caches")
+    assert all(a["kind"] == "investigate" for a in f["actions"])  # said, not performed: the zombie finding proposes
+    for a in f["actions"]:
+        assert all((c.lstrip("# ") if c.startswith("#") else c) in f["remediation"] for c in a["commands"])
     p = nodesleuth("check", "--npd", "--root", root, "--seconds", "1")
     assert p.returncode == 1 and "ID" in p.stdout, p.stdout
 

@@ -7,7 +7,7 @@ restarts or scales a pod itself."""
 from __future__ import annotations
 
 from ..model.records import Kube
-from ..model.actions import Action
+from ..model.actions import Action, owner_commands
 from .findings import Finding
 from .registry import detector
 from .window import Window
@@ -15,15 +15,6 @@ from .window import Window
 
 def snapshots(ticks) -> list[Kube]:
     return [t.kube for t in ticks if getattr(t, "kube", None) is not None]
-
-
-def owner_commands(pod: dict, container: str) -> list[str]:
-    """What a pod's owner runs to see why its container keeps restarting (never run by nodesleuth)."""
-    ns, name = pod.get("namespace") or "<namespace>", pod.get("pod") or "<pod>"
-    return [f"kubectl -n {ns} logs {name} -c {container} --previous   # why the last run ended",
-            f"kubectl -n {ns} describe pod {name}   # exit codes, probes, back-off",
-            "fix the container's command, config or probe, or remove the workload if nobody needs it: "
-            "every restart makes a new cgroup on this node"]
 
 
 def findings(ticks, seconds: float) -> list[Finding]:

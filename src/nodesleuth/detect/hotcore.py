@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..model.kube import KUBELET_READER, is_kubelet, pod_name
 from ..model.records import softnet_on, softnet_text
-from ..model.actions import Action
+from ..model.actions import Action, profile_cpu
 from .findings import Finding
 from .registry import detector
 from .window import Window
@@ -51,7 +51,7 @@ def finding(e: Episode, ticks) -> Finding:
     if sn:
         ev.append(softnet_text(sn))
     rem, acts = [], []
-    cmds = [f"perf record -C {e.cpu} -g -- sleep 10   # or: nodesleuth record --profile, then explain"]
+    cmds = [profile_cpu(e.cpu, "or: nodesleuth record --profile, then explain")]
     if e.top:
         p = e.top[0]
         if p.pod:  # a pod's CPUs are kubelet's to set: its owner asks for them, nodesleuth never moves a pod

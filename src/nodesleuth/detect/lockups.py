@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from ..model.actions import Action, remedy_text
 from ..model.records import KernelEvent
 from ..model.rules import Rule, load_rules, when
 from .findings import SEVERITY_RANK, Finding
@@ -167,13 +168,15 @@ def findings(events: list[KernelEvent], since: float | None = None, rules: list[
                     for e, w in list(zip(es, whats))[-8:]]
         if len(es) > 8:
             evidence.insert(0, f"{len(es) - 8} earlier {name} line(s) not shown (all in data.events)")
-        rems = rem
+        # what to do: the rules' remedies, each stuck-CPU NIC driver's first; investigated, never performed
+        acts = [Action("investigate", kind, name, commands=[f"# {r}"]) for r in rem]
         for drv in nics:
             frames = sorted({fr for d in facts if d.get("nic") and d["nic"]["driver"] == drv for fr in d["nic"]["frames"]})
-            rems.insert(0, NIC_REMEDY.format(driver=drv, frames=", ".join(frames[:4])))
-        out.append(Finding(kind, sev, title, evidence, rems,
+            acts.insert(0, Action("investigate", drv, f"{name} in {drv} driver code", commands=[
+                "# " + NIC_REMEDY.format(driver=drv, frames=", ".join(frames[:4]))]))
+        out.append(Finding(kind, sev, title, evidence, remedy_text(acts),
                            {"events": facts, "cpus": cpus, "processes": procs, "longest_s": longest or None,
-                            "count": len(es), "nic_drivers": nics}))
+                            "count": len(es), "nic_drivers": nics}, acts))
     return out
 
 

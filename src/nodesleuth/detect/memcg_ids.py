@@ -3,7 +3,7 @@ swap that keep theirs: model/memcg_ids.py), how fast they go, and the cgroup mkd
 
 from __future__ import annotations
 
-from ..model.actions import RECLAIM_V1
+from ..model.actions import Action, remedy_text
 from ..model.memcg_ids import ID_MAX, id_use, mkdir_errno, mkdir_failure, release, rule_for
 from ..model.thresholds import MEMCG_IDS_CRIT, MEMCG_IDS_HORIZON, MEMCG_IDS_WARN
 from .findings import Finding
@@ -75,20 +75,30 @@ def findings(w: Window) -> list[Finding]:
         ev.append("a cgroup mkdir failing with ENOMEM (\"cannot allocate memory\") is not the ID space: on 3.10 "
                   "kernels (RHEL/CentOS 7) it is kernel-memory accounting's per-memcg cache IDs, also exhausted by "
                   "dying memcgs (kubernetes#61937)")
-    rem = ["find who makes the memory cgroups (the zombie_cgroups finding's creator, `nodesleuth check --seconds 60`) "
-           "and stop the churn"]
+    # what to do, as actions (model/actions.py renders every line): the churn's maker found and stopped, the dying
+    # memcgs' page cache dropped (said, not proposed: the zombie finding proposes reclaim when it is critical)
+    acts = [Action("investigate", "memory cgroups", "who makes the memory cgroups", commands=[
+        "# find who makes the memory cgroups (the zombie_cgroups finding's creator, `nodesleuth check --seconds 60`) "
+        "and stop the churn"])]
+    said = list(acts)
     if rule is None or rule.dying_hold == "all" or last.swap is not False:
-        rem.append(f"free dying memcgs' IDs: drop their page cache (`{RECLAIM_V1}`)"
-                   + ("; swap-pinned ones go when their pages are swapped in or freed (`swapoff -a` where memory allows)"
-                      if last.swap is not False else ""))
-    rem.append("reboot the node if pods already fail to start")
+        said.append(Action("reclaim", "", "free dying memcgs' IDs: drop their page cache"))
+        if last.swap is not False:
+            acts.append(Action("investigate", "swap", "swap-pinned dying memcgs keep their IDs", commands=[
+                "swapoff -a && swapon -a   # where memory allows: swap-pinned IDs go when their pages are swapped "
+                "in or freed"]))
+            said.append(acts[-1])
+    acts.append(Action("investigate", "node", "pods already fail to start",
+                       commands=["# reboot the node if pods already fail to start"]))
+    said.append(acts[-1])
+    rem = remedy_text(said)
     data = {"ids_max": ID_MAX, "ids_held_low": last.low, "ids_held_high": last.high, "ratio": round(share, 4),
             "live": last.live, "dying": last.dying, "swap": last.swap, "kernel": w.release,
             "dying_hold": rule.dying_hold if rule else None, "growth": growth, "seconds": round(w.seconds, 1),
             "exhausted_in_seconds": None if eta is None else round(eta), "failures": [
                 {"who": f.who, "errno": f.errno, "path": f.path, "line": f.line} for f in failures]}
     return [Finding("memcg_ids", sev, f"memory cgroup IDs {share:.0%} used ({last.high} of {ID_MAX})"
-                    + (f", {len(failures)} cgroup mkdirs already failed" if failures else ""), ev, rem, data)]
+                    + (f", {len(failures)} cgroup mkdirs already failed" if failures else ""), ev, rem, data, acts)]
 
 
 def _dur(s: float) -> str:

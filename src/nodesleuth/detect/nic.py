@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..model.actions import Action, remedy_text
 from ..model.records import KernelEvent
 from ..model.rules import is_nic, when
 from ..model.records import NicCounters
@@ -55,12 +56,15 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
             ev.append(f"{ifname} driver counters: " + ", ".join(f"{k}={v}" for k, v in sorted(trouble.items()))
                       + (" (changed now: " + ", ".join(f"{k}{d:+d}" for k, d in delta.items() if d) + ")"
                          if any(delta.values()) else ""))
-        rem = []
+        acts = []  # investigated, never performed (remedy plans no NIC change); model/actions.py renders the lines
         if "SUSPECTED_POLL_STARVATION" in reasons or trouble.get("suspected_poll_starvation"):
-            rem.append("the driver says its NAPI poll was scheduled but not run: a CPU is starved. "
-                       "Find it: nodesleuth explain --incidents (or grep Tx-Rx /proc/interrupts, mpstat -P ALL 1)")
-        rem.append("move other work off the NIC's IRQ CPUs (taskset/IRQBALANCE_BANNED_CPUS), "
-                   "consider RPS and a bigger ring (ethtool -G)")
+            acts.append(Action("investigate", ifname, "its NAPI poll was scheduled but not run", commands=[
+                "# the driver says its NAPI poll was scheduled but not run: a CPU is starved. "
+                "Find it: nodesleuth explain --incidents (or grep Tx-Rx /proc/interrupts, mpstat -P ALL 1)"]))
+        acts.append(Action("investigate", ifname, "the NIC's IRQ CPUs", commands=[
+            "# move other work off the NIC's IRQ CPUs (taskset/IRQBALANCE_BANNED_CPUS), "
+            "consider RPS and a bigger ring (ethtool -G)"]))
+        rem = remedy_text(acts)
         parts = [f"{n} {k}" for k, n in kinds.most_common()]
         title = f"NIC {ifname}: " + (", ".join(parts) if parts else "reset counters non-zero")
         if reasons:
@@ -74,7 +78,7 @@ def findings(events: list[KernelEvent], first: list[NicCounters] | None, last: l
                                                          for e in es],
                             "families": sorted({e.family for e in es if e.family}), "cpus": cpus,
                             "counters": trouble, "counters_delta": delta,
-                            "resets": resets or trouble.get("total_resets", 0)}))
+                            "resets": resets or trouble.get("total_resets", 0)}, acts))
     return out
 
 

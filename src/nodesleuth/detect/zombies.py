@@ -9,10 +9,9 @@ from ..model.records import Census
 from ..model.records import ChurnSummary
 from ..model.records import MemcgCost
 from ..model.records import Unit
-from ..model.actions import Action, protected, remedy_text
+from ..model.actions import Action, owner_commands, protected, remedy_text
 from ..model.thresholds import ZOMBIE_CRIT, ZOMBIE_WARN
 from . import proof
-from .containers import owner_commands
 from .findings import Finding, human_bytes
 from .registry import detector
 from .window import Window

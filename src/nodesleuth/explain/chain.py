@@ -28,11 +28,10 @@ from ..model.thresholds import (CONTRIBUTE, CONTRIBUTING, HOT_BUSY, HOT_SECONDS,
                                 OTHERS_MAX, PROVE, PROVEN, UNKNOWN, ZOMBIE_AGE)
 from ..model.churn import creators, dying_through
 from ..model.kube import KUBELET_READER, is_kubelet, pod_name, pod_owner
-from ..detect.containers import owner_commands
 from ..model import frames
 from ..model.records import Creator, softnet_on, softnet_text, sockets_in, tcp_in
 from ..profile.parse import UNNAMED
-from ..model.actions import Action, protected
+from ..model.actions import Action, owner_commands, profile_cpu, protected, unit_status
 from ..model.timeparse import iso
 from ..model.memcg_ids import ID_MAX
 from ..model.thresholds import MEMCG_IDS_WARN
@@ -363,16 +362,13 @@ def _profile(rec, ep: Episode) -> CoreProfile | None:
     memcg = soft = user = other = idle = unnamed = reclaim = lock = 0
     kernel_of: dict[int, int] = {}
     names: dict[int, Counter] = defaultdict(Counter)
-    classes: dict[int, int] = {}  # stack id -> frames.classify (each stack once)
     ids, counts = np.unique(np.stack([sub.pid, sub.stack, sub.comm]), axis=1, return_counts=True)
-    for (pid, sid, cid), c in zip(ids.T.tolist(), counts.tolist()):
+    classes = s.classes(ids[1]) if len(counts) else []  # each stack's frame classes, as the profile classified them
+    for (pid, sid, cid), c, cls in zip(ids.T.tolist(), counts.tolist(), np.asarray(classes).tolist()):
         st = s.stacks[sid]
         if pid == 0 and s.idle[sid]:
             idle += c
             continue
-        cls = classes.get(sid)
-        if cls is None:
-            cls = classes[sid] = frames.classify(st)
         leaf_k = bool(cls & frames.KERNEL_LEAF)
         is_memcg = bool(cls & frames.IS_MEMCG)
         slot = by_pid.setdefault(pid, [s.comms[cid], 0, 0, 0])
@@ -825,7 +821,7 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
     if ex.root_cause and ex.family == "memcg_walk" and live_walk:
         mk = walk.data["live_maker"]
         who = f"pod {pod_owner(mk['pod'])}" if mk.get("pod") else mk.get("unit") or mk["comm"]
-        cmds = ([f"systemctl status {mk['unit']}   # the unit whose cgroups the walk crosses"]
+        cmds = ([unit_status(mk['unit'], "the unit whose cgroups the walk crosses")]
                 if mk.get("unit") else []) + [
             f"find /sys/fs/cgroup -type d -path '*{mk['pattern'].split('*')[0]}*' | wc -l   # the live cgroups like "
             f"{mk['pattern']}", "# fewer live cgroups (or a reader that visits fewer) makes the walk cheaper"]
@@ -848,7 +844,7 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
         acts.append(Action("reclaim", res.data.get("v2_parent") or "",
                            f"{res.data['dying']} dying memcgs proven to cost CPU {ep.cpu}"))
     if ep is not None and not acts:
-        cmds = [f"perf record -C {ep.cpu} -g -- sleep 10   # what runs on CPU {ep.cpu}",
+        cmds = [profile_cpu(ep.cpu, f"what runs on CPU {ep.cpu}"),
                 f"nodesleuth flame --cpu {ep.cpu} --from {ep.start:.0f} --to {ep.end:.0f}"]
         best = next((h for h in ex.hypotheses if h.family == ex.family), None)
         pid = (best.data or {}).get("pid") if best else None
@@ -857,7 +853,7 @@ def _remedy(ex: Explained, ep: Episode | None) -> Link:
         parent = (best.data or {}).get("parent") if best and best.family == "group" else None
         if parent:  # a group (explain/family/group.py): who starts its processes, and where it runs
             if parent.get("unit"):
-                cmds.insert(0, f"systemctl status {parent['unit']}   # the unit whose process starts them")
+                cmds.insert(0, unit_status(parent['unit'], "the unit whose process starts them"))
             cmds.insert(0, f"ps -o pid,ppid,comm,args,cgroup -p {parent['pid']}; pstree -p {parent['pid']}   "
                            f"# who starts {', '.join(best.data.get('commands') or ['them'])}")
         for line in ((best.data or {}).get("irq_lines") or [])[:1] if best else []:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from ..model.frames import IS_MEMCG, classify
+from ..model.frames import IS_MEMCG
 from ..model.stats import spearman
 
 WINDOW = 10.0
@@ -63,12 +63,9 @@ def response(rec, cpu: int, end: float | None = None) -> dict | None:
     if s is not None and len(s):
         import numpy as np
 
-
-        memcg_stack = np.array([bool(classify(st) & IS_MEMCG) for st in s.stacks],
-                               dtype=bool) if len(s.stacks) else np.zeros(0, dtype=bool)
         m = (s.cpu == cpu) & (s.t >= t0) & (s.t < t0 + n * WINDOW)
         idx = ((s.t[m] - t0) // WINDOW).astype(int)
-        mc = memcg_stack[s.stack[m]] if len(memcg_stack) else np.zeros(int(m.sum()), dtype=bool)
+        mc = (s.classes(s.stack[m]) & IS_MEMCG).astype(bool)  # each stack's classes, as the profile classified them
         tot = np.bincount(idx, minlength=n)
         hit = np.bincount(idx, weights=mc.astype(float), minlength=n)
         for i in range(n):

@@ -34,6 +34,7 @@ class Recording:
     cost: str | None = None  # measured cost of the walk on this kernel, when known
     tiers: tier.Plan | None = None  # which retention tier covered which part of what was read
     _cache: dict = field(default_factory=dict)
+    _classes: dict = field(default_factory=dict, repr=False)  # stack -> frame classes (profile/samples.py)
     _found: tuple | None = field(default=None, repr=False)  # (the ticks list, find_incidents of it)
 
     @property
@@ -59,7 +60,8 @@ class Recording:
         if key not in self._cache:
             from ..profile.load import load
 
-            self._cache[key] = load(self.reader, key[0], key[1] + 0.001)
+            s = self._cache[key] = load(self.reader, key[0], key[1] + 0.001)
+            s.known = self._classes  # each stack's frame classes, worked out once for every range read
         return self._cache[key]
 
     def lost(self, t0: float, t1: float, cpu: int) -> int:

@@ -56,6 +56,27 @@ class Action:
                 "commands": self.command_lines()}
 
 
+# the investigate commands more than one finding or explanation proposes: written once here, so a hot-core finding,
+# a zombie finding and explain's remediation say the same command for the same thing
+
+def profile_cpu(cpu: int, why: str) -> str:
+    """Profile one CPU for 10 s with call stacks (what runs there)."""
+    return f"perf record -C {cpu} -g -- sleep 10   # {why}"
+
+
+def unit_status(unit: str, why: str) -> str:
+    return f"systemctl status {unit}   # {why}"
+
+
+def owner_commands(pod: dict, container: str) -> list[str]:
+    """What a pod's owner runs to see why its container keeps restarting (never run by nodesleuth)."""
+    ns, name = pod.get("namespace") or "<namespace>", pod.get("pod") or "<pod>"
+    return [f"kubectl -n {ns} logs {name} -c {container} --previous   # why the last run ended",
+            f"kubectl -n {ns} describe pod {name}   # exit codes, probes, back-off",
+            "fix the container's command, config or probe, or remove the workload if nobody needs it: "
+            "every restart makes a new cgroup on this node"]
+
+
 def remedy_text(actions: list[Action]) -> list[str]:
     """The remediation lines of several actions, in order, each line once."""
     return list(dict.fromkeys(line for a in actions for line in a.text()))

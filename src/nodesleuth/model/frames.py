@@ -1,6 +1,8 @@
 """Which kernel code a stack frame is, by function name: the one home of the frame classes that
 explain's hypotheses (explain/family/, explain/chain.py), the dose-response (explain/dose.py) and
-the profile's per-sample families (profile/families.py) all count, so they cannot disagree.
+the profile's per-sample families (profile/families.py) all count, so they cannot disagree. The
+profile applies it once per stack (profile/samples.py `Samples.classes`, profile/families.py for the
+exporter's live shares); explain reads those bits and never classifies a stack itself.
 
 Names are matched as the kernel's symbols read in /proc/kallsyms (and so in perf's and the direct
 reader's stacks); each expression lists the functions of every kernel generation still in use
@@ -33,8 +35,8 @@ _CLASSES = ((MEMCG, IS_MEMCG), (RECLAIM, IS_RECLAIM), (LOCK, IS_LOCK), (SOFTIRQ,
 
 def classify(stack) -> int:
     """The frame classes of one stack (root first, leaf last, kernel frames suffixed "_[k]"), as the bits
-    above: the one classification of a sample that the profile's families (profile/families.py), explain's
-    core profile (explain/chain.py) and the dose-response (explain/dose.py) read."""
+    above: the one classification of a sample, made by the profile (Samples.classes, profile/families.py)
+    and read by explain's core profile (explain/chain.py) and the dose-response (explain/dose.py)."""
     kframes = [f for f in stack if f.endswith("_[k]") and not f.startswith(VDSO)]
     out = 0
     for pat, bit in _CLASSES:

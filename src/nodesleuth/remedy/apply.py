@@ -16,7 +16,7 @@ from ..model.errors import InputError
 from ..node.cgroupfs import Memcg, drop_caches
 from ..node.root import Root
 from ..node.systemd import act, nsenter, unit_state
-from ..model.actions import Action, protected
+from ..model.actions import RECLAIM_V1, Action, protected
 
 
 @dataclass
@@ -85,15 +85,16 @@ def apply(plan: Plan, ns_pid: int | None, log=print, root: Root = Root("/")) -> 
         try:
             if a.target.startswith("/"):  # cgroup v2: reclaim under the parent the zombies were removed from
                 mc = Memcg(root)
+                n = max(1 << 20, mc.usage(a.target))
                 try:
-                    mc.reclaim(a.target, max(1 << 20, mc.usage(a.target)))
+                    mc.reclaim(a.target, n)
                 except OSError as e:
                     if e.errno != errno.EAGAIN:  # EAGAIN: less than asked could be reclaimed; it did what it could
                         raise
-                how = f"echo N > {mc.path(a.target)}/memory.reclaim"
+                how = f"echo {n} > {mc.path(a.target)}/memory.reclaim"
             else:
                 drop_caches(root)
-                how = "sync; echo 3 > /proc/sys/vm/drop_caches"
+                how = RECLAIM_V1
         except (OSError, InputError) as e:
             res["failed"].append(f"reclaim {a.target or 'node'}: {getattr(e, 'strerror', None) or e}")
             log(f"reclaim failed: {e}")
