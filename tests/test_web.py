@@ -547,7 +547,7 @@ def test_day_timeline_keeps_a_3_second_hot_core(tmp_path):
                 raw[5] = (0, 0, 100, 0, 0, 0, 0, 0, 0, 0)
             raw[-1] = tuple(sum(v[i] for v in raw.values()) for i in range(10))
             done = roll.add(Tick(time=t0 + m * 60 + s + 0.5, interval=1.0, cpu={}, procs=[],
-                                 census=Census(0, (), None, (), None), meminfo={}, cpu_raw=raw))
+                                 census=Census(0, (), None, (), None), cpu_raw=raw))
             assert done is None
         w.write(STREAM, roll.flush())
     w.close()

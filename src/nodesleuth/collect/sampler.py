@@ -13,7 +13,6 @@ from ..model.mpstat import CpuTimes, interval as cpu_interval
 from .cpu import read_stat
 from .irqs import IrqReader, deltas as irq_deltas
 from .kmsg import KmsgReader
-from .meminfo import read_meminfo
 from .nic import NicReader
 from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
@@ -34,9 +33,6 @@ def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5)
     for cpu in sorted(by_cpu):
         out.extend(sorted(by_cpu[cpu], key=lambda u: -u.pct)[:n])
     return out
-
-
-MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
 
 
 @dataclass(frozen=True)
@@ -158,8 +154,7 @@ class Sampler:
             cpu, raw, stat = iv.util, iv.deltas, iv.carry
         if stat is not None:
             self._fast = (stat, now)
-        return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], census=self._census, meminfo={},
-                    cpu_raw=raw)
+        return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], census=self._census, cpu_raw=raw)
 
     def kernel_events(self, interval: float = 1.0) -> list[KernelEvent]:
         """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
@@ -205,7 +200,6 @@ class Sampler:
         procs = top_per_cpu(fit_to_cpus(uses, busy))
         census = self._census = self.census.sample(now, force_walk=force_walk)
         self.problems.update({k: v for k, v in census.problems if k not in self.problems})
-        mi = self._read("meminfo", lambda: read_meminfo(self.root, self.reader, MEMINFO_KEYS), {})
         # a flood of kernel-log lines gets a share of the tick, never the whole of it (the rest waits, or is
         # overwritten in the ring and counted dropped: collect/kernellog.py)
         events = self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
@@ -236,10 +230,10 @@ class Sampler:
         seen = Seen(busy, procs, self.kmsg)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
+        sections = {k: v for k, v in sections.items() if v is not None}  # unread: the field's default
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
-        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census,
-                    meminfo={k: mi[k] for k in MEMINFO_KEYS if k in mi}, events=events, nics=nics, units=units,
+        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, events=events, nics=nics, units=units,
                     cpu_raw=raw, nic_irqs=ni, **sections)
 
     def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:

@@ -38,8 +38,6 @@ METRICS = {m.name: m for m in (
            "(model/memcg_ids.py: all before 4.8; since 4.8 only swap-pinned ones, so with swap on, all dying ones "
            "are counted)"),
     Metric("nodesleuth_memcg_ids_used_ratio", "gauge", "nodesleuth_memcg_ids_used / 65535"),
-    Metric("nodesleuth_memory_percpu_bytes", "gauge", "Percpu from /proc/meminfo"),
-    Metric("nodesleuth_memory_slab_bytes", "gauge", "Slab from /proc/meminfo"),
     Metric("nodesleuth_nic_driver_resets", "counter", "NIC driver reset/timeout counters (ethtool -S, per-queue "
            "tx_timeout)", ("device", "counter")),
     Metric("nodesleuth_nic_kernel_events", "counter", "NIC trouble lines in the kernel log", ("device", "reason")),
@@ -79,7 +77,6 @@ FROM_TICK = {
             "nodesleuth_node_busy_ratio", "nodesleuth_hot_core_seconds", "nodesleuth_hot_core_others_busy_ratio"),
     "census": ("nodesleuth_cgroups_tracked", "nodesleuth_cgroups_live", "nodesleuth_cgroups_dying",
                "nodesleuth_memcg_ids_used", "nodesleuth_memcg_ids_used_ratio"),
-    "meminfo": ("nodesleuth_memory_percpu_bytes", "nodesleuth_memory_slab_bytes"),
     "events": ("nodesleuth_nic_kernel_events", "nodesleuth_incidents"),
     "nics": ("nodesleuth_nic_driver_resets",),
     "units": ("nodesleuth_unit_restarts", "nodesleuth_unit_crash_looping"),
@@ -131,10 +128,6 @@ def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None, ids
             use = id_use(live, dying or 0, ids[0], ids[1])
             yield "nodesleuth_memcg_ids_used", (), use.high
             yield "nodesleuth_memcg_ids_used_ratio", (), round(use.ratio, 4)
-    if "Percpu" in t.meminfo:
-        yield "nodesleuth_memory_percpu_bytes", (), t.meminfo["Percpu"]
-    if "Slab" in t.meminfo:
-        yield "nodesleuth_memory_slab_bytes", (), t.meminfo["Slab"]
     for name in SECTIONS:
         sec = getattr(t, name, None)
         if sec is not None:

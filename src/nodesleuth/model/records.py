@@ -268,6 +268,36 @@ def sum_num(a, b):
     return b
 
 
+class Meminfo(MapSection):
+    """/proc/meminfo (bytes; the KEYS this kernel prints, collect/meminfo.py): Percpu and Slab are where
+    dying memory cgroups show their cost. Stored under "mi" as before sections, even when unread ({})."""
+
+    FIELD = "meminfo"
+    KEY = "mi"
+    WEB = "panel:memory"
+    KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
+    DRAWN = ("Percpu", "Slab")  # what the minute tier keeps (older minutes: RollupMinute's percpu, slab)
+    METRICS = (Metric("nodesleuth_memory_percpu_bytes", "gauge", "Percpu from /proc/meminfo"),
+               Metric("nodesleuth_memory_slab_bytes", "gauge", "Slab from /proc/meminfo"))
+
+    def empty(self) -> bool:
+        return False
+
+    @classmethod
+    def merge(cls, vals: list["Meminfo"]) -> "Meminfo":
+        """A state: the window's last second."""
+        return cls(vals[-1])
+
+    @classmethod
+    def fold(cls, vals: list["Meminfo"]) -> "Meminfo":
+        return cls({k: vals[-1][k] for k in cls.DRAWN if k in vals[-1]})
+
+    def samples(self):
+        for k, m in zip(self.DRAWN, self.METRICS):
+            if k in self:
+                yield m.name, (), self[k]
+
+
 class Softirqs(MapSection):
     """Per-CPU softirq counts of the interval (/proc/softirqs deltas): name -> one count per CPU."""
 
@@ -714,13 +744,13 @@ class Tick:
     cpu: dict[int, CpuUtil]
     procs: list[ProcUse]
     census: Census
-    meminfo: dict[str, int]
     events: list[KernelEvent] = field(default_factory=list)
     nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
     units: list[Unit] | None = None
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
     nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
     # sections of registered collectors (model/section.py): None when not read this tick
+    meminfo: Meminfo = field(default_factory=Meminfo)  # {} when unread
     softirqs: Softirqs | None = None  # per-CPU deltas this interval
     starve: Starve | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
     softnet: Softnet | None = None
@@ -751,7 +781,6 @@ class Tick:
                 "procs": [p.to_dict() for p in self.procs],
                 "cgroups": {"v1": [c.to_dict() for c in self.census.v1],
                             "v2": None if self.census.v2 is None else self.census.v2.to_dict()},
-                "meminfo": self.meminfo,
                 "events": [e.to_dict() for e in self.events],
                 "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
                 "units": None if self.units is None else [u.to_dict() for u in self.units],
@@ -830,8 +859,6 @@ class RollupMinute:
     sys: list[int]  # per CPU: mean sys %
     mem: list[int] | None = None  # v1 memory controller at the minute's end: tracked, live, dying
     dying: int | None = None  # dying memory cgroups (either hierarchy) at the minute's end
-    percpu: int | None = None  # /proc/meminfo Percpu, bytes
-    slab: int | None = None
     ev: list = field(default_factory=list)  # NIC events of the minute: [time, reason, kind, ifname]
     x: dict | None = None  # sections folded over the minute (Section.fold), stored by field name (model/section.py)
 

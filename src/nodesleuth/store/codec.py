@@ -32,8 +32,8 @@ import orjson
 
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, NicCounters, ProcUse, Tick,
-                             Unit, V2Stat)
+from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, Meminfo, NicCounters, ProcUse,
+                             Tick, Unit, V2Stat)
 from ..model.section import kept, restore, store_into
 from . import pack as packing
 
@@ -148,7 +148,6 @@ class Encoder:
                          "subsys": {k: list(v) for k, v in c.v2.subsys.items()}}
         if c.dying_subtrees:
             rec["ds"] = table(c.dying_subtrees, ("path", "dying"))
-        rec["mi"] = t.meminfo
         if t.nic_irqs:  # affined IRQs: sparse [cpu, delta] pairs
             rec["ni"] = {k: [[c, d] for c, d in enumerate(v) if d] for k, v in t.nic_irqs.items()}
         if t.events:
@@ -249,7 +248,7 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), census=_census(r, where),
-                meminfo=r.get("mi", {}), events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r),
+                events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r),
                 units=untable(r["u"], Unit, where) if "u" in r else None, cpu_raw=raw, nic_irqs=_nic_irqs(r, raw),
                 **restore(r, where))
 
@@ -337,6 +336,11 @@ class LazyTick(Tick):
         return hit[1]
 
 
+# a section a decoded tick lacks is its field's default (None, or an empty mapping for meminfo)
+_ABSENT = {f.name: f.default_factory for f in dataclasses.fields(Tick)
+           if f.name in SECTIONS and f.default_factory is not dataclasses.MISSING}
+
+
 def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx: bytes = b"") -> Tick:
     """`decode`, with the bulky fields built on first read (LazyTick). The record is parsed and
     checked here, so an undecodable or too new record fails at once, as with `decode`."""
@@ -345,13 +349,13 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
         return decode_v1(r)
     t = LazyTick.__new__(LazyTick)
     t._r, t._where = r, where
-    t.time, t.interval, t.meminfo = r["t"], r["iv"], r.get("mi", {})
+    t.time, t.interval = r["t"], r["iv"]
     t.events = untable(r.get("ev"), KernelEvent, where)
     t.nics = _nics(r)
     t.units = untable(r["u"], Unit, where) if "u" in r else None
     for name in SECTIONS:
         if not isinstance(LazyTick.__dict__.get(name), _OnRead):
-            t.__dict__[name] = None
+            t.__dict__[name] = _ABSENT[name]() if name in _ABSENT else None
     t.__dict__.update((k, v) for k, v in restore(r, where).items() if k != "starve")
     return t
 
@@ -515,6 +519,6 @@ def decode_v1(r: dict) -> Tick:
             eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
             nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
     units = [Unit(*u) for u in r["u"]] if "u" in r else None
-    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=r.get("mi", {}),
+    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),
                 events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=_nic_irqs(r, raw),
                 **restore(r, "schema 1 record", "softirqs"))
