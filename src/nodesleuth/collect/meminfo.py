@@ -6,7 +6,7 @@ from ..model.procfs import parse_meminfo
 from ..model.records import Meminfo
 from ..node.pread import Preader, read_text
 from ..node.root import Root
-from .registry import collector
+from .registry import Collector, collector
 
 
 def read_meminfo(root: Root, reader: Preader | None = None, keys: tuple[str, ...] | None = None) -> dict[str, int]:
@@ -17,16 +17,7 @@ def read_meminfo(root: Root, reader: Preader | None = None, keys: tuple[str, ...
 
 
 @collector("meminfo")
-class MeminfoReader:
-    def __init__(self, root: Root, reader: Preader):
-        self.root, self.reader = root, reader
-
-    def prime(self) -> None:
-        pass
-
+class MeminfoReader(Collector):
     def read(self, interval: float, seen=None) -> Meminfo:
         mi = read_meminfo(self.root, self.reader, Meminfo.KEYS)
         return Meminfo({k: mi[k] for k in Meminfo.KEYS if k in mi})
-
-    def close(self) -> None:
-        pass

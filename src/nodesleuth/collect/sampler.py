@@ -11,7 +11,6 @@ from ..model.records import KernelEvent, NicCounters, ProcUse, Tick
 from ..model.errors import InputError
 from ..model.mpstat import CpuTimes, interval as cpu_interval
 from .cpu import read_stat
-from .irqs import IrqReader, deltas as irq_deltas
 from .kmsg import KmsgReader
 from .nic import NicReader
 from ..node.pread import Preader
@@ -104,10 +103,9 @@ class Sampler:
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
         self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
         self.nic_reader = NicReader(root, self.reader)
-        self.irqs = IrqReader(root, self.reader) if irqs else None
-        self._irq_prev: dict | None = None
         # the registered collectors of this use (collect/registry.py): one Tick field each
-        self.extra = [(r, r.cls(root, self.reader)) for r in registered(use)]
+        # (`irqs` False: not the NIC's IRQ lines, which the exporter does without)
+        self.extra = [(r, r.cls(root, self.reader)) for r in registered(use) if irqs or r.field != "nic_irqs"]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
         self.problems: dict[str, str] = dict(self.census.problems)
         if self.kmsg_problem:
@@ -132,8 +130,6 @@ class Sampler:
         self._stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
         self.nics = self._read("nics", lambda: self.nic_reader.read(self.ethtool))
-        if self.irqs:
-            self._irq_prev = self._read("irqs", self.irqs.read)
         for r, c in self.extra:
             self._read(r.field, c.prime)
         return self._kmsg_events()
@@ -221,20 +217,14 @@ class Sampler:
                     self.problems.setdefault("units", err)
                 elif units is not None and self.problems.pop("units", None) is not None:
                     self.recovered.append("units")
-        ni = None
-        if self.irqs:
-            cur = self._read("irqs", self.irqs.read)
-            if cur is not None and self._irq_prev is not None:
-                ni = irq_deltas(self._irq_prev, cur)
-            self._irq_prev = cur
         seen = Seen(busy, procs, self.kmsg)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
         sections = {k: v for k, v in sections.items() if v is not None}  # unread: the field's default
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
-        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, events=events, nics=nics, units=units,
-                    cpu_raw=raw, nic_irqs=ni, **sections)
+        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, events=events, nics=nics,
+                    units=units, cpu_raw=raw, **sections)
 
     def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:
         """New kernel-log events (`budget`: seconds the read may take). Following the root's own log (record,

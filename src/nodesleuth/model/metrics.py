@@ -87,7 +87,6 @@ NOT_FROM_TICK = {
     "interval": "rates are over the scrape interval",
     "cpu_raw": "jiffies: exported as the ratios of `cpu`",
     "procs": "per-process labels are unbounded cardinality: /snapshot carries the top processes",
-    "nic_irqs": "per-CPU per-IRQ line: in /snapshot and the recording",
     **{name: cls.NO_METRICS for name, cls in SECTIONS.items() if not cls.METRICS},
 }
 

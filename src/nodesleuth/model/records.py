@@ -298,6 +298,52 @@ class Meminfo(MapSection):
                 yield m.name, (), self[k]
 
 
+class NicIrqs(MapSection):
+    """The NIC's IRQ lines of /proc/interrupts (collect/irqs.py): per line, its per-CPU count this interval.
+    Stored under "ni" as before sections: each line's CPUs that took some, as [cpu, delta] pairs."""
+
+    FIELD = "nic_irqs"
+    KEY = "ni"
+    WEB = "not shown: in dump and the recording; the starvation chart shows NET_RX/NET_TX per second"
+    NO_METRICS = "per-CPU per-IRQ line: in /snapshot and the recording"
+
+    def stored(self) -> dict:
+        """Each line's CPUs that took some, and its last CPU (so the rows' length reads back)."""
+        return {k: [[c, d] for c, d in enumerate(v) if d or c == len(v) - 1] for k, v in self.items()}
+
+    @classmethod
+    def from_stored(cls, d: dict, n: int | None = None) -> "NicIrqs":
+        """Rows of `n` CPUs (None: up to the highest CPU stored)."""
+        if n is None:
+            n = 1 + max((c for v in d.values() for c, _ in v), default=0)
+        out = cls()
+        for k, pairs in d.items():
+            row = out[k] = [0] * n
+            for c, x in pairs:
+                if c < n:
+                    row[c] = x
+        return out
+
+    @classmethod
+    def from_record(cls, d: dict, rec: dict) -> "NicIrqs":
+        """In a tick's record, rows as long as its CPU rows ("c", "ci"; older records stored no last CPU)."""
+        rows, ci = rec.get("c"), rec.get("ci")
+        if rows is None:
+            return cls.from_stored(d)
+        return cls.from_stored(d, len(set(ci[:len(rows)]) | {-1}) - 1 if isinstance(ci, list) else
+                               max(0, min(ci, len(rows))))
+
+    @classmethod
+    def merge(cls, vals: list["NicIrqs"]) -> "NicIrqs":
+        """A window: each line's per-CPU counts summed."""
+        out = cls()
+        for v in vals:
+            for k, row in v.items():
+                acc = out.get(k)
+                out[k] = list(row) if acc is None else sum_rows(acc, row)
+        return out
+
+
 class Softirqs(MapSection):
     """Per-CPU softirq counts of the interval (/proc/softirqs deltas): name -> one count per CPU."""
 
@@ -748,9 +794,9 @@ class Tick:
     nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
     units: list[Unit] | None = None
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
-    nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
     # sections of registered collectors (model/section.py): None when not read this tick
     meminfo: Meminfo = field(default_factory=Meminfo)  # {} when unread
+    nic_irqs: NicIrqs | None = None  # per-CPU deltas of the NIC's IRQ lines
     softirqs: Softirqs | None = None  # per-CPU deltas this interval
     starve: Starve | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
     softnet: Softnet | None = None
@@ -784,7 +830,6 @@ class Tick:
                 "events": [e.to_dict() for e in self.events],
                 "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
                 "units": None if self.units is None else [u.to_dict() for u in self.units],
-                "nic_irqs": self.nic_irqs,
                 **{key_of(cls): None if getattr(self, name) is None or getattr(self, name).empty()
                    else getattr(self, name).to_dict() for name, cls in SECTIONS.items()}}
 

@@ -11,8 +11,8 @@ to_dict() under DUMP (default FIELD), the exporter and `dump --format openmetric
 with no other file touched. tests/test_model.py checks every declaration.
 
 KEY: the record key of a section that was stored before sections were (the hand-wired fields of
-older versions: "sv", "si"), so every store written since reads the same; a new section leaves it
-empty (kept under "x" by FIELD).
+older versions: "sv", "si", "mi", "ni"), so every store written since reads the same; a new section
+leaves it empty (kept under "x" by FIELD).
 """
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ class Section:
     @classmethod
     def from_stored(cls, d: dict) -> "Section":
         return cls.from_dict(d)
+
+    @classmethod
+    def from_record(cls, d: dict, rec: dict) -> "Section":
+        """From its stored form `d` in the record `rec` (a section whose form leans on another part of the
+        record overrides this: NicIrqs, whose rows are as long as the tick's CPU rows)."""
+        return cls.from_stored(d)
 
     @classmethod
     def merge(cls, vals: list["Section"]) -> "Section":
@@ -134,7 +140,7 @@ def restore(rec: dict, where: str, only: str | tuple[str, ...] | None = None, ke
         if d is None:
             continue
         try:
-            out[name] = cls.from_stored(d)
+            out[name] = cls.from_record(d, rec)
         except (TypeError, KeyError, ValueError, IndexError, AttributeError) as e:
             raise InputError(where, f"{name} section {str(d)[:60]!r}: {e}") from None
     return out

@@ -32,8 +32,8 @@ import orjson
 
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, Meminfo, NicCounters, ProcUse,
-                             Tick, Unit, V2Stat)
+from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, Meminfo, NicCounters,
+                             NicIrqs, ProcUse, Tick, Unit, V2Stat)
 from ..model.section import kept, restore, store_into
 from . import pack as packing
 
@@ -148,8 +148,6 @@ class Encoder:
                          "subsys": {k: list(v) for k, v in c.v2.subsys.items()}}
         if c.dying_subtrees:
             rec["ds"] = table(c.dying_subtrees, ("path", "dying"))
-        if t.nic_irqs:  # affined IRQs: sparse [cpu, delta] pairs
-            rec["ni"] = {k: [[c, d] for c, d in enumerate(v) if d] for k, v in t.nic_irqs.items()}
         if t.events:
             rec["ev"] = {"f": EVENT_FIELDS, "r": [[round(getattr(e, n), 6) if n == "time" else getattr(e, n)
                                                    for n in EVENT_FIELDS] for e in t.events]}
@@ -249,7 +247,7 @@ def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), census=_census(r, where),
                 events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r),
-                units=untable(r["u"], Unit, where) if "u" in r else None, cpu_raw=raw, nic_irqs=_nic_irqs(r, raw),
+                units=untable(r["u"], Unit, where) if "u" in r else None, cpu_raw=raw,
                 **restore(r, where))
 
 
@@ -292,15 +290,7 @@ class LazyTick(Tick):
     procs = _OnRead(lambda self: _procs(self._r.get("p")))
     census = _OnRead(lambda self: _census(self._r, self._where))
     starve = _OnRead(lambda self: restore(self._r, self._where, "starve").get("starve"))
-
-    @_OnRead
-    def nic_irqs(self):
-        r = self._r
-        if "cpu_raw" in self.__dict__ or "ni" not in r or "c" not in r:
-            return _nic_irqs(r, self.cpu_raw)
-        ci, rows = r["ci"], r["c"]  # len(cpu_raw) - 1 without making it:
-        n = len(set(ci[:len(rows)]) | {-1}) - 1 if isinstance(ci, list) else max(0, min(ci, len(rows)))
-        return _nic_irqs(r, range(n + 1))
+    nic_irqs = _OnRead(lambda self: restore(self._r, self._where, "nic_irqs").get("nic_irqs"))
 
     def __eq__(self, other):
         """Equal to a Tick with equal fields (the dataclass's own __eq__ wants the same class)."""
@@ -356,7 +346,7 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
     for name in SECTIONS:
         if not isinstance(LazyTick.__dict__.get(name), _OnRead):
             t.__dict__[name] = _ABSENT[name]() if name in _ABSENT else None
-    t.__dict__.update((k, v) for k, v in restore(r, where).items() if k != "starve")
+    t.__dict__.update((k, v) for k, v in restore(r, where).items() if not isinstance(LazyTick.__dict__.get(k), _OnRead))
     return t
 
 
@@ -486,20 +476,6 @@ def cpu_busy(r: dict) -> tuple[list[int], list[float]] | None:
     return ci, busy
 
 
-def _nic_irqs(r: dict, raw):
-    if "ni" not in r:
-        return None
-    n = len(raw) - 1 if raw else 1 + max((c for v in r["ni"].values() for c, _ in v), default=0)
-    ni = {}
-    for k, pairs in r["ni"].items():
-        row = [0] * n
-        for c, d in pairs:
-            if c < n:
-                row[c] = d
-        ni[k] = row
-    return ni
-
-
 def decode_v1(r: dict) -> Tick:
     """Schema 1: positional lists, as nodesleuth 0.1 wrote them (tests/golden/store-v1)."""
     cpu, raw = _cpus(r)
@@ -519,6 +495,7 @@ def decode_v1(r: dict) -> Tick:
             eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
             nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
     units = [Unit(*u) for u in r["u"]] if "u" in r else None
+    ni = NicIrqs.from_stored(r["ni"], len(raw) - 1 if raw else None) if "ni" in r else None
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),
-                events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=_nic_irqs(r, raw),
+                events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=ni,
                 **restore(r, "schema 1 record", "softirqs"))

@@ -108,7 +108,6 @@ class Aggregator(rollup.Window):
         self.smax: dict[int, float] = {}
         self.hot: dict[int, int] = {}
         self.use: dict[tuple[int, int], list] = {}
-        self.ni = None
         self.nics = self.units = None
 
     def add(self, t: Tick) -> tuple[Tick, dict] | None:
@@ -153,11 +152,6 @@ class Aggregator(rollup.Window):
                 slot[0] = p.comm
                 slot[1] += p.pct * iv
                 slot[2] = slot[2] or p.estimate
-        if t.nic_irqs is not None:
-            ni = self.ni
-            self.ni = {k: list(v) for k, v in t.nic_irqs.items()} if ni is None else \
-                {k: sum_rows(ni[k], v) if k in ni else list(v) for k, v in t.nic_irqs.items()} | \
-                {k: v for k, v in ni.items() if k not in t.nic_irqs}
         self.events += t.events
         if t.nics is not None:
             self.nics = t.nics
@@ -176,7 +170,7 @@ class Aggregator(rollup.Window):
         sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
         agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, census=last.census,
                    events=list(self.events), nics=self.nics, units=self.units,
-                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None, nic_irqs=self.ni,
+                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None,
                    **sections)
         cpus = sorted(self.bmax)
         extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],
