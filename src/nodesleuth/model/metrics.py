@@ -41,8 +41,6 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_nic_driver_resets", "counter", "NIC driver reset/timeout counters (ethtool -S, per-queue "
            "tx_timeout)", ("device", "counter")),
     Metric("nodesleuth_nic_kernel_events", "counter", "NIC trouble lines in the kernel log", ("device", "reason")),
-    Metric("nodesleuth_unit_restarts", "counter", "systemd NRestarts per service", ("unit",)),
-    Metric("nodesleuth_unit_crash_looping", "gauge", "1 if the unit is in a restart loop", ("unit",)),
     Metric("nodesleuth_incidents", "counter", "Incidents seen since start (detect/incidents.py rule)", ("kind",)),
     Metric("nodesleuth_samples", "counter", "Samples taken by the exporter"),
     # the exporter's profile (--profile): share of each CPU's time per code family over the last window
@@ -79,7 +77,6 @@ FROM_TICK = {
                "nodesleuth_memcg_ids_used", "nodesleuth_memcg_ids_used_ratio"),
     "events": ("nodesleuth_nic_kernel_events", "nodesleuth_incidents"),
     "nics": ("nodesleuth_nic_driver_resets",),
-    "units": ("nodesleuth_unit_restarts", "nodesleuth_unit_crash_looping"),
     **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items() if cls.METRICS},
 }
 NOT_FROM_TICK = {

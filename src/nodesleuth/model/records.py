@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 from .metric import Metric
-from .section import SECTIONS, MapSection, Section, key_of
+from .section import SECTIONS, MapSection, Section, key_of, table, untable
 from .thresholds import CRASH_LOOP_RESTARTS
 from .timeparse import iso
 
@@ -231,6 +231,34 @@ class Unit:
         return {"unit": self.id, "n_restarts": self.n_restarts, "active": self.active, "sub": self.sub,
                 "enabled": self.enabled, "result": self.result, "exit_status": self.exit_status,
                 "crash_looping": self.crash_looping}
+
+
+class Units(list, Section):
+    """systemd's service units (collect/units.py, every few ticks): a plain list of Unit to every reader, stored
+    under "u" as a table by field name as before sections, when it changed."""
+
+    FIELD = "units"
+    KEY = "u"
+    CHANGES = True
+    WEB = "not shown: shown by explain's chain (creator -> unit), not as a series"
+    # the exporter serves these from its own state (a crash loop remembered between full ticks: fleet/exporter.py)
+    METRICS = (Metric("nodesleuth_unit_restarts", "counter", "systemd NRestarts per service", ("unit",)),
+               Metric("nodesleuth_unit_crash_looping", "gauge", "1 if the unit is in a restart loop", ("unit",)))
+
+    def to_dict(self) -> list:
+        return [u.to_dict() for u in self]
+
+    def stored(self) -> dict:
+        return table(self, tuple(f.name for f in dataclasses.fields(Unit)))
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Units":
+        return cls(untable(d, Unit, "units"))
+
+    @classmethod
+    def merge(cls, vals: list["Units"]) -> "Units":
+        """A state: the window's last answer."""
+        return vals[-1]
 
 
 def sum_rows(a, b) -> list:
@@ -792,11 +820,11 @@ class Tick:
     census: Census
     events: list[KernelEvent] = field(default_factory=list)
     nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
-    units: list[Unit] | None = None
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
     # sections of registered collectors (model/section.py): None when not read this tick
     meminfo: Meminfo = field(default_factory=Meminfo)  # {} when unread
     nic_irqs: NicIrqs | None = None  # per-CPU deltas of the NIC's IRQ lines
+    units: Units | None = None  # None on ticks where no new answer came
     softirqs: Softirqs | None = None  # per-CPU deltas this interval
     starve: Starve | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
     softnet: Softnet | None = None
@@ -829,7 +857,6 @@ class Tick:
                             "v2": None if self.census.v2 is None else self.census.v2.to_dict()},
                 "events": [e.to_dict() for e in self.events],
                 "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
-                "units": None if self.units is None else [u.to_dict() for u in self.units],
                 **{key_of(cls): None if getattr(self, name) is None or getattr(self, name).empty()
                    else getattr(self, name).to_dict() for name, cls in SECTIONS.items()}}
 

@@ -32,6 +32,8 @@ class Section:
     NO_METRICS: ClassVar[str] = ""  # why a section with no METRICS is not exported
     KEY: ClassVar[str] = ""  # its own record key (sections older than the pattern); "" -> record["x"][FIELD]
     DUMP: ClassVar[str] = ""  # its key in `dump` and Tick.to_dict() ("" -> FIELD)
+    CHANGES: ClassVar[bool] = False  # a state that rarely moves: a tick record keeps it only when it changed, and at
+    # each keyframe (store/codec.py), so a second without it reads None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -97,6 +99,29 @@ class MapSection(dict, Section):
 
     def empty(self) -> bool:
         return not self
+
+
+def table(objs, names: tuple[str, ...]) -> dict:
+    """Dataclass rows as a table by field name (the store's form of a list of records)."""
+    return {"f": list(names), "r": [[getattr(o, n) for n in names] for o in objs]}
+
+
+def untable(d: dict | None, cls, where: str = "record") -> list:
+    """Rows of a field-name table to `cls` instances: unknown names ignored, missing ones defaulted."""
+    from .errors import InputError
+
+    if not d:
+        return []
+    known = {f.name for f in dataclasses.fields(cls)}
+    names = d.get("f", [])
+    keep = [(i, n) for i, n in enumerate(names) if n in known]
+    out = []
+    for row in d.get("r", []):
+        try:
+            out.append(cls(**{n: row[i] for i, n in keep}))
+        except (TypeError, IndexError) as e:
+            raise InputError(where, f"{cls.__name__} row {row!r:.80}: {e}") from None
+    return out
 
 
 def key_of(cls: type[Section]) -> str:

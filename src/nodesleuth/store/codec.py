@@ -33,8 +33,8 @@ import orjson
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
 from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, Meminfo, NicCounters,
-                             NicIrqs, ProcUse, Tick, Unit, V2Stat)
-from ..model.section import kept, restore, store_into
+                             NicIrqs, ProcUse, Tick, Unit, Units, V2Stat)
+from ..model.section import kept, restore, store_into, table, untable
 from . import pack as packing
 
 VERSION = 3  # the tick record schema this version writes
@@ -42,7 +42,6 @@ READS = (1, 2, 3)  # and the ones it reads
 KEYFRAME = 60.0
 NIC_STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors", "rx_missed_errors")
 PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
-UNIT_FIELDS = tuple(f.name for f in dataclasses.fields(Unit))
 EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(KernelEvent))
 CG_FIELDS = ("name", "hierarchy", "tracked", "live", "mount")
 
@@ -53,26 +52,6 @@ def _trim(v) -> list[int]:
     while n > 4 and v[n - 1] == 0:
         n -= 1
     return v[:n]  # a tuple stays a tuple: the same JSON array
-
-
-def table(objs, names: tuple[str, ...]) -> dict:
-    return {"f": list(names), "r": [[getattr(o, n) for n in names] for o in objs]}
-
-
-def untable(d: dict | None, cls, where: str = "record") -> list:
-    """Rows of a field-name table to `cls` instances: unknown names ignored, missing ones defaulted."""
-    if not d:
-        return []
-    known = {f.name for f in dataclasses.fields(cls)}
-    names = d.get("f", [])
-    keep = [(i, n) for i, n in enumerate(names) if n in known]
-    out = []
-    for row in d.get("r", []):
-        try:
-            out.append(cls(**{n: row[i] for i, n in keep}))
-        except (TypeError, IndexError) as e:
-            raise InputError(where, f"{cls.__name__} row {row!r:.80}: {e}") from None
-    return out
 
 
 class Encoder:
@@ -88,7 +67,7 @@ class Encoder:
             raise ValueError(f"cannot write tick schema {version}")
         self.version = version
         self._nic = None
-        self._units = None
+        self._last: dict[str, dict] = {}  # sections that change rarely (Section.CHANGES): the last form kept
         self._last_key = -1e18
         self.seen: dict[int, str] = {}  # pid -> name, seen since the last refresh
         self.comms: dict[int, str] = {}  # the context: names the current segment's head holds
@@ -158,12 +137,13 @@ class Encoder:
             if key or nic != self._nic:
                 rec["nic"] = nic
                 self._nic = nic
-        if t.units is not None:
-            units = table(t.units, UNIT_FIELDS)
-            if key or units != self._units:
-                rec["u"] = units
-                self._units = units
-        store_into(rec, kept(t))  # registered collectors' sections (model/section.py), by field name
+        secs = kept(t)  # registered collectors' sections (model/section.py), by field name
+        for name in [n for n in secs if SECTIONS[n].CHANGES]:
+            form = secs[name].stored()
+            if not key and self._last.get(name) == form:
+                del secs[name]
+            self._last[name] = form
+        store_into(rec, secs)
         if extra:
             rec.update(extra)
         return rec
@@ -246,8 +226,7 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), census=_census(r, where),
-                events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r),
-                units=untable(r["u"], Unit, where) if "u" in r else None, cpu_raw=raw,
+                events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r), cpu_raw=raw,
                 **restore(r, where))
 
 
@@ -342,7 +321,6 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
     t.time, t.interval = r["t"], r["iv"]
     t.events = untable(r.get("ev"), KernelEvent, where)
     t.nics = _nics(r)
-    t.units = untable(r["u"], Unit, where) if "u" in r else None
     for name in SECTIONS:
         if not isinstance(LazyTick.__dict__.get(name), _OnRead):
             t.__dict__[name] = _ABSENT[name]() if name in _ABSENT else None
@@ -494,7 +472,7 @@ def decode_v1(r: dict) -> Tick:
         for ifname, (drv, bus, qto, stats, trouble) in r["nic"].items():
             eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
             nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
-    units = [Unit(*u) for u in r["u"]] if "u" in r else None
+    units = Units(Unit(*u) for u in r["u"]) if "u" in r else None
     ni = NicIrqs.from_stored(r["ni"], len(raw) - 1 if raw else None) if "ni" in r else None
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),
                 events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=ni,
