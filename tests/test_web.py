@@ -360,6 +360,9 @@ def test_week_view_draws_every_panel_from_the_minute_tier(tmp_path, browser):
         assert "1 min rollups" in pg.locator("#range").inner_text()
         t0, t1 = pg.evaluate("[window.nodesleuth.state.tl.from, window.nodesleuth.state.tl.to]")
         assert t1 - t0 >= 7 * 86400 - 120
+        # the CPU view: every CPU's row has a cell in every column of the week (the minutes' busiest seconds)
+        rows = pg.evaluate("window.nodesleuth.state.tl.values")
+        assert len(rows) == len(minutes[0].bmax) and all(min(r) >= 0 for r in rows), [r.count(-1) for r in rows]
         for name in PANELS:
             got = pg.evaluate("""n => { const u = window.nodesleuth.state.charts[n]; if (!u) return null;
                 const x = u.data[0]; return [x.length, x[0], x[x.length - 1],
@@ -547,7 +550,7 @@ def test_day_timeline_keeps_a_3_second_hot_core(tmp_path):
                 raw[5] = (0, 0, 100, 0, 0, 0, 0, 0, 0, 0)
             raw[-1] = tuple(sum(v[i] for v in raw.values()) for i in range(10))
             done = roll.add(Tick(time=t0 + m * 60 + s + 0.5, interval=1.0, cpu={}, procs=[],
-                                 census=Census(0, (), None, (), None), meminfo={}, cpu_raw=raw))
+                                 census=Census(0, (), None, (), None), cpu_raw=raw))
             assert done is None
         w.write(STREAM, roll.flush())
     w.close()

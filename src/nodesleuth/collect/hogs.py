@@ -17,7 +17,7 @@ from ..node.cgroupfs import mounts, v1_mount, v2_mount
 from ..node.kube import Pods
 from ..node.pread import Preader
 from ..node.root import Root
-from .registry import collector
+from .registry import Collector, collector
 
 MIN_PCT = 20.0
 MAX = 8
@@ -54,7 +54,7 @@ def parse_cpu_stat(text: str) -> tuple[int, float]:
 
 
 @collector("hogs")
-class HogsReader:
+class HogsReader(Collector):
     def __init__(self, root: Root, reader: Preader):
         self.root, self.reader = root, reader
         self.prev: dict[str, tuple[int, float]] = {}  # cgroup -> last (nr_throttled, ms)
@@ -66,9 +66,6 @@ class HogsReader:
             self.cpu_mount, self.controller = (v1, "cpu") if v1 else (v2_mount(ms), None)
         except InputError:
             self.cpu_mount, self.controller = None, None
-
-    def prime(self) -> None:
-        pass
 
     def _row(self, u) -> dict | None:
         base = f"/proc/{u.pid}"
@@ -111,6 +108,3 @@ class HogsReader:
             keep = {r["cgroup"] for r in rows}
             self.prev = {k: v for k, v in self.prev.items() if k in keep}
         return Hogs(rows) if rows else None
-
-    def close(self) -> None:
-        pass

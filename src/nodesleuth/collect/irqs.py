@@ -1,5 +1,5 @@
 """Per-CPU softirq counts (/proc/softirqs: the registered `softirqs` collector) and the NIC's IRQ lines of
-/proc/interrupts (IrqReader, read by the sampler for Tick.nic_irqs).
+/proc/interrupts (IrqReader, read by the registered `nic_irqs` collector).
 
 Which IRQ lines belong to a NIC is decided once, from the interface names and their device names
 (eth0 -> virtio2 -> "virtio2-input.0"; ENA names its lines "eth0-Tx-Rx-N"), so a tick reads each
@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from operator import sub
 
-from ..model.records import Softirqs
+from ..model.records import NicIrqs, Softirqs
 from ..node.pread import Preader, read_text
 from ..model.procfs import online_columns, parse_interrupts, parse_softirqs
 from ..node.root import Root
-from .registry import collector
+from .registry import Collector, Deltas, collector
 
 
 def _delta(a, b) -> list[int]:
@@ -30,7 +30,7 @@ def deltas(prev: dict[str, list[int]], cur: dict[str, list[int]]) -> dict[str, l
 
 
 @collector("softirqs", uses=("check", "record"))
-class SoftirqsReader:
+class SoftirqsReader(Collector):
     """/proc/softirqs every tick (kept open: collect/pread.py): each softirq's per-CPU count of the interval."""
 
     def __init__(self, root: Root, reader: Preader):
@@ -46,9 +46,6 @@ class SoftirqsReader:
     def read(self, interval: float, seen=None) -> Softirqs | None:
         prev, self.prev = self.prev, self._read()
         return Softirqs(deltas(prev, self.prev)) if prev is not None else None
-
-    def close(self) -> None:
-        pass
 
 
 def nic_irq_keys(root: Root) -> list[str]:
@@ -119,3 +116,19 @@ class IrqReader:
                 irq = self._full()
         self.n += 1
         return irq or {}
+
+
+@collector("nic_irqs", uses=("check", "record"))
+class NicIrqsReader(Deltas):
+    """The NIC's IRQ lines every tick (IrqReader): each line's per-CPU count of the interval."""
+
+    def __init__(self, root: Root, reader: Preader):
+        super().__init__(root, reader)
+        self.irqs = IrqReader(root, reader)
+
+    def _read(self) -> dict[str, list[int]]:
+        return self.irqs.read()
+
+    def read(self, interval: float, seen=None) -> NicIrqs | None:
+        prev, cur = self.step()
+        return NicIrqs(deltas(prev, cur)) if prev is not None else None

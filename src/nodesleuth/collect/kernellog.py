@@ -8,16 +8,13 @@ from __future__ import annotations
 from ..model.records import KernelLog
 from ..node.pread import Preader
 from ..node.root import Root
-from .registry import collector
+from .registry import Collector, collector
 
 
 @collector("kernel_log")
-class KernelLogCounts:
+class KernelLogCounts(Collector):
     def __init__(self, root: Root, reader: Preader):
         self.prev = (0, 0, 0, 0)  # the reader's records, lost, truncated, gaps_total at the last tick
-
-    def prime(self) -> None:
-        pass
 
     def read(self, interval: float, seen=None) -> KernelLog | None:
         r = getattr(seen, "kmsg", None)
@@ -30,6 +27,3 @@ class KernelLogCounts:
         gaps = [list(g) for g in a["gaps"][len(a["gaps"]) - new:]] if new else None
         return KernelLog(now[0] - prev[0], now[1] - prev[1], now[2] - prev[2], gaps, r.behind_bytes,
                          {"read": now[0], "dropped": now[1], "bounded": now[2]})
-
-    def close(self) -> None:
-        pass

@@ -13,22 +13,19 @@ from ..model.records import Kube
 from ..node.kube import POD_LOGS, Pods
 from ..node.pread import Preader
 from ..node.root import Root
-from .registry import collector
+from .registry import Collector, collector
 
 REFRESH = 10.0  # seconds between listings
 KEEP = 60.0  # seconds between snapshots of an unchanged listing
 
 
 @collector("kube")
-class KubeReader:
+class KubeReader(Collector):
     def __init__(self, root: Root, reader: Preader):
         self.root = root
         self.pods: Pods | None = None
         self.listed = self.kept = float("-inf")
         self.last: list | None = None
-
-    def prime(self) -> None:
-        pass
 
     def read(self, interval: float, seen=None) -> Kube | None:
         now = time.monotonic()
@@ -46,6 +43,3 @@ class KubeReader:
             return None
         self.last, self.kept = pods, now
         return Kube(pods)
-
-    def close(self) -> None:
-        pass

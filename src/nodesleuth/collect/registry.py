@@ -37,16 +37,17 @@ class Registration:
     cls: type
     uses: tuple[str, ...]
     every: int  # ticks between reads
+    options: tuple[str, ...] = ()  # the Sampler's keyword arguments its __init__ takes (e.g. units_every)
 
 
 _REGISTERED: dict[str, Registration] = {}
 
 
-def collector(field: str, uses: tuple[str, ...] = USES, every: int = 1):
+def collector(field: str, uses: tuple[str, ...] = USES, every: int = 1, options: tuple[str, ...] = ()):
     def reg(cls):
         if field in _REGISTERED and _REGISTERED[field].cls is not cls:
             raise ValueError(f"two collectors fill Tick.{field}")
-        _REGISTERED[field] = Registration(field, cls, tuple(uses), max(1, every))
+        _REGISTERED[field] = Registration(field, cls, tuple(uses), max(1, every), tuple(options))
         return cls
     return reg
 
@@ -60,13 +61,30 @@ def registered(use: str | None = None) -> list[Registration]:
     return [r for r in _REGISTERED.values() if use is None or use in r.uses]
 
 
-class Deltas:
+class Collector:
+    """A registered collector's base: the root and the sampler's reader kept; prime() and close() do nothing
+    (a collector with a baseline to take or something to release says so). `recovers`: a read after a failed
+    one is said (the recorder says "read again"), for a source that comes and goes (systemd)."""
+
+    recovers = False
+
+    def __init__(self, root: Root, reader: Preader):
+        self.root, self.reader = root, reader
+
+    def prime(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Deltas(Collector):
     """A collector of counters, whose record is the change since its last read: `prime()` takes the first
     reading, `step()` returns (previous, current) and keeps current (previous is None until primed).
     Its files are read through the sampler's reader (one pread a tick) and it holds nothing to close."""
 
     def __init__(self, root: Root, reader: Preader):
-        self.root, self.reader = root, reader
+        super().__init__(root, reader)
         self.prev = None
 
     def _read(self):
@@ -79,6 +97,3 @@ class Deltas:
         cur = self._read()
         prev, self.prev = self.prev, cur
         return prev, cur
-
-    def close(self) -> None:
-        pass

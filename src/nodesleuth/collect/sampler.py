@@ -11,15 +11,12 @@ from ..model.records import KernelEvent, NicCounters, ProcUse, Tick
 from ..model.errors import InputError
 from ..model.mpstat import CpuTimes, interval as cpu_interval
 from .cpu import read_stat
-from .irqs import IrqReader, deltas as irq_deltas
 from .kmsg import KmsgReader
-from .meminfo import read_meminfo
 from .nic import NicReader
 from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from ..node.root import Root
 from .registry import Seen, registered
-from .units import UnitWatcher
 
 TOP_PER_CPU = 5
 KMSG_SHARE = 0.25  # of a CPU the kernel-log reader may take during a flood (per tick for a file, per second on its thread for /dev/kmsg)
@@ -34,9 +31,6 @@ def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5)
     for cpu in sorted(by_cpu):
         out.extend(sorted(by_cpu[cpu], key=lambda u: -u.pct)[:n])
     return out
-
-
-MEMINFO_KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
 
 
 @dataclass(frozen=True)
@@ -74,10 +68,7 @@ class Sampler:
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
                  procs_full_max: int = 0, kmsg_boot: float | str | None = "root", units_timeout: float = 120.0):
         self.root = root
-        self.threads = threads
         self.nic_every = nic_every
-        self.units_every = units_every
-        self.ns_pid = ns_pid
         self.ethtool = ethtool
         self.ethtool_every = max(1, ethtool_every)
         self.util = util  # per-CPU percentages now; the recorder stores raw jiffies and skips this
@@ -102,16 +93,15 @@ class Sampler:
         self._census = None  # the last tick()'s census (a cpu_tick carries it along)
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every, full_max=procs_full_max or None)
         self._t: float | None = None
-        self.units_seen = True
-        self.units = UnitWatcher(root, ns_pid, units_timeout) if units_every else None
         self.recovered: list[str] = []  # sections that failed and read again since the caller last looked
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
         self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
         self.nic_reader = NicReader(root, self.reader)
-        self.irqs = IrqReader(root, self.reader) if irqs else None
-        self._irq_prev: dict | None = None
         # the registered collectors of this use (collect/registry.py): one Tick field each
-        self.extra = [(r, r.cls(root, self.reader)) for r in registered(use)]
+        # (`irqs` False: not the NIC's IRQ lines, which the exporter does without)
+        opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout}
+        self.extra = [(r, r.cls(root, self.reader, **{o: opts[o] for o in r.options}))
+                      for r in registered(use) if irqs or r.field != "nic_irqs"]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
         self.problems: dict[str, str] = dict(self.census.problems)
         if self.kmsg_problem:
@@ -136,8 +126,6 @@ class Sampler:
         self._stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
         self.nics = self._read("nics", lambda: self.nic_reader.read(self.ethtool))
-        if self.irqs:
-            self._irq_prev = self._read("irqs", self.irqs.read)
         for r, c in self.extra:
             self._read(r.field, c.prime)
         return self._kmsg_events()
@@ -158,8 +146,7 @@ class Sampler:
             cpu, raw, stat = iv.util, iv.deltas, iv.carry
         if stat is not None:
             self._fast = (stat, now)
-        return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], census=self._census, meminfo={},
-                    cpu_raw=raw)
+        return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], census=self._census, cpu_raw=raw)
 
     def kernel_events(self, interval: float = 1.0) -> list[KernelEvent]:
         """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
@@ -205,7 +192,6 @@ class Sampler:
         procs = top_per_cpu(fit_to_cpus(uses, busy))
         census = self._census = self.census.sample(now, force_walk=force_walk)
         self.problems.update({k: v for k, v in census.problems if k not in self.problems})
-        mi = self._read("meminfo", lambda: read_meminfo(self.root, self.reader, MEMINFO_KEYS), {})
         # a flood of kernel-log lines gets a share of the tick, never the whole of it (the rest waits, or is
         # overwritten in the ring and counted dropped: collect/kernellog.py)
         events = self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
@@ -214,33 +200,17 @@ class Sampler:
             # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
             eth = self.ethtool and (self.nics is None or (self.n + 1) % self.ethtool_every == 0)
             nics = self.nics = self._read("nics", lambda: self.nic_reader.read(eth, self.nics))
-        units = None
-        # no systemd here: ask again only once a minute (a namespace's systemd may come up later)
-        if self.units is not None:
-            # read on the watcher's thread: a systemd slow to answer delays the answer, never this tick
-            ask = self.n % (self.units_every if self.units_seen else 60) == 0
-            got = self.units.poll(ask)
-            if got is not None:
-                _, units, err = got
-                self.units_seen = units is not None or err is not None
-                if err:
-                    self.problems.setdefault("units", err)
-                elif units is not None and self.problems.pop("units", None) is not None:
-                    self.recovered.append("units")
-        ni = None
-        if self.irqs:
-            cur = self._read("irqs", self.irqs.read)
-            if cur is not None and self._irq_prev is not None:
-                ni = irq_deltas(self._irq_prev, cur)
-            self._irq_prev = cur
         seen = Seen(busy, procs, self.kmsg)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
+        sections = {k: v for k, v in sections.items() if v is not None}  # unread: the field's default
+        for r, c in self.extra:
+            if c.recovers and r.field in sections and self.problems.pop(r.field, None) is not None:
+                self.recovered.append(r.field)
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
-        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census,
-                    meminfo={k: mi[k] for k in MEMINFO_KEYS if k in mi}, events=events, nics=nics, units=units,
-                    cpu_raw=raw, nic_irqs=ni, **sections)
+        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, events=events, nics=nics,
+                    cpu_raw=raw, **sections)
 
     def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:
         """New kernel-log events (`budget`: seconds the read may take). Following the root's own log (record,
@@ -289,8 +259,6 @@ class Sampler:
     def close(self) -> None:
         for _, c in self.extra:
             c.close()
-        if self.units is not None:
-            self.units.close()
         self.tasks.close()
         self.nic_reader.close()
         self.reader.close()

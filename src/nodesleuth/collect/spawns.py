@@ -22,7 +22,7 @@ from ..model.records import Spawns
 from ..node.pread import Preader, read_text
 from ..node.root import Root
 from .hogs import cgroup_of
-from .registry import collector
+from .registry import Collector, collector
 
 MIN_FORKS = 10  # per second: a second with fewer started lists nothing (exec probes, cron: a few a second)
 PARENTS = 256  # parents' command and cgroup kept (read once each); forgotten beyond
@@ -39,7 +39,7 @@ def _stat(data: bytes) -> tuple[str, int, int] | None:
 
 
 @collector("spawns", uses=("record",))
-class SpawnReader:
+class SpawnReader(Collector):
     def __init__(self, root: Root, reader: Preader):
         self.root, self.reader = root, reader
         self.proc = root.join("/proc")

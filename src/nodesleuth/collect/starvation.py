@@ -20,11 +20,11 @@ from ..model.records import Starve
 from ..node.pread import Preader
 from ..node.root import Root
 from ..model.procfs import parse_psi_some_total
-from .registry import collector
+from .registry import Collector, collector
 
 
 @collector("starve")
-class StarvationReader:
+class StarvationReader(Collector):
     def __init__(self, root: Root, reader: Preader | None = None):
         self.root = root
         self.proc = root.join("/proc")
@@ -42,9 +42,6 @@ class StarvationReader:
         prev, self.prev = self.prev, self.counters()
         got = deltas(prev, self.prev, interval)
         return None if got is None else Starve(got)
-
-    def close(self) -> None:
-        pass
 
     def _comm(self, pid: str) -> str:
         try:

@@ -18,7 +18,7 @@ from ..model.records import StatRead
 from ..node.cgroupfs import mounts, v1_mount, v2_mount
 from ..node.pread import Preader
 from ..node.root import Root
-from .registry import collector
+from .registry import Collector, collector
 
 EVERY = 10  # ticks between reads
 CHUNK = 1 << 16
@@ -61,13 +61,10 @@ def timed_read(path: str) -> tuple[float, float, int]:
 
 
 @collector("stat_read", uses=("record", "exporter"), every=EVERY)
-class StatReadReader:
+class StatReadReader(Collector):
     def __init__(self, root: Root, reader: Preader):
         self.root = root
         self.path = stat_path(root)
-
-    def prime(self) -> None:
-        pass
 
     def read(self, interval: float, seen=None) -> StatRead | None:
         if self.path is None:
@@ -78,6 +75,3 @@ class StatReadReader:
         except OSError as e:
             raise InputError(full, e.strerror or str(e)) from None
         return StatRead(self.path, round(wall, 1), round(cpu_us, 1), n)
-
-    def close(self) -> None:
-        pass

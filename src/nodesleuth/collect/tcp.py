@@ -31,7 +31,7 @@ from ..model.records import TCP_COUNTERS, TCP_NETSTAT, TCP_SNMP, Sockets, Tcp
 from ..node.pread import Preader, read_text
 from ..node.root import HOST, LIVE, Root
 from . import inetdiag
-from .registry import collector
+from .registry import Collector, collector
 
 MAX_NETNS_PER_TICK = 32  # other network namespaces read a tick (0.14 ms each); the rest wait their turn
 ENUM_EVERY = 10  # ticks between enumerations of /proc/*/ns/net
@@ -96,7 +96,7 @@ def severity(why: list[str]) -> float:
 
 
 @collector("tcp")
-class TcpReader:
+class TcpReader(Collector):
     def __init__(self, root: Root, reader: Preader):
         self.root, self.reader = root, reader
         self.kind = root.kind
@@ -268,7 +268,7 @@ def _cgroup(root: Root, pid: int) -> str:
 
 
 @collector("sockets", uses=("check", "record"))
-class SocketView:
+class SocketView(Collector):
     def __init__(self, root: Root, reader: Preader):
         self.root, self.reader = root, reader
         self.last: dict[int, float] = {}  # netns -> when last scanned

@@ -38,13 +38,9 @@ METRICS = {m.name: m for m in (
            "(model/memcg_ids.py: all before 4.8; since 4.8 only swap-pinned ones, so with swap on, all dying ones "
            "are counted)"),
     Metric("nodesleuth_memcg_ids_used_ratio", "gauge", "nodesleuth_memcg_ids_used / 65535"),
-    Metric("nodesleuth_memory_percpu_bytes", "gauge", "Percpu from /proc/meminfo"),
-    Metric("nodesleuth_memory_slab_bytes", "gauge", "Slab from /proc/meminfo"),
     Metric("nodesleuth_nic_driver_resets", "counter", "NIC driver reset/timeout counters (ethtool -S, per-queue "
            "tx_timeout)", ("device", "counter")),
     Metric("nodesleuth_nic_kernel_events", "counter", "NIC trouble lines in the kernel log", ("device", "reason")),
-    Metric("nodesleuth_unit_restarts", "counter", "systemd NRestarts per service", ("unit",)),
-    Metric("nodesleuth_unit_crash_looping", "gauge", "1 if the unit is in a restart loop", ("unit",)),
     Metric("nodesleuth_incidents", "counter", "Incidents seen since start (detect/incidents.py rule)", ("kind",)),
     Metric("nodesleuth_samples", "counter", "Samples taken by the exporter"),
     # the exporter's profile (--profile): share of each CPU's time per code family over the last window
@@ -79,10 +75,8 @@ FROM_TICK = {
             "nodesleuth_node_busy_ratio", "nodesleuth_hot_core_seconds", "nodesleuth_hot_core_others_busy_ratio"),
     "census": ("nodesleuth_cgroups_tracked", "nodesleuth_cgroups_live", "nodesleuth_cgroups_dying",
                "nodesleuth_memcg_ids_used", "nodesleuth_memcg_ids_used_ratio"),
-    "meminfo": ("nodesleuth_memory_percpu_bytes", "nodesleuth_memory_slab_bytes"),
     "events": ("nodesleuth_nic_kernel_events", "nodesleuth_incidents"),
     "nics": ("nodesleuth_nic_driver_resets",),
-    "units": ("nodesleuth_unit_restarts", "nodesleuth_unit_crash_looping"),
     **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items() if cls.METRICS},
 }
 NOT_FROM_TICK = {
@@ -90,7 +84,6 @@ NOT_FROM_TICK = {
     "interval": "rates are over the scrape interval",
     "cpu_raw": "jiffies: exported as the ratios of `cpu`",
     "procs": "per-process labels are unbounded cardinality: /snapshot carries the top processes",
-    "nic_irqs": "per-CPU per-IRQ line: in /snapshot and the recording",
     **{name: cls.NO_METRICS for name, cls in SECTIONS.items() if not cls.METRICS},
 }
 
@@ -131,10 +124,6 @@ def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None, ids
             use = id_use(live, dying or 0, ids[0], ids[1])
             yield "nodesleuth_memcg_ids_used", (), use.high
             yield "nodesleuth_memcg_ids_used_ratio", (), round(use.ratio, 4)
-    if "Percpu" in t.meminfo:
-        yield "nodesleuth_memory_percpu_bytes", (), t.meminfo["Percpu"]
-    if "Slab" in t.meminfo:
-        yield "nodesleuth_memory_slab_bytes", (), t.meminfo["Slab"]
     for name in SECTIONS:
         sec = getattr(t, name, None)
         if sec is not None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 from .metric import Metric
-from .section import SECTIONS, MapSection, Section, key_of
+from .section import SECTIONS, MapSection, Section, key_of, table, untable
 from .thresholds import CRASH_LOOP_RESTARTS
 from .timeparse import iso
 
@@ -233,6 +233,34 @@ class Unit:
                 "crash_looping": self.crash_looping}
 
 
+class Units(list, Section):
+    """systemd's service units (collect/units.py, every few ticks): a plain list of Unit to every reader, stored
+    under "u" as a table by field name as before sections, when it changed."""
+
+    FIELD = "units"
+    KEY = "u"
+    CHANGES = True
+    WEB = "not shown: shown by explain's chain (creator -> unit), not as a series"
+    # the exporter serves these from its own state (a crash loop remembered between full ticks: fleet/exporter.py)
+    METRICS = (Metric("nodesleuth_unit_restarts", "counter", "systemd NRestarts per service", ("unit",)),
+               Metric("nodesleuth_unit_crash_looping", "gauge", "1 if the unit is in a restart loop", ("unit",)))
+
+    def to_dict(self) -> list:
+        return [u.to_dict() for u in self]
+
+    def stored(self) -> dict:
+        return table(self, tuple(f.name for f in dataclasses.fields(Unit)))
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Units":
+        return cls(untable(d, Unit, "units"))
+
+    @classmethod
+    def merge(cls, vals: list["Units"]) -> "Units":
+        """A state: the window's last answer."""
+        return vals[-1]
+
+
 def sum_rows(a, b) -> list:
     """Two per-CPU rows added column by column (the shorter one padded with zeros)."""
     if len(a) < len(b):
@@ -266,6 +294,82 @@ def sum_num(a, b):
     if ta in _NUM and tb in _NUM:
         return a + b
     return b
+
+
+class Meminfo(MapSection):
+    """/proc/meminfo (bytes; the KEYS this kernel prints, collect/meminfo.py): Percpu and Slab are where
+    dying memory cgroups show their cost. Stored under "mi" as before sections, even when unread ({})."""
+
+    FIELD = "meminfo"
+    KEY = "mi"
+    WEB = "panel:memory"
+    KEYS = ("MemTotal", "MemAvailable", "Percpu", "Slab", "SUnreclaim", "Cached")
+    DRAWN = ("Percpu", "Slab")  # what the minute tier keeps (older minutes: RollupMinute's percpu, slab)
+    METRICS = (Metric("nodesleuth_memory_percpu_bytes", "gauge", "Percpu from /proc/meminfo"),
+               Metric("nodesleuth_memory_slab_bytes", "gauge", "Slab from /proc/meminfo"))
+
+    def empty(self) -> bool:
+        return False
+
+    @classmethod
+    def merge(cls, vals: list["Meminfo"]) -> "Meminfo":
+        """A state: the window's last second."""
+        return cls(vals[-1])
+
+    @classmethod
+    def fold(cls, vals: list["Meminfo"]) -> "Meminfo":
+        return cls({k: vals[-1][k] for k in cls.DRAWN if k in vals[-1]})
+
+    def samples(self):
+        for k, m in zip(self.DRAWN, self.METRICS):
+            if k in self:
+                yield m.name, (), self[k]
+
+
+class NicIrqs(MapSection):
+    """The NIC's IRQ lines of /proc/interrupts (collect/irqs.py): per line, its per-CPU count this interval.
+    Stored under "ni" as before sections: each line's CPUs that took some, as [cpu, delta] pairs."""
+
+    FIELD = "nic_irqs"
+    KEY = "ni"
+    WEB = "not shown: in dump and the recording; the starvation chart shows NET_RX/NET_TX per second"
+    NO_METRICS = "per-CPU per-IRQ line: in /snapshot and the recording"
+
+    def stored(self) -> dict:
+        """Each line's CPUs that took some, and its last CPU (so the rows' length reads back)."""
+        return {k: [[c, d] for c, d in enumerate(v) if d or c == len(v) - 1] for k, v in self.items()}
+
+    @classmethod
+    def from_stored(cls, d: dict, n: int | None = None) -> "NicIrqs":
+        """Rows of `n` CPUs (None: up to the highest CPU stored)."""
+        if n is None:
+            n = 1 + max((c for v in d.values() for c, _ in v), default=0)
+        out = cls()
+        for k, pairs in d.items():
+            row = out[k] = [0] * n
+            for c, x in pairs:
+                if c < n:
+                    row[c] = x
+        return out
+
+    @classmethod
+    def from_record(cls, d: dict, rec: dict) -> "NicIrqs":
+        """In a tick's record, rows as long as its CPU rows ("c", "ci"; older records stored no last CPU)."""
+        rows, ci = rec.get("c"), rec.get("ci")
+        if rows is None:
+            return cls.from_stored(d)
+        return cls.from_stored(d, len(set(ci[:len(rows)]) | {-1}) - 1 if isinstance(ci, list) else
+                               max(0, min(ci, len(rows))))
+
+    @classmethod
+    def merge(cls, vals: list["NicIrqs"]) -> "NicIrqs":
+        """A window: each line's per-CPU counts summed."""
+        out = cls()
+        for v in vals:
+            for k, row in v.items():
+                acc = out.get(k)
+                out[k] = list(row) if acc is None else sum_rows(acc, row)
+        return out
 
 
 class Softirqs(MapSection):
@@ -714,13 +818,13 @@ class Tick:
     cpu: dict[int, CpuUtil]
     procs: list[ProcUse]
     census: Census
-    meminfo: dict[str, int]
     events: list[KernelEvent] = field(default_factory=list)
     nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
-    units: list[Unit] | None = None
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
-    nic_irqs: dict[str, list[int]] | None = None  # per-CPU deltas of the NIC's IRQ lines
     # sections of registered collectors (model/section.py): None when not read this tick
+    meminfo: Meminfo = field(default_factory=Meminfo)  # {} when unread
+    nic_irqs: NicIrqs | None = None  # per-CPU deltas of the NIC's IRQ lines
+    units: Units | None = None  # None on ticks where no new answer came
     softirqs: Softirqs | None = None  # per-CPU deltas this interval
     starve: Starve | None = None  # ksoftirqd wait/run per CPU (ms), CPU pressure (ms): collect/starvation.py
     softnet: Softnet | None = None
@@ -751,11 +855,8 @@ class Tick:
                 "procs": [p.to_dict() for p in self.procs],
                 "cgroups": {"v1": [c.to_dict() for c in self.census.v1],
                             "v2": None if self.census.v2 is None else self.census.v2.to_dict()},
-                "meminfo": self.meminfo,
                 "events": [e.to_dict() for e in self.events],
                 "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
-                "units": None if self.units is None else [u.to_dict() for u in self.units],
-                "nic_irqs": self.nic_irqs,
                 **{key_of(cls): None if getattr(self, name) is None or getattr(self, name).empty()
                    else getattr(self, name).to_dict() for name, cls in SECTIONS.items()}}
 
@@ -830,8 +931,6 @@ class RollupMinute:
     sys: list[int]  # per CPU: mean sys %
     mem: list[int] | None = None  # v1 memory controller at the minute's end: tracked, live, dying
     dying: int | None = None  # dying memory cgroups (either hierarchy) at the minute's end
-    percpu: int | None = None  # /proc/meminfo Percpu, bytes
-    slab: int | None = None
     ev: list = field(default_factory=list)  # NIC events of the minute: [time, reason, kind, ifname]
     x: dict | None = None  # sections folded over the minute (Section.fold), stored by field name (model/section.py)
 

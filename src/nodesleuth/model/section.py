@@ -11,8 +11,8 @@ to_dict() under DUMP (default FIELD), the exporter and `dump --format openmetric
 with no other file touched. tests/test_model.py checks every declaration.
 
 KEY: the record key of a section that was stored before sections were (the hand-wired fields of
-older versions: "sv", "si"), so every store written since reads the same; a new section leaves it
-empty (kept under "x" by FIELD).
+older versions: "sv", "si", "mi", "ni"), so every store written since reads the same; a new section
+leaves it empty (kept under "x" by FIELD).
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class Section:
     NO_METRICS: ClassVar[str] = ""  # why a section with no METRICS is not exported
     KEY: ClassVar[str] = ""  # its own record key (sections older than the pattern); "" -> record["x"][FIELD]
     DUMP: ClassVar[str] = ""  # its key in `dump` and Tick.to_dict() ("" -> FIELD)
+    CHANGES: ClassVar[bool] = False  # a state that rarely moves: a tick record keeps it only when it changed, and at
+    # each keyframe (store/codec.py), so a second without it reads None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -56,6 +58,12 @@ class Section:
     @classmethod
     def from_stored(cls, d: dict) -> "Section":
         return cls.from_dict(d)
+
+    @classmethod
+    def from_record(cls, d: dict, rec: dict) -> "Section":
+        """From its stored form `d` in the record `rec` (a section whose form leans on another part of the
+        record overrides this: NicIrqs, whose rows are as long as the tick's CPU rows)."""
+        return cls.from_stored(d)
 
     @classmethod
     def merge(cls, vals: list["Section"]) -> "Section":
@@ -91,6 +99,29 @@ class MapSection(dict, Section):
 
     def empty(self) -> bool:
         return not self
+
+
+def table(objs, names: tuple[str, ...]) -> dict:
+    """Dataclass rows as a table by field name (the store's form of a list of records)."""
+    return {"f": list(names), "r": [[getattr(o, n) for n in names] for o in objs]}
+
+
+def untable(d: dict | None, cls, where: str = "record") -> list:
+    """Rows of a field-name table to `cls` instances: unknown names ignored, missing ones defaulted."""
+    from .errors import InputError
+
+    if not d:
+        return []
+    known = {f.name for f in dataclasses.fields(cls)}
+    names = d.get("f", [])
+    keep = [(i, n) for i, n in enumerate(names) if n in known]
+    out = []
+    for row in d.get("r", []):
+        try:
+            out.append(cls(**{n: row[i] for i, n in keep}))
+        except (TypeError, IndexError) as e:
+            raise InputError(where, f"{cls.__name__} row {row!r:.80}: {e}") from None
+    return out
 
 
 def key_of(cls: type[Section]) -> str:
@@ -134,7 +165,7 @@ def restore(rec: dict, where: str, only: str | tuple[str, ...] | None = None, ke
         if d is None:
             continue
         try:
-            out[name] = cls.from_stored(d)
+            out[name] = cls.from_record(d, rec)
         except (TypeError, KeyError, ValueError, IndexError, AttributeError) as e:
             raise InputError(where, f"{name} section {str(d)[:60]!r}: {e}") from None
     return out

@@ -32,9 +32,9 @@ import orjson
 
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, NicCounters, ProcUse, Tick,
-                             Unit, V2Stat)
-from ..model.section import kept, restore, store_into
+from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, Meminfo, NicCounters,
+                             NicIrqs, ProcUse, Tick, Unit, Units, V2Stat)
+from ..model.section import kept, restore, store_into, table, untable
 from . import pack as packing
 
 VERSION = 3  # the tick record schema this version writes
@@ -42,7 +42,6 @@ READS = (1, 2, 3)  # and the ones it reads
 KEYFRAME = 60.0
 NIC_STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors", "rx_missed_errors")
 PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
-UNIT_FIELDS = tuple(f.name for f in dataclasses.fields(Unit))
 EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(KernelEvent))
 CG_FIELDS = ("name", "hierarchy", "tracked", "live", "mount")
 
@@ -53,26 +52,6 @@ def _trim(v) -> list[int]:
     while n > 4 and v[n - 1] == 0:
         n -= 1
     return v[:n]  # a tuple stays a tuple: the same JSON array
-
-
-def table(objs, names: tuple[str, ...]) -> dict:
-    return {"f": list(names), "r": [[getattr(o, n) for n in names] for o in objs]}
-
-
-def untable(d: dict | None, cls, where: str = "record") -> list:
-    """Rows of a field-name table to `cls` instances: unknown names ignored, missing ones defaulted."""
-    if not d:
-        return []
-    known = {f.name for f in dataclasses.fields(cls)}
-    names = d.get("f", [])
-    keep = [(i, n) for i, n in enumerate(names) if n in known]
-    out = []
-    for row in d.get("r", []):
-        try:
-            out.append(cls(**{n: row[i] for i, n in keep}))
-        except (TypeError, IndexError) as e:
-            raise InputError(where, f"{cls.__name__} row {row!r:.80}: {e}") from None
-    return out
 
 
 class Encoder:
@@ -88,7 +67,7 @@ class Encoder:
             raise ValueError(f"cannot write tick schema {version}")
         self.version = version
         self._nic = None
-        self._units = None
+        self._last: dict[str, dict] = {}  # sections that change rarely (Section.CHANGES): the last form kept
         self._last_key = -1e18
         self.seen: dict[int, str] = {}  # pid -> name, seen since the last refresh
         self.comms: dict[int, str] = {}  # the context: names the current segment's head holds
@@ -148,9 +127,6 @@ class Encoder:
                          "subsys": {k: list(v) for k, v in c.v2.subsys.items()}}
         if c.dying_subtrees:
             rec["ds"] = table(c.dying_subtrees, ("path", "dying"))
-        rec["mi"] = t.meminfo
-        if t.nic_irqs:  # affined IRQs: sparse [cpu, delta] pairs
-            rec["ni"] = {k: [[c, d] for c, d in enumerate(v) if d] for k, v in t.nic_irqs.items()}
         if t.events:
             rec["ev"] = {"f": EVENT_FIELDS, "r": [[round(getattr(e, n), 6) if n == "time" else getattr(e, n)
                                                    for n in EVENT_FIELDS] for e in t.events]}
@@ -161,12 +137,13 @@ class Encoder:
             if key or nic != self._nic:
                 rec["nic"] = nic
                 self._nic = nic
-        if t.units is not None:
-            units = table(t.units, UNIT_FIELDS)
-            if key or units != self._units:
-                rec["u"] = units
-                self._units = units
-        store_into(rec, kept(t))  # registered collectors' sections (model/section.py), by field name
+        secs = kept(t)  # registered collectors' sections (model/section.py), by field name
+        for name in [n for n in secs if SECTIONS[n].CHANGES]:
+            form = secs[name].stored()
+            if not key and self._last.get(name) == form:
+                del secs[name]
+            self._last[name] = form
+        store_into(rec, secs)
         if extra:
             rec.update(extra)
         return rec
@@ -249,8 +226,7 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), census=_census(r, where),
-                meminfo=r.get("mi", {}), events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r),
-                units=untable(r["u"], Unit, where) if "u" in r else None, cpu_raw=raw, nic_irqs=_nic_irqs(r, raw),
+                events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r), cpu_raw=raw,
                 **restore(r, where))
 
 
@@ -293,15 +269,7 @@ class LazyTick(Tick):
     procs = _OnRead(lambda self: _procs(self._r.get("p")))
     census = _OnRead(lambda self: _census(self._r, self._where))
     starve = _OnRead(lambda self: restore(self._r, self._where, "starve").get("starve"))
-
-    @_OnRead
-    def nic_irqs(self):
-        r = self._r
-        if "cpu_raw" in self.__dict__ or "ni" not in r or "c" not in r:
-            return _nic_irqs(r, self.cpu_raw)
-        ci, rows = r["ci"], r["c"]  # len(cpu_raw) - 1 without making it:
-        n = len(set(ci[:len(rows)]) | {-1}) - 1 if isinstance(ci, list) else max(0, min(ci, len(rows)))
-        return _nic_irqs(r, range(n + 1))
+    nic_irqs = _OnRead(lambda self: restore(self._r, self._where, "nic_irqs").get("nic_irqs"))
 
     def __eq__(self, other):
         """Equal to a Tick with equal fields (the dataclass's own __eq__ wants the same class)."""
@@ -337,6 +305,11 @@ class LazyTick(Tick):
         return hit[1]
 
 
+# a section a decoded tick lacks is its field's default (None, or an empty mapping for meminfo)
+_ABSENT = {f.name: f.default_factory for f in dataclasses.fields(Tick)
+           if f.name in SECTIONS and f.default_factory is not dataclasses.MISSING}
+
+
 def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx: bytes = b"") -> Tick:
     """`decode`, with the bulky fields built on first read (LazyTick). The record is parsed and
     checked here, so an undecodable or too new record fails at once, as with `decode`."""
@@ -345,14 +318,13 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
         return decode_v1(r)
     t = LazyTick.__new__(LazyTick)
     t._r, t._where = r, where
-    t.time, t.interval, t.meminfo = r["t"], r["iv"], r.get("mi", {})
+    t.time, t.interval = r["t"], r["iv"]
     t.events = untable(r.get("ev"), KernelEvent, where)
     t.nics = _nics(r)
-    t.units = untable(r["u"], Unit, where) if "u" in r else None
     for name in SECTIONS:
         if not isinstance(LazyTick.__dict__.get(name), _OnRead):
-            t.__dict__[name] = None
-    t.__dict__.update((k, v) for k, v in restore(r, where).items() if k != "starve")
+            t.__dict__[name] = _ABSENT[name]() if name in _ABSENT else None
+    t.__dict__.update((k, v) for k, v in restore(r, where).items() if not isinstance(LazyTick.__dict__.get(k), _OnRead))
     return t
 
 
@@ -482,20 +454,6 @@ def cpu_busy(r: dict) -> tuple[list[int], list[float]] | None:
     return ci, busy
 
 
-def _nic_irqs(r: dict, raw):
-    if "ni" not in r:
-        return None
-    n = len(raw) - 1 if raw else 1 + max((c for v in r["ni"].values() for c, _ in v), default=0)
-    ni = {}
-    for k, pairs in r["ni"].items():
-        row = [0] * n
-        for c, d in pairs:
-            if c < n:
-                row[c] = d
-        ni[k] = row
-    return ni
-
-
 def decode_v1(r: dict) -> Tick:
     """Schema 1: positional lists, as nodesleuth 0.1 wrote them (tests/golden/store-v1)."""
     cpu, raw = _cpus(r)
@@ -514,7 +472,8 @@ def decode_v1(r: dict) -> Tick:
         for ifname, (drv, bus, qto, stats, trouble) in r["nic"].items():
             eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
             nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
-    units = [Unit(*u) for u in r["u"]] if "u" in r else None
-    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=r.get("mi", {}),
-                events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=_nic_irqs(r, raw),
+    units = Units(Unit(*u) for u in r["u"]) if "u" in r else None
+    ni = NicIrqs.from_stored(r["ni"], len(raw) - 1 if raw else None) if "ni" in r else None
+    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),
+                events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=ni,
                 **restore(r, "schema 1 record", "softirqs"))

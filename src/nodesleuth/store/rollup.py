@@ -29,6 +29,9 @@ def decode(payload: bytes) -> RollupMinute:
     """A stored minute by field name (a key this version does not know is ignored); ValueError,
     TypeError or KeyError for a record that is not one."""
     d = orjson.loads(payload)
+    old = {k: v for k, v in (("Percpu", d.get("percpu")), ("Slab", d.get("slab"))) if v is not None}
+    if old:  # a minute written before meminfo was a section kept Percpu and Slab by hand
+        d["x"] = {"meminfo": old, **(d.get("x") or {})}
     return RollupMinute(**{k: v for k, v in d.items() if k in _FIELDS})
 
 
@@ -135,8 +138,7 @@ class Rollup(Window):
         return RollupMinute(
             t=self.start, n=self.n, busy=[round(x / n) for x in self.busy_sum], bmax=[round(x) for x in self.busy_max],
             sys=[round(x / n) for x in self.sys_sum], mem=[mem.tracked, mem.live, mem.dying] if mem else None,
-            dying=t.census.memory_dying() if t else None, percpu=t.meminfo.get("Percpu") if t else None,
-            slab=t.meminfo.get("Slab") if t else None, ev=self.events, x=x)
+            dying=t.census.memory_dying() if t else None, ev=self.events, x=x)
 
     def flush(self) -> RollupMinute | None:
         return self.record() if self.n else None

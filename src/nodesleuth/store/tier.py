@@ -108,8 +108,7 @@ class Aggregator(rollup.Window):
         self.smax: dict[int, float] = {}
         self.hot: dict[int, int] = {}
         self.use: dict[tuple[int, int], list] = {}
-        self.ni = None
-        self.nics = self.units = None
+        self.nics = None
 
     def add(self, t: Tick) -> tuple[Tick, dict] | None:
         slot = (t.time - 1e-6) - (t.time - 1e-6) % self.period  # a tick at 10:00:10 ends the 10:00:00 window
@@ -153,16 +152,9 @@ class Aggregator(rollup.Window):
                 slot[0] = p.comm
                 slot[1] += p.pct * iv
                 slot[2] = slot[2] or p.estimate
-        if t.nic_irqs is not None:
-            ni = self.ni
-            self.ni = {k: list(v) for k, v in t.nic_irqs.items()} if ni is None else \
-                {k: sum_rows(ni[k], v) if k in ni else list(v) for k, v in t.nic_irqs.items()} | \
-                {k: v for k, v in ni.items() if k not in t.nic_irqs}
         self.events += t.events
         if t.nics is not None:
             self.nics = t.nics
-        if t.units is not None:
-            self.units = t.units
         self._keep(t)
 
     def aggregate(self) -> tuple[Tick, dict]:
@@ -174,9 +166,9 @@ class Aggregator(rollup.Window):
                 by_cpu.setdefault(cpu, []).append(ProcUse(pid, comm, cpu, pct, est))
         procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
         sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
-        agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, census=last.census, meminfo=last.meminfo,
-                   events=list(self.events), nics=self.nics, units=self.units,
-                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None, nic_irqs=self.ni,
+        agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, census=last.census,
+                   events=list(self.events), nics=self.nics,
+                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None,
                    **sections)
         cpus = sorted(self.bmax)
         extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],
@@ -212,10 +204,9 @@ def from_minute(m) -> CoarseTick:
     if m.mem:
         v1 = (ControllerCount("memory", 0, m.mem[0], m.mem[1], None),)
     census = Census(m.t + 60, v1, None, (), None)
-    meminfo = {k: v for k, v in (("Percpu", m.percpu), ("Slab", m.slab)) if v is not None}
     events = [KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
                           ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev]
-    tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], census=census, meminfo=meminfo, events=events,
+    tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], census=census, events=events,
               **restore({"x": m.x or {}}, "rollup record", keys=False))
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)
 
@@ -224,7 +215,7 @@ def minute_sections(m, names: tuple[str, ...]) -> Tick:
     """Only the named sections of a stored minute, as a tick (time, interval, those sections): what a chart
     of a day reads, without the per-CPU figures from_minute builds."""
     return Tick(time=m.t + 60, interval=float(m.n), cpu={}, procs=[], census=Census(m.t + 60, (), None, (), None),
-                meminfo={}, **restore({"x": m.x or {}}, "rollup record", names, keys=False))
+                **restore({"x": m.x or {}}, "rollup record", names, keys=False))
 
 
 @dataclass

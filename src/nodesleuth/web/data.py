@@ -48,8 +48,6 @@ NOT_FROM_TICK = {
     "cpu_raw": "jiffies: drawn as the busy/sys values of `cpu`",
     "procs": "per cell on hover (/api/cell)",
     "nics": "their trouble shows as kernel events and incidents; counters are in dump and /metrics",
-    "units": "shown by explain's chain (creator -> unit), not as a series",
-    "nic_irqs": "in dump and the recording; the starvation chart shows NET_RX/NET_TX per second",
     **{name: cls.WEB for name, cls in SECTIONS.items() if cls.WEB.startswith("not shown: ")},
 }
 

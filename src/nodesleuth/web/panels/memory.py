@@ -5,5 +5,4 @@ from . import Axis, Panel, Series, panel
 panel(Panel("memory", "Percpu and Slab memory (bytes, /proc/meminfo)", 20, ("meminfo",),
             (Axis("b", "bytes", "bytes"),),
             (Series("percpu", "Percpu", "b", "#c60"), Series("slab", "Slab", "b", "#06c")),
-            lambda tk: {"t": tk.time, "percpu": tk.meminfo.get("Percpu"), "slab": tk.meminfo.get("Slab")},
-            lambda r: {"t": r.t, "percpu": r.percpu, "slab": r.slab}))
+            lambda tk: {"t": tk.time, "percpu": tk.meminfo.get("Percpu"), "slab": tk.meminfo.get("Slab")}))
