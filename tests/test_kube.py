@@ -510,3 +510,34 @@ def test_names_read_through_a_host_mount(kubelet):
     ref = json.loads(doc)
     assert (ref["namespace"], ref["pod"], ref["container"], ref["container_id"], ref["restarts"]) == \
         ("team-c", "api-0", "api", cid, 0)
+
+
+def test_pod_log_listing_follows_restarts_and_pods_as_they_come(tmp_path):
+    """Pods.refresh() keeps a log directory's listing while its mtime stays: a restart's new log file, a new pod
+    and a removed one are seen at the next refresh, even in the same second as the listing before (racy rule),
+    and an unchanged tree, listed long ago, answers as it did."""
+    uid = "0cb230a1-ed23-48a5-8e2c-1228cd5b6343"
+    cont = tmp_path / "var/log/pods" / f"web_api-0_{uid}" / "app"
+    cont.mkdir(parents=True)
+    (cont / "0.log").write_text("")
+    pods = Pods(str(tmp_path))
+    assert pods.restarts(uid, "app") == 0
+    (cont / "1.log").write_text("")  # within the same second as the listing above
+    pods.refresh()
+    assert pods.restarts(uid, "app") == 1
+    old = time.time() - 3600  # a quiet tree: every directory's mtime an hour ago
+    for d in (cont, cont.parent, cont.parent.parent):
+        os.utime(d, (old, old))
+    pods.refresh()
+    pods.refresh()
+    assert pods.restarts(uid, "app") == 1 and pods.owner(uid)["pod"] == "api-0"
+    (cont / "2.log").write_text("")  # the directory's mtime moves: listed again
+    uid2 = "5f0e7c11-2a36-4c1e-9d8b-0a1b2c3d4e5f"
+    (tmp_path / "var/log/pods" / f"web_db-0_{uid2}" / "pg").mkdir(parents=True)
+    (tmp_path / "var/log/pods" / f"web_db-0_{uid2}" / "pg" / "4.log").write_text("")
+    pods.refresh()
+    assert pods.restarts(uid, "app") == 2 and pods.restarts(uid2, "pg") == 4
+    assert [p["pod"] for p in pods.listing()] == ["api-0", "db-0"]
+    shutil.rmtree(cont.parent)
+    pods.refresh()
+    assert pods.restarts(uid, "app") is None and [p["pod"] for p in pods.listing()] == ["db-0"]

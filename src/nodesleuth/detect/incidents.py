@@ -100,16 +100,21 @@ class HotCoreTracker:
         self.min_seconds = min_seconds
         self.others_max = others_max
         self.runs: dict[int, list[_Second]] = defaultdict(list)
+        # per CPU of a current run: [its seconds, the others' busy % summed], added second by second in the
+        # run's order (so the same doubles as summing the run): the exporter asks every second, and a run
+        # an hour long would otherwise be summed whole 3,600 times an hour
+        self._sums: dict[int, list[float]] = {}
         self.last_t: float | None = None
 
     def run_seconds(self, cpu: int) -> float:
         """How long this CPU has been >= busy_min without a break (0 if not now)."""
-        return sum(s.interval for s in self.runs.get(cpu, ()))
+        s = self._sums.get(cpu)
+        return s[0] if s is not None else 0
 
     def run_others(self, cpu: int) -> float | None:
         """Mean busy % of the other CPUs over this CPU's current run (None when it is not hot)."""
-        run = self.runs.get(cpu)
-        return sum(s.others for s in run) / len(run) if run else None
+        run, s = self.runs.get(cpu), self._sums.get(cpu)
+        return s[1] / len(run) if run and s is not None else None
 
     def gauges(self, t) -> dict[int, tuple[float, float | None]]:
         """Per CPU of the tick just fed: (seconds hot so far, the others' mean busy % over them), what
@@ -142,6 +147,9 @@ class HotCoreTracker:
                 others = sum(cool) / len(cool) if cool else (total - b) / max(1, len(cpus) - 1)
                 self.runs[c].append(_Second(t.time, t.interval, b, u.usr + u.nice, u.sys, u.soft, u.irq,
                                             others, node, by_cpu.get(c, [])))
+                sums = self._sums.setdefault(c, [0, 0])
+                sums[0] += t.interval
+                sums[1] += others
             elif c in self.runs:
                 out += self._close(c)
         return out
@@ -154,6 +162,7 @@ class HotCoreTracker:
 
     def _close(self, cpu: int) -> list[Episode]:
         run = self.runs.pop(cpu, [])
+        self._sums.pop(cpu, None)
         secs = sum(s.interval for s in run)
         if not run or secs < self.min_seconds - JITTER:
             return []

@@ -5,7 +5,8 @@ the cgroup path (uid, QoS, container id, runtime), the runtime's bundles (names 
 containerd's /run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/config.json, CRI-O's
 /run/containers/storage/overlay-containers/<id>/userdata/config.json), and kubelet's logs
 (/var/log/pods: names and restart counts per pod uid; /var/log/containers: names per container id).
-The log directories are listed once per `refresh()`. A bundle is read once per container id and kept
+The log directories are looked at once per `refresh()`, and listed and parsed again only
+when their mtime moved (an entry came or went). A bundle is read once per container id and kept
 in a bounded cache (at most MAX_BUNDLES entries, the oldest dropped first); a bundle that could not be
 read (not written yet, being removed, a runtime not mounted) is read again after MISS_RETRY seconds,
 never cached as unreadable for good; and `refresh()` drops the entries of containers whose cgroup is
@@ -28,6 +29,7 @@ from .root import Root
 
 MAX_BUNDLES = 1024  # cached bundles (named or not); the oldest read is dropped first beyond this
 MISS_RETRY = 10.0  # s: a bundle that could not be read is read again after this long
+RACY_NS = 2_000_000_000  # a log directory changed this recently is listed again at the next refresh
 
 BUNDLES = {
     "containerd": ("/run/containerd/io.containerd.runtime.v2.task/k8s.io", "config.json"),
@@ -49,6 +51,10 @@ class Pods:
         self._by_uid: dict[str, tuple[str, str]] = {}
         self._restarts: dict[tuple[str, str], int] = {}
         self._links: dict[str, tuple[str, str, str]] = {}
+        # a log directory's path -> (its mtime, what its listing gave): listed and parsed again only when an
+        # entry came or went (a pod, a container, a restart's log file) since
+        self._dirs: dict[str, tuple[int, object]] = {}
+        self._logs: dict[str, int | None] = {}  # a log file's path under /var/log/pods -> its restart count
         self.refresh()
 
     def refresh(self) -> None:
@@ -58,21 +64,55 @@ class Pods:
         self._by_uid.clear()
         self._restarts.clear()
         self._links.clear()
-        for d in self._list(POD_LOGS):
+        dirs, self._dirs = self._dirs, {}
+        logs, self._logs = self._logs, {}
+        for d in self._listed(POD_LOGS, dirs, list):
             lp = kube.from_log_path(d)
             if lp is None:
                 continue
             self._by_uid[lp.uid] = (lp.namespace, lp.pod)
-            for c in self._list(f"{POD_LOGS}/{d}"):
-                counts = [kube.from_log_path(f"{d}/{c}/{f}") for f in self._list(f"{POD_LOGS}/{d}/{c}")]
-                counts = [x.restart for x in counts if x is not None and x.restart is not None]
-                if counts:
-                    self._restarts[(lp.uid, c)] = max(counts)
-        for name in self._list(CONTAINER_LOGS):
+            for c in self._listed(f"{POD_LOGS}/{d}", dirs, list):
+                def restart(files, d=d, c=c):
+                    counts = [self._restart_of(f"{d}/{c}/{f}", logs) for f in files]
+                    counts = [x for x in counts if x is not None]
+                    return max(counts) if counts else None
+                n = self._listed(f"{POD_LOGS}/{d}/{c}", dirs, restart)
+                if n is not None:
+                    self._restarts[(lp.uid, c)] = n
+        for name in self._listed(CONTAINER_LOGS, dirs, list):
             link = kube.from_log_link(name)
             if link:
                 ns, pod, container, cid = link
                 self._links[cid] = (ns, pod, container)
+
+    def _restart_of(self, rel: str, before: dict[str, int | None]) -> int | None:
+        """The restart count of a container's log file (its path under /var/log/pods), parsed once: a container
+        that restarts often adds a file to a directory of hundreds, and the next refresh parses only that one."""
+        if rel in before:
+            n = self._logs[rel] = before[rel]
+            return n
+        lp = kube.from_log_path(rel)
+        n = self._logs[rel] = lp.restart if lp is not None else None
+        return n
+
+    def _listed(self, abspath: str, before: dict, parse: Callable[[list[str]], object]):
+        """parse(the directory's sorted listing), kept while the directory's mtime stays (an entry created
+        or removed changes it): a node's pod logs are listed every few seconds and rarely change. A listing
+        taken within RACY_NS of its mtime is not kept: an entry made in the same clock tick after it was
+        listed would leave the mtime as it was (git's racy-index rule)."""
+        path = self.root.join(abspath)
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except OSError:
+            return parse([])
+        hit = before.get(path)
+        if hit is not None and hit[0] == mtime:
+            self._dirs[path] = hit
+            return hit[1]
+        value = parse(self._list(abspath))
+        if time.time_ns() - mtime > RACY_NS:
+            self._dirs[path] = (mtime, value)
+        return value
 
     def _list(self, abspath: str) -> list[str]:
         try:
