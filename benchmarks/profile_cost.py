@@ -241,14 +241,7 @@ def direct_breakdown(hz: int, seconds: float, decodes: int = 3) -> dict:
         rings.ioctl_all(IOC_DISABLE)
     finally:
         rings.close()
-    from nodesleuth.store import encoding
-
-    codecs = {}
-
-    def encode(stream, record) -> None:  # the aggregates encoded as StoreWriter.write encodes them, not written
-        codecs.setdefault(stream.name, encoding.codec(stream)).frames(record, lambda t: False)
-
-    agg = Aggregator(encode)
+    agg = Aggregator(lambda *a: None)
     rows = []
     for raw in raws:
         c = time.process_time()

@@ -51,7 +51,7 @@ def corpus(tmp_path_factory):
 def store_batches(st: str, b, offset: float, size: int) -> None:
     """As the profiler stores them: raw batches of `size` samples, each fed to the aggregator."""
     w = StoreWriter(st)
-    agg = Aggregator(w.write)
+    agg = Aggregator(w.append)
     for lo in range(0, len(b), size):
         part = b.only(b.events[0]) if b.events else b
         for col in ("times", "cpus", "pids", "tids", "comm_ids", "stack_ids", "periods", "event_ids"):

@@ -4,32 +4,32 @@ samples. Raw batches stay in the `profile` stream for subsecond views and heatma
 
 Each aggregator counts exactly the samples it was given, and each record is self-contained (its own
 comm and stack tables), so restarts mid-window (two partial records for one hour) and retention
-(dropping any record) keep every sum right. Per level two streams: `profile_agg10` /
-`profile_agg60` ... (rows per CPU) and `profile_agg10all` ... (summed over CPUs, cpu = ALL_CPUS),
-each record stamped with its window's start.
+(dropping any record) keep every sum right. Payload: u32 header length | JSON
+{level, t0, t1, n, comms, frames, stacks, event, cpus: [[cpu, start, end]...]} | columns sorted by
+cpu: cpu i16, pid i32 (pid_column), comm u32, stack u32, count u32. Per level two streams:
+`profile_agg10` / `profile_agg60` ... (rows per CPU) and `profile_agg10all` ... (summed over CPUs, cpu = ALL_CPUS), each record
+stamped with its window's start.
 
 The subsecond heatmap has its own per-minute stream, `profile_heat60` (HEAT): per CPU the cells of
-its work samples and per second and CPU the counts of all and of work samples (for the hot-CPU
-marks); `profile_heat60all` (HEAT_ALL) holds the same minutes with the cells summed over CPUs. A
-heatmap of an hour or a day for any CPUs reads these instead of the samples; it is exact for
-FlameScope's 50 rows and whole-second columns with a CPU filter only; pid, comm and cgroup filters
-and other row counts read the raw samples (heatmap.heatmap_fast says which).
-
-The Aggregator hands its records (AggRows, HeatMinute) to the store, which encodes them
-(StoreWriter.write; the payloads: store/aggregates.py); AggRecord and HeatRecord read them back.
+its work samples (second of the minute * 50 + FlameScope row, u16, one entry per sample, sorted), and
+per second and CPU the counts of all and of work samples (for the hot-CPU marks); `profile_heat60all`
+(HEAT_ALL) holds the same minutes with the cells summed over CPUs, a dense grid, for all-CPU views. A heatmap of an
+hour or a day for any CPUs reads these instead of the samples; it is exact for FlameScope's 50 rows
+and whole-second columns with a CPU filter only; pid, comm and cgroup filters and other row counts
+read the raw samples (heatmap.heatmap_fast says which). Payload: u32 header length | JSON {level, t0,
+rows, event, tmin, tmax, n, cpus: [[cpu, start, end]...], tcpus: [cpu...], tdtype} | cells u16[n] |
+totals [60 x len(tcpus)] | work [60 x len(tcpus)].
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 import orjson
 
 from ..model.errors import InputError
-from ..store.aggregates import COLS
 from ..store.catalog import AGG_LEVELS, HEAT, HEAT_ALL, agg
 from .arrays import distinct, intern
 from .codec import stored_times
@@ -39,35 +39,11 @@ from .parse import Batch, is_idle
 # ten minutes (an unaligned hour reads <= 33 records), an hour
 LEVELS = AGG_LEVELS
 ALL_CPUS = -32768  # rows summed over every CPU
+HEAT_ROWS = 50  # FlameScope's rows per second (20 ms)
 
 
-@dataclass
-class AggRows:
-    """One window's aggregate record (profile_agg{level}[all]): (cpu, pid, comm, stack) -> count rows
-    sorted by cpu, comm and stack as indices into the record's own tables."""
-    level: int
-    t0: int  # the window's start (level * its number)
-    cpu: np.ndarray
-    pid: np.ndarray  # pid_column
-    comm: np.ndarray
-    stack: np.ndarray
-    count: np.ndarray
-    comms: list[str]
-    frames: list[str]
-    stacks: list[list[int]]  # frames of each stack, as indices into `frames`
-    hashes: np.ndarray  # stack_hash of each stack
-    event: str
 
-
-@dataclass
-class HeatMinute:
-    """One minute's samples for the heatmap records (profile_heat60, profile_heat60all): decoded times
-    within [t0, t0 + 60), their CPUs and whether each is work (not the idle task idling)."""
-    t0: int
-    t: np.ndarray
-    cpu: np.ndarray
-    work: np.ndarray
-    event: str
+COLS = (("cpu", "<i2"), ("pid", "<i4"), ("comm", "<u4"), ("stack", "<u4"), ("count", "<u4"))
 
 
 def pid_column(pid: np.ndarray, tid: np.ndarray | None) -> np.ndarray:
@@ -101,11 +77,10 @@ def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.nda
 
 
 class Aggregator:
-    """Feed it the batches as they are stored; it hands one record per level and window to `write`
-    (stream, record): StoreWriter.write, which encodes it."""
+    """Feed it the batches as they are stored; it appends one record per level and window."""
 
-    def __init__(self, write, levels=LEVELS):
-        self.write = write
+    def __init__(self, append, levels=LEVELS):
+        self.append = append
         self.levels = tuple(sorted(levels))
         self.comms: list[str] = []
         self.comm_ix: dict[str, int] = {}
@@ -207,8 +182,8 @@ class Aggregator:
         cols, counts = reduce_rows(cols, np.concatenate([p[1] for p in parts]))
         tmin, tmax = min(p[2] for p in parts), max(p[3] for p in parts)
         roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
-        self.write(agg(lvl, True), self.record(lvl, w * lvl, roll, rcounts))
-        self.write(agg(lvl), self.record(lvl, w * lvl, cols, counts))
+        self.append(agg(lvl, True), float(w * lvl), self.encode(lvl, w * lvl, roll, rcounts))
+        self.append(agg(lvl), float(w * lvl), self.encode(lvl, w * lvl, cols, counts))
         i = self.levels.index(lvl)
         if i + 1 < len(self.levels):
             nxt = self.levels[i + 1]
@@ -238,9 +213,8 @@ class Aggregator:
         t = np.concatenate([p[0] for p in parts])
         cpu = np.concatenate([p[1] for p in parts])
         work = np.concatenate([p[2] for p in parts])
-        minute = HeatMinute(w * 60, t, cpu, work, self.event)
-        self.write(HEAT, minute)
-        self.write(HEAT_ALL, minute)
+        self.append(HEAT, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event))
+        self.append(HEAT_ALL, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event, summed=True))
 
     def _frame_table(self, sids: list[int]) -> tuple[list[str], list[list[int]]]:
         """The record's frame table (frames in order of first use) and its stacks as indices into it:
@@ -270,15 +244,54 @@ class Aggregator:
             at += n
         return frames, out
 
-    def record(self, lvl: int, t0: int, cols, counts) -> AggRows:
-        """The window's rows with the record's own comm and frame tables (the store encodes it)."""
+    def encode(self, lvl: int, t0: float, cols, counts) -> bytes:
         cpu, pid, comm, stack = cols
         ucomm, comm_l = np.unique(comm, return_inverse=True)
         ustack, stack_l = np.unique(stack, return_inverse=True)
         frames, stacks = self._frame_table(ustack.tolist())
+        cpus, starts = np.unique(cpu, return_index=True)
+        ends = np.append(starts[1:], len(cpu))
+        head = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts),
+                             "comms": [self.comms[c] for c in ucomm.tolist()], "frames": list(frames),
+                             "stacks": stacks, "event": self.event,
+                             "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
+        arrs = [cpu.astype("<i2"), pid.astype("<i4"), comm_l.astype("<u4"), stack_l.astype("<u4"),
+                counts.astype("<u4")]
         hashes = np.array([self.stack_hashes[s] for s in ustack.tolist()], dtype="<u8")
-        return AggRows(lvl, t0, cpu, pid, comm_l, stack_l, counts, [self.comms[c] for c in ucomm.tolist()],
-                       list(frames), stacks, hashes, self.event)
+        tail = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts), "nstacks": len(hashes),
+                             "comms": [self.comms[c] for c in ucomm.tolist()], "event": self.event,
+                             "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
+        return (struct.pack("<I", len(head)) + head + b"".join(a.tobytes() for a in arrs) + hashes.tobytes()
+                + tail + struct.pack("<I", len(tail)))
+
+
+def encode_heat(t0: int, t: np.ndarray, cpu: np.ndarray, work: np.ndarray, event: str, summed: bool = False) -> bytes:
+    """One minute of heatmap cells (module doc); t are decoded sample times within [t0, t0 + 60).
+    summed: the cells of all CPUs as one dense grid (u32[60 * 50], header `dense`) instead of per CPU."""
+    sec = np.floor(t).astype(np.int64)
+    row = HEAT_ROWS - np.floor(HEAT_ROWS * (t - np.floor(t))).astype(np.int64) - 1  # heatmap.heatmap's rows
+    rel = sec - t0
+    cell = rel * HEAT_ROWS + row
+    order = np.lexsort((cell[work], cpu[work]))
+    wc, cells = cpu[work][order], cell[work][order]
+    cpus, starts = np.unique(wc, return_index=True)
+    ends = np.append(starts[1:], len(wc))
+    tcpus, ti = np.unique(cpu, return_inverse=True)
+    tot = np.zeros((60, len(tcpus)), dtype=np.int64)
+    busy = np.zeros((60, len(tcpus)), dtype=np.int64)
+    np.add.at(tot, (rel, ti), 1)
+    np.add.at(busy, (rel[work], ti[work]), 1)
+    tdt = "<u2" if tot.max(initial=0) < 65536 else "<u4"
+    if summed:
+        body = np.bincount(cells, minlength=60 * HEAT_ROWS).astype("<u4").tobytes()
+        n, ranges = 60 * HEAT_ROWS, []
+    else:
+        body = cells.astype("<u2").tobytes()
+        n, ranges = len(cells), [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]
+    head = orjson.dumps({"level": 60, "t0": float(t0), "rows": HEAT_ROWS, "event": event,
+                         "tmin": float(t.min()), "tmax": float(t.max()), "n": n, "dense": summed,
+                         "cpus": ranges, "tcpus": tcpus.tolist(), "tdtype": tdt})
+    return struct.pack("<I", len(head)) + head + body + tot.astype(tdt).tobytes() + busy.astype(tdt).tobytes()
 
 
 class HeatRecord:

@@ -64,35 +64,7 @@ class LostCodec:
         return [(*encode_lost(rows), b"")]
 
 
-class AggCodec:
-    """A window's profile aggregate (profile/agg.AggRows), stored at the window's start."""
-
-    @staticmethod
-    def frames(rows, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
-        from .aggregates import encode_agg
-
-        return [(*encode_agg(rows), b"")]
-
-
-class HeatCodec:
-    """A minute's heatmap cells per CPU (profile/agg.HeatMinute), stored at the minute's start."""
-
-    summed = False
-
-    def frames(self, minute, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
-        from .aggregates import encode_heat
-
-        return [(*encode_heat(minute, self.summed), b"")]
-
-
-class HeatAllCodec(HeatCodec):
-    """The same minute's cells summed over CPUs, a dense grid."""
-
-    summed = True
-
-
-CODECS = {"tick": TickCodec, "minute": MinuteCodec, "churn": ChurnCodec, "batch": BatchCodec, "lost": LostCodec,
-          "agg": AggCodec, "heat": HeatCodec, "heat_all": HeatAllCodec}
+CODECS = {"tick": TickCodec, "minute": MinuteCodec, "churn": ChurnCodec, "batch": BatchCodec, "lost": LostCodec}
 
 
 def codec(stream):
