@@ -79,6 +79,12 @@ def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.nda
 class Aggregator:
     """Feed it the batches as they are stored; it appends one record per level and window."""
 
+    # the stack and comm tables are compacted to what the open windows use once they hold this many
+    # more than twice what the last compaction kept: bounded by the stacks of the open windows (the
+    # longest is an hour), not by every stack of the run (at a fixed 200,000 they grew for hours on a
+    # node with process churn: ~15 new stacks a second, ~700 bytes each, in the soak of issue 38)
+    COMPACT_MIN = 20_000
+
     def __init__(self, append, levels=LEVELS):
         self.append = append
         self.levels = tuple(sorted(levels))
@@ -95,6 +101,7 @@ class Aggregator:
         self.event = ""
         self.open: dict[int, tuple[int, list]] = {}  # level -> (window number, [(cols, counts, tmin, tmax)])
         self.heat: tuple[int, list] | None = None  # (minute number, [(t, cpu, work)])
+        self.kept = 0  # stacks the open windows used at the last compaction
 
     def _stack(self, st: tuple[str, ...]) -> int:
         i = self.stack_ix.get(st)
@@ -125,7 +132,8 @@ class Aggregator:
         self.stack_idle = [self.stack_idle[i] for i in keep]
         self.stack_hashes = [self.stack_hashes[i] for i in keep]
         self.stack_fids = [self.stack_fids[i] for i in keep]
-        if len(self.frame_names) > 4 * 200_000:  # frames no kept stack uses: start the table over
+        self.kept = len(keep)
+        if len(self.frame_names) > 4 * (self.COMPACT_MIN + 2 * self.kept):  # frames no kept stack uses: start over
             self.frame_ix, self.frame_names = {}, []
             self.stack_fids = [np.array([intern(self.frame_ix, self.frame_names, f) for f in st], dtype=np.int64)
                                for st in self.stacks]
@@ -135,7 +143,7 @@ class Aggregator:
     def add(self, b: Batch, offset: float = 0.0) -> None:
         if not len(b):
             return
-        if len(self.stacks) > 200_000:
+        if len(self.stacks) > self.COMPACT_MIN + 2 * self.kept:
             self._compact()
         # the times a reader will decode (codec.stored_times), so both paths bin a sample alike
         t = stored_times(np.asarray(b.times, dtype=np.float64) + offset)[2]
