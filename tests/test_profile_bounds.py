@@ -276,3 +276,113 @@ def test_kernel_symbols_are_held_as_arrays_not_objects(tmp_path):
     assert sys.getallocatedblocks() - before < 1000  # the old table: ~3 objects a symbol
     assert ks.name(0xffffffff81000000 + 16 * 4321 + 3) == ("ns_kernel_function_4321", "[kernel.kallsyms]")
     assert ks.name(0xffffffff81000000 + 16 * (n - 1))[0] == f"ns_kernel_function_{n - 1}"
+
+
+def test_names_of_exited_threads_are_forgotten_a_batch_later():
+    """A node that starts processes all day: each thread's name was kept until the table's bound
+    (100,000, ~12 min of the soak's churn). Now a thread whose EXIT a batch saw is forgotten at the end
+    of the next batch; a live thread keeps its name, and a tid reused (forked again) keeps its new one."""
+    me = os.getpid()
+    d = Decoder()
+    live = BASE + 90_000
+    d.decode(_fork(me, me, live, me, 500) + _comm(me, live, "alive", 501))
+    t = 1000
+    for b in range(5):  # 5 batches x 300 threads that start, are named and exit
+        recs = []
+        for i in range(300):
+            tid = BASE + b * 300 + i
+            recs += [_fork(me, me, tid, me, t), _comm(me, tid, f"w{b}", t + 1), _exit(me, me, tid, me, t + 2)]
+            t += 3
+        d.decode(b"".join(recs))
+        assert len(d.comm) < 2 * 300 + 100  # this batch's and the last one's: the old decoder, all of them
+    assert not any(BASE + i in d.comm for i in range(3 * 300))  # exited two batches ago or more: gone
+    assert d.comm[live] == "alive"
+    reused = BASE + 4 * 300  # exited in the last batch, then forked again: its name stays
+    d.decode(_fork(me, me, reused, me, t) + _comm(me, reused, "again", t + 1))
+    d.decode(_comm(me, live, "alive", t + 2))
+    assert d.comm[reused] == "again"
+    assert BASE + 4 * 300 + 1 not in d.comm
+
+
+def test_stack_parts_of_exited_processes_are_dropped():
+    """Parts are keyed per process: those of processes that exited were kept until the table's bound
+    (50,000) although no later sample could use them. Now they go when the process's EXIT is seen; a
+    live process's part stays and names its next samples without new naming."""
+    d = Decoder()
+    kip, uip = 0xFFFFFFFF81000000, 0x401000
+    live = BASE + 90_000
+    t = 1000
+    sizes = []
+    for b in range(6):  # 6 batches x 300 processes, each sampled once and exiting
+        recs = [_sample(live, live, t, [kip], [uip, uip + 8])]
+        for i in range(300):
+            pid = BASE + b * 300 + i
+            recs += [_sample(pid, pid, t + 1, [kip], [uip, uip + 16]), _exit(pid, 1, pid, 1, t + 2)]
+            t += 3
+        batch = d.decode(b"".join(recs))
+        assert len(batch.stack_ids) == 301
+        sizes.append(len(d.parts))
+    assert max(sizes) < 50  # the old decoder: 300 more each batch (1,800 at the end)
+    assert not any(k[2] >= BASE and k[2] != live for k in d.parts if len(k) == 4)
+    assert any(k[2] == live for k in d.parts if len(k) == 4)
+    assert set(d.pid_parts) <= {live}
+
+
+def test_naming_tables_start_over_by_age():
+    """Past MAX_AGE batches the part and frame tables start over (a node's stacks change: not every
+    stack of the run is kept); the same samples are named the same after."""
+    d = Decoder()
+    d.MAX_AGE = 3
+    kip, uip = 0xFFFFFFFF81000000, 0x401000
+    t = 1000
+    named = []
+    for b in range(7):
+        pid = BASE + b  # a new process each batch, alive: only the age bound can drop its part
+        batch = d.decode(_sample(pid, pid, t, [kip], [uip, uip + 16]))
+        named.append(batch.stacks[batch.stack_ids[0]])
+        assert len(d.parts) <= 1 + 2 * d.MAX_AGE  # the old decoder: one more user part each batch
+        t += 10
+    assert len(set(named)) == 1
+
+
+def test_aggregator_compacts_relative_to_its_open_windows():
+    """The aggregator's stack table was compacted at a fixed 200,000 stacks: on a node with churn it
+    grew for hours. Now it is compacted once it holds COMPACT_MIN more than twice what its open
+    windows used at the last compaction; the records written are the same bytes."""
+    import numpy as np
+
+    from nodesleuth.profile.agg import Aggregator
+
+    def run(compact_min):
+        got = []
+        a = Aggregator(lambda stream, t, payload: got.append((stream, t, payload)), levels=(10, 60))
+        a.COMPACT_MIN = compact_min
+        peak = 0
+        for w in range(40):  # 40 windows of 10 s, each with 60 stacks of its own
+            stacks = [(f"main_{w}_{i}", "f") for i in range(60)]
+            n = len(stacks)
+            a.add_arrays(np.full(n, 1000.0 + w * 10), np.zeros(n, np.int64), np.full(n, 7, np.int64),
+                         np.zeros(n, np.int64), np.arange(n, dtype=np.int64), ["x"], stacks)
+            peak = max(peak, len(a.stacks))
+        a.flush()
+        return peak, got
+
+    peak, got = run(100)
+    # open: the current 10 s and 60 s windows (at most 7 x 60 stacks); kept: 100 more than twice that
+    assert peak <= 100 + 3 * 7 * 60 + 60  # the old aggregator: all 2,400
+    unbounded_peak, want = run(1 << 40)
+    assert unbounded_peak == 40 * 60
+    assert got == want
+
+
+def test_demangler_cache_is_bounded():
+    from nodesleuth.profile.symbols import Demangler
+
+    dm = Demangler()
+    dm.missing = True  # no c++filt needed: names come back as given, cached all the same
+    dm.LIMIT = 100
+    for i in range(1000):
+        assert dm(f"_Zname{i}") == f"_Zname{i}"
+        assert len(dm.cache) <= 101
+    dm.many([f"_Zother{i}" for i in range(500)], chunk=50)
+    assert len(dm.cache) <= 100 + 500

@@ -143,8 +143,6 @@ class Aggregator:
     def add(self, b: Batch, offset: float = 0.0) -> None:
         if not len(b):
             return
-        if len(self.stacks) > self.COMPACT_MIN + 2 * self.kept:
-            self._compact()
         # the times a reader will decode (codec.stored_times), so both paths bin a sample alike
         t = stored_times(np.asarray(b.times, dtype=np.float64) + offset)[2]
         self.add_arrays(t, np.asarray(b.cpus), np.asarray(b.pids), np.asarray(b.comm_ids),
@@ -152,6 +150,8 @@ class Aggregator:
 
     def add_arrays(self, t, cpu, pid, comm_ids, stack_ids, comms, stacks, event="", tid=None) -> None:
         """Columns of samples (wall-clock times), comm and stack ids into the given tables."""
+        if len(self.stacks) > self.COMPACT_MIN + 2 * self.kept:
+            self._compact()
         self.event = self.event or event
         # work = not the idle task idling (samples.Samples.select; pid falls back to the tid as there)
         eff = pid if tid is None else np.where(pid >= 0, pid, tid)
