@@ -386,3 +386,55 @@ def test_demangler_cache_is_bounded():
         assert len(dm.cache) <= 101
     dm.many([f"_Zother{i}" for i in range(500)], chunk=50)
     assert len(dm.cache) <= 100 + 500
+
+
+def test_ten_minute_and_hour_levels_merged_from_records_count_the_same():
+    """The ten-minute and hour windows held every stack of their window in the aggregator's tables
+    (an hour of a churning node's stacks); they are now built from the records of the level below,
+    merged when they close. Over two hours of batches with a new stack in each, every record of every
+    level counts the same (cpu, pid, comm, stack frames) as before, and the tables hold far fewer stacks."""
+    from collections import Counter
+
+    import numpy as np
+
+    from nodesleuth.profile.agg import AggRecord, Aggregator
+
+    rng = np.random.default_rng(38)
+    base = [("main", f"f{i}", f"g{j}") for i in range(3) for j in range(4)]
+    batches = []
+    t = 3600.0 * 5 + 1234  # starts mid-hour, mid-ten-minutes
+    for k in range(800):  # 800 batches of 10 s: over two hours
+        n = 40
+        stacks = base + [("main", f"new{k}")]
+        batches.append((np.sort(t + rng.uniform(0, 10, n)), rng.integers(0, 4, n), rng.integers(1, 30, n),
+                        rng.integers(0, 3, n), rng.integers(0, len(stacks), n), ["a", "b", f"c{k % 7}"], stacks))
+        t += 10
+
+    def run(merged_from):
+        got = []
+        a = Aggregator(lambda stream, t0, payload: stream.name.startswith("profile_agg")
+                       and got.append((stream.name, t0, payload)))
+        a.MERGED_FROM = merged_from
+        a.COMPACT_MIN = 50
+        peak = 0
+        for tt, cpu, pid, cm, st, comms, stacks in batches:
+            a.add_arrays(tt, cpu, pid, cm, st, comms, stacks)
+            peak = max(peak, len(a.stacks))
+        a.flush()
+        return got, peak
+
+    def counts(payload):
+        r = AggRecord(payload)
+        cpu, pid, cm, st, n = r.rows(None)
+        frames, sf = r.frames, r.stack_frames
+        return Counter({(c, p, r.comms[x], tuple(frames[f] for f in sf[s])): k
+                        for c, p, x, s, k in zip(cpu.tolist(), pid.tolist(), cm.tolist(), st.tolist(), n.tolist())})
+
+    new, new_peak = run(2)
+    old, old_peak = run(99)  # no merged level: every level from rows, as before
+    assert [(s, t0) for s, t0, _ in new] == [(s, t0) for s, t0, _ in old]
+    assert {s for s, _, _ in new} >= {"profile_agg600", "profile_agg3600", "profile_agg3600all"}
+    for (s, t0, p), (_, _, q) in zip(new, old):
+        assert counts(p) == counts(q), (s, t0)
+        assert sorted(AggRecord(p).hashes.tolist()) == sorted(AggRecord(q).hashes.tolist())
+    assert new_peak < old_peak / 2, (new_peak, old_peak)
