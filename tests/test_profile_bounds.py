@@ -438,3 +438,27 @@ def test_ten_minute_and_hour_levels_merged_from_records_count_the_same():
         assert counts(p) == counts(q), (s, t0)
         assert sorted(AggRecord(p).hashes.tolist()) == sorted(AggRecord(q).hashes.tolist())
     assert new_peak < old_peak / 2, (new_peak, old_peak)
+
+
+def test_symbol_tables_no_stack_used_for_a_while_are_dropped(tmp_path):
+    """Programs a node ran a while ago (tests, jobs, one-off tools): their tables were kept until the
+    byte bound pushed them out. Now a file no stack used for max_idle batches is dropped; one in use
+    stays, and a dropped one is read again, the same names, when a stack uses it again."""
+    elf = _elf(tmp_path)
+    probe = UserSymbols()
+    off = _offset_of(probe, elf, "ns_bound_inner")
+    us = UserSymbols(max_idle=3)
+    files = _copies(tmp_path, elf, 8)
+    for path, ident in files:
+        us.file(path, "", ident)
+    full = us.bytes
+    hot_path, hot_ident = files[0]
+    for _ in range(5):  # 5 batches: only the first file is used
+        assert us.file(hot_path, "", hot_ident).lookup(off) == "ns_bound_inner"
+        us.expire()
+    assert list(us.by_file) == [(hot_path, hot_ident)]  # the old cache: all 8, until its byte bound
+    assert us.bytes < full / 4
+    assert set(us.last) == {(hot_path, hot_ident)}
+    path, ident = files[5]
+    assert us.file(path, "", ident).lookup(off) == "ns_bound_inner"
+    assert len(us.by_file) == 2

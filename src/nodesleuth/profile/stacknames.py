@@ -345,6 +345,7 @@ class StackNames(Processes):
     def _bound_names(self) -> None:
         """After a batch: the part, frame and cache tables start over past their bounds, and all of
         them every MAX_AGE batches."""
+        self.user.expire()
         self.age += 1
         if self.age >= self.MAX_AGE:
             self.age = 0
