@@ -276,3 +276,189 @@ def test_kernel_symbols_are_held_as_arrays_not_objects(tmp_path):
     assert sys.getallocatedblocks() - before < 1000  # the old table: ~3 objects a symbol
     assert ks.name(0xffffffff81000000 + 16 * 4321 + 3) == ("ns_kernel_function_4321", "[kernel.kallsyms]")
     assert ks.name(0xffffffff81000000 + 16 * (n - 1))[0] == f"ns_kernel_function_{n - 1}"
+
+
+def test_names_of_exited_threads_are_forgotten_a_batch_later():
+    """A node that starts processes all day: each thread's name was kept until the table's bound
+    (100,000, ~12 min of the soak's churn). Now a thread whose EXIT a batch saw is forgotten at the end
+    of the next batch; a live thread keeps its name, and a tid reused (forked again) keeps its new one."""
+    me = os.getpid()
+    d = Decoder()
+    live = BASE + 90_000
+    d.decode(_fork(me, me, live, me, 500) + _comm(me, live, "alive", 501))
+    t = 1000
+    for b in range(5):  # 5 batches x 300 threads that start, are named and exit
+        recs = []
+        for i in range(300):
+            tid = BASE + b * 300 + i
+            recs += [_fork(me, me, tid, me, t), _comm(me, tid, f"w{b}", t + 1), _exit(me, me, tid, me, t + 2)]
+            t += 3
+        d.decode(b"".join(recs))
+        assert len(d.comm) < 2 * 300 + 100  # this batch's and the last one's: the old decoder, all of them
+    assert not any(BASE + i in d.comm for i in range(3 * 300))  # exited two batches ago or more: gone
+    assert d.comm[live] == "alive"
+    reused = BASE + 4 * 300  # exited in the last batch, then forked again: its name stays
+    d.decode(_fork(me, me, reused, me, t) + _comm(me, reused, "again", t + 1))
+    d.decode(_comm(me, live, "alive", t + 2))
+    assert d.comm[reused] == "again"
+    assert BASE + 4 * 300 + 1 not in d.comm
+
+
+def test_stack_parts_of_exited_processes_are_dropped():
+    """Parts are keyed per process: those of processes that exited were kept until the table's bound
+    (50,000) although no later sample could use them. Now they go when the process's EXIT is seen; a
+    live process's part stays and names its next samples without new naming."""
+    d = Decoder()
+    kip, uip = 0xFFFFFFFF81000000, 0x401000
+    live = BASE + 90_000
+    t = 1000
+    sizes = []
+    for b in range(6):  # 6 batches x 300 processes, each sampled once and exiting
+        recs = [_sample(live, live, t, [kip], [uip, uip + 8])]
+        for i in range(300):
+            pid = BASE + b * 300 + i
+            recs += [_sample(pid, pid, t + 1, [kip], [uip, uip + 16]), _exit(pid, 1, pid, 1, t + 2)]
+            t += 3
+        batch = d.decode(b"".join(recs))
+        assert len(batch.stack_ids) == 301
+        sizes.append(len(d.parts))
+    assert max(sizes) < 50  # the old decoder: 300 more each batch (1,800 at the end)
+    assert not any(k[2] >= BASE and k[2] != live for k in d.parts if len(k) == 4)
+    assert any(k[2] == live for k in d.parts if len(k) == 4)
+    assert set(d.pid_parts) <= {live}
+
+
+def test_naming_tables_start_over_by_age():
+    """Past MAX_AGE batches the part and frame tables start over (a node's stacks change: not every
+    stack of the run is kept); the same samples are named the same after."""
+    d = Decoder()
+    d.MAX_AGE = 3
+    kip, uip = 0xFFFFFFFF81000000, 0x401000
+    t = 1000
+    named = []
+    for b in range(7):
+        pid = BASE + b  # a new process each batch, alive: only the age bound can drop its part
+        batch = d.decode(_sample(pid, pid, t, [kip], [uip, uip + 16]))
+        named.append(batch.stacks[batch.stack_ids[0]])
+        assert len(d.parts) <= 1 + 2 * d.MAX_AGE  # the old decoder: one more user part each batch
+        t += 10
+    assert len(set(named)) == 1
+
+
+def test_aggregator_compacts_relative_to_its_open_windows():
+    """The aggregator's stack table was compacted at a fixed 200,000 stacks: on a node with churn it
+    grew for hours. Now it is compacted once it holds COMPACT_MIN more than twice what its open
+    windows used at the last compaction; the records written are the same bytes."""
+    import numpy as np
+
+    from nodesleuth.profile.agg import Aggregator
+
+    def run(compact_min):
+        got = []
+        a = Aggregator(lambda stream, t, payload: got.append((stream, t, payload)), levels=(10, 60))
+        a.COMPACT_MIN = compact_min
+        peak = 0
+        for w in range(40):  # 40 windows of 10 s, each with 60 stacks of its own
+            stacks = [(f"main_{w}_{i}", "f") for i in range(60)]
+            n = len(stacks)
+            a.add_arrays(np.full(n, 1000.0 + w * 10), np.zeros(n, np.int64), np.full(n, 7, np.int64),
+                         np.zeros(n, np.int64), np.arange(n, dtype=np.int64), ["x"], stacks)
+            peak = max(peak, len(a.stacks))
+        a.flush()
+        return peak, got
+
+    peak, got = run(100)
+    # open: the current 10 s and 60 s windows (at most 7 x 60 stacks); kept: 100 more than twice that
+    assert peak <= 100 + 3 * 7 * 60 + 60  # the old aggregator: all 2,400
+    unbounded_peak, want = run(1 << 40)
+    assert unbounded_peak == 40 * 60
+    assert got == want
+
+
+def test_demangler_cache_is_bounded():
+    from nodesleuth.profile.symbols import Demangler
+
+    dm = Demangler()
+    dm.missing = True  # no c++filt needed: names come back as given, cached all the same
+    dm.LIMIT = 100
+    for i in range(1000):
+        assert dm(f"_Zname{i}") == f"_Zname{i}"
+        assert len(dm.cache) <= 101
+    dm.many([f"_Zother{i}" for i in range(500)], chunk=50)
+    assert len(dm.cache) <= 100 + 500
+
+
+def test_ten_minute_and_hour_levels_merged_from_records_count_the_same():
+    """The ten-minute and hour windows held every stack of their window in the aggregator's tables
+    (an hour of a churning node's stacks); they are now built from the records of the level below,
+    merged when they close. Over two hours of batches with a new stack in each, every record of every
+    level counts the same (cpu, pid, comm, stack frames) as before, and the tables hold far fewer stacks."""
+    from collections import Counter
+
+    import numpy as np
+
+    from nodesleuth.profile.agg import AggRecord, Aggregator
+
+    rng = np.random.default_rng(38)
+    base = [("main", f"f{i}", f"g{j}") for i in range(3) for j in range(4)]
+    batches = []
+    t = 3600.0 * 5 + 1234  # starts mid-hour, mid-ten-minutes
+    for k in range(800):  # 800 batches of 10 s: over two hours
+        n = 40
+        stacks = base + [("main", f"new{k}")]
+        batches.append((np.sort(t + rng.uniform(0, 10, n)), rng.integers(0, 4, n), rng.integers(1, 30, n),
+                        rng.integers(0, 3, n), rng.integers(0, len(stacks), n), ["a", "b", f"c{k % 7}"], stacks))
+        t += 10
+
+    def run(merged_from):
+        got = []
+        a = Aggregator(lambda stream, t0, payload: stream.name.startswith("profile_agg")
+                       and got.append((stream.name, t0, payload)))
+        a.MERGED_FROM = merged_from
+        a.COMPACT_MIN = 50
+        peak = 0
+        for tt, cpu, pid, cm, st, comms, stacks in batches:
+            a.add_arrays(tt, cpu, pid, cm, st, comms, stacks)
+            peak = max(peak, len(a.stacks))
+        a.flush()
+        return got, peak
+
+    def counts(payload):
+        r = AggRecord(payload)
+        cpu, pid, cm, st, n = r.rows(None)
+        frames, sf = r.frames, r.stack_frames
+        return Counter({(c, p, r.comms[x], tuple(frames[f] for f in sf[s])): k
+                        for c, p, x, s, k in zip(cpu.tolist(), pid.tolist(), cm.tolist(), st.tolist(), n.tolist())})
+
+    new, new_peak = run(2)
+    old, old_peak = run(99)  # no merged level: every level from rows, as before
+    assert [(s, t0) for s, t0, _ in new] == [(s, t0) for s, t0, _ in old]
+    assert {s for s, _, _ in new} >= {"profile_agg600", "profile_agg3600", "profile_agg3600all"}
+    for (s, t0, p), (_, _, q) in zip(new, old):
+        assert counts(p) == counts(q), (s, t0)
+        assert sorted(AggRecord(p).hashes.tolist()) == sorted(AggRecord(q).hashes.tolist())
+    assert new_peak < old_peak / 2, (new_peak, old_peak)
+
+
+def test_symbol_tables_no_stack_used_for_a_while_are_dropped(tmp_path):
+    """Programs a node ran a while ago (tests, jobs, one-off tools): their tables were kept until the
+    byte bound pushed them out. Now a file no stack used for max_idle batches is dropped; one in use
+    stays, and a dropped one is read again, the same names, when a stack uses it again."""
+    elf = _elf(tmp_path)
+    probe = UserSymbols()
+    off = _offset_of(probe, elf, "ns_bound_inner")
+    us = UserSymbols(max_idle=3)
+    files = _copies(tmp_path, elf, 8)
+    for path, ident in files:
+        us.file(path, "", ident)
+    full = us.bytes
+    hot_path, hot_ident = files[0]
+    for _ in range(5):  # 5 batches: only the first file is used
+        assert us.file(hot_path, "", hot_ident).lookup(off) == "ns_bound_inner"
+        us.expire()
+    assert list(us.by_file) == [(hot_path, hot_ident)]  # the old cache: all 8, until its byte bound
+    assert us.bytes < full / 4
+    assert set(us.last) == {(hot_path, hot_ident)}
+    path, ident = files[5]
+    assert us.file(path, "", ident).lookup(off) == "ns_bound_inner"
+    assert len(us.by_file) == 2

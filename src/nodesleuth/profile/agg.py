@@ -79,6 +79,17 @@ def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.nda
 class Aggregator:
     """Feed it the batches as they are stored; it appends one record per level and window."""
 
+    # the stack and comm tables are compacted to what the open windows use once they hold this many
+    # more than twice what the last compaction kept: bounded by the stacks of the open windows (the
+    # longest is an hour), not by every stack of the run (at a fixed 200,000 they grew for hours on a
+    # node with process churn: ~15 new stacks a second, ~700 bytes each, in the soak of issue 38)
+    COMPACT_MIN = 5_000
+    # levels from this index on are built from the records of the level below (held as bytes, merged
+    # when their window closes), not from rows of interned stacks: the ten-minute and hour windows
+    # held every stack of their window in the tables (an hour of a churning node's stacks: ~50,000,
+    # tens of MB), where now only the first two levels' windows (a minute) hold stacks
+    MERGED_FROM = 2
+
     def __init__(self, append, levels=LEVELS):
         self.append = append
         self.levels = tuple(sorted(levels))
@@ -95,6 +106,8 @@ class Aggregator:
         self.event = ""
         self.open: dict[int, tuple[int, list]] = {}  # level -> (window number, [(cols, counts, tmin, tmax)])
         self.heat: tuple[int, list] | None = None  # (minute number, [(t, cpu, work)])
+        self.kept = 0  # stacks the open windows used at the last compaction
+        self.held: dict[int, tuple[int, list[bytes]]] = {}  # merged level -> (window, lower level's records)
 
     def _stack(self, st: tuple[str, ...]) -> int:
         i = self.stack_ix.get(st)
@@ -125,7 +138,8 @@ class Aggregator:
         self.stack_idle = [self.stack_idle[i] for i in keep]
         self.stack_hashes = [self.stack_hashes[i] for i in keep]
         self.stack_fids = [self.stack_fids[i] for i in keep]
-        if len(self.frame_names) > 4 * 200_000:  # frames no kept stack uses: start the table over
+        self.kept = len(keep)
+        if len(self.frame_names) > 4 * (self.COMPACT_MIN + 2 * self.kept):  # frames no kept stack uses: start over
             self.frame_ix, self.frame_names = {}, []
             self.stack_fids = [np.array([intern(self.frame_ix, self.frame_names, f) for f in st], dtype=np.int64)
                                for st in self.stacks]
@@ -135,8 +149,6 @@ class Aggregator:
     def add(self, b: Batch, offset: float = 0.0) -> None:
         if not len(b):
             return
-        if len(self.stacks) > 200_000:
-            self._compact()
         # the times a reader will decode (codec.stored_times), so both paths bin a sample alike
         t = stored_times(np.asarray(b.times, dtype=np.float64) + offset)[2]
         self.add_arrays(t, np.asarray(b.cpus), np.asarray(b.pids), np.asarray(b.comm_ids),
@@ -144,6 +156,8 @@ class Aggregator:
 
     def add_arrays(self, t, cpu, pid, comm_ids, stack_ids, comms, stacks, event="", tid=None) -> None:
         """Columns of samples (wall-clock times), comm and stack ids into the given tables."""
+        if len(self.stacks) > self.COMPACT_MIN + self.kept + self.kept // 2:
+            self._compact()
         self.event = self.event or event
         # work = not the idle task idling (samples.Samples.select; pid falls back to the tid as there)
         eff = pid if tid is None else np.where(pid >= 0, pid, tid)
@@ -183,17 +197,71 @@ class Aggregator:
         tmin, tmax = min(p[2] for p in parts), max(p[3] for p in parts)
         roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
         self.append(agg(lvl, True), float(w * lvl), self.encode(lvl, w * lvl, roll, rcounts))
-        self.append(agg(lvl), float(w * lvl), self.encode(lvl, w * lvl, cols, counts))
+        payload = self.encode(lvl, w * lvl, cols, counts)
+        self.append(agg(lvl), float(w * lvl), payload)
+        self._up(lvl, w, cols, counts, tmin, tmax, payload)
+
+    def _up(self, lvl: int, w: int, cols, counts, tmin: float, tmax: float, payload: bytes) -> None:
+        """A closed window of `lvl` into the next level's: as rows, or as its record (merged levels)."""
         i = self.levels.index(lvl)
         if i + 1 < len(self.levels):
             nxt = self.levels[i + 1]
-            self._feed(nxt, int(w * lvl // nxt), cols, counts, tmin, tmax)
+            if i + 1 >= self.MERGED_FROM:
+                self._hold(nxt, int(w * lvl // nxt), payload)
+            else:
+                self._feed(nxt, int(w * lvl // nxt), cols, counts, tmin, tmax)
+
+    def _hold(self, lvl: int, w: int, payload: bytes) -> None:
+        cur = self.held.get(lvl)
+        if cur is not None and cur[0] != w:
+            self._close_merged(lvl)
+            cur = None
+        if cur is None:
+            cur = self.held[lvl] = (w, [])
+        cur[1].append(payload)
+
+    def _close_merged(self, lvl: int) -> None:
+        """A merged level's window: the rows of the lower level's records, their stacks mapped by hash."""
+        w, payloads = self.held.pop(lvl)
+        comm_ix: dict[str, int] = {}
+        comms: list[str] = []
+        stack_ix: dict[int, int] = {}
+        hashes: list[int] = []
+        stacks: list[list[int]] = []  # frame ids into frames
+        frame_ix: dict[str, int] = {}
+        frames: list[str] = []
+        parts: list[list[np.ndarray]] = []
+        for p in payloads:
+            r = AggRecord(p)
+            cpu, pid, cm, st, n = r.rows(None)
+            cmap = np.array([intern(comm_ix, comms, c) for c in r.comms] or [0], dtype=np.int64)
+            names, sf = r.frames, r.stack_frames
+            smap = np.empty(max(len(sf), 1), dtype=np.int64)
+            for j, h in enumerate(r.hashes.tolist()):
+                x = stack_ix.get(h)
+                if x is None:
+                    x = stack_ix[h] = len(hashes)
+                    hashes.append(h)
+                    stacks.append([intern(frame_ix, frames, names[f]) for f in sf[j]])
+                smap[j] = x
+            parts.append([cpu.astype(np.int64), pid.astype(np.int64), cmap[cm.astype(np.int64)],
+                          smap[st.astype(np.int64)], n.astype(np.int64)])
+        cols, counts = reduce_rows([np.concatenate([p[i] for p in parts]) for i in range(4)],
+                                   np.concatenate([p[4] for p in parts]))
+        roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
+        tables = (comms, frames, stacks, hashes)
+        self.append(agg(lvl, True), float(w * lvl), self._encode_with(lvl, w * lvl, roll, rcounts, tables))
+        payload = self._encode_with(lvl, w * lvl, cols, counts, tables)
+        self.append(agg(lvl), float(w * lvl), payload)
+        self._up(lvl, w, cols, counts, 0.0, 0.0, payload)
 
     def flush(self) -> None:
         """At stop: write the open windows (partial records; sums stay right, see the module doc)."""
         for lvl in self.levels:
             if lvl in self.open:
                 self._close(lvl)
+            elif lvl in self.held:
+                self._close_merged(lvl)
         if self.heat is not None:
             self._heat_close()
 
@@ -249,17 +317,44 @@ class Aggregator:
         ucomm, comm_l = np.unique(comm, return_inverse=True)
         ustack, stack_l = np.unique(stack, return_inverse=True)
         frames, stacks = self._frame_table(ustack.tolist())
+        hashes = [self.stack_hashes[s] for s in ustack.tolist()]
+        return self._pack(lvl, t0, cols, counts, comm_l, stack_l, [self.comms[c] for c in ucomm.tolist()],
+                          frames, stacks, hashes)
+
+    def _encode_with(self, lvl: int, t0: float, cols, counts, tables) -> bytes:
+        """encode() with tables of its own: (comms, frames, stacks as frame ids, stack hashes)."""
+        comms, all_frames, all_stacks, all_hashes = tables
+        cpu, pid, comm, stack = cols
+        ucomm, comm_l = np.unique(comm, return_inverse=True)
+        ustack, stack_l = np.unique(stack, return_inverse=True)
+        ix: dict[int, int] = {}
+        frames: list[str] = []
+        stacks = []
+        for s in ustack.tolist():
+            loc = []
+            for f in all_stacks[s]:
+                x = ix.get(f)
+                if x is None:
+                    x = ix[f] = len(frames)
+                    frames.append(all_frames[f])
+                loc.append(x)
+            stacks.append(loc)
+        return self._pack(lvl, t0, cols, counts, comm_l, stack_l, [comms[c] for c in ucomm.tolist()], frames,
+                          stacks, [all_hashes[s] for s in ustack.tolist()])
+
+    def _pack(self, lvl: int, t0: float, cols, counts, comm_l, stack_l, comm_names, frames, stacks, hashes) -> bytes:
+        cpu, pid = cols[0], cols[1]
         cpus, starts = np.unique(cpu, return_index=True)
         ends = np.append(starts[1:], len(cpu))
         head = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts),
-                             "comms": [self.comms[c] for c in ucomm.tolist()], "frames": list(frames),
+                             "comms": comm_names, "frames": list(frames),
                              "stacks": stacks, "event": self.event,
                              "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
         arrs = [cpu.astype("<i2"), pid.astype("<i4"), comm_l.astype("<u4"), stack_l.astype("<u4"),
                 counts.astype("<u4")]
-        hashes = np.array([self.stack_hashes[s] for s in ustack.tolist()], dtype="<u8")
+        hashes = np.array(hashes, dtype="<u8")
         tail = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts), "nstacks": len(hashes),
-                             "comms": [self.comms[c] for c in ucomm.tolist()], "event": self.event,
+                             "comms": comm_names, "event": self.event,
                              "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
         return (struct.pack("<I", len(head)) + head + b"".join(a.tobytes() for a in arrs) + hashes.tobytes()
                 + tail + struct.pack("<I", len(tail)))

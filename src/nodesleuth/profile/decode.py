@@ -189,5 +189,6 @@ class Decoder(StackNames):
 
     def _settle(self, comm_changes: dict) -> None:
         """After a batch: process state settled, tables bounded."""
+        self.forget_parts(self.exited)
         self._settle_processes(comm_changes)
         self._bound_names()

@@ -15,6 +15,9 @@ class Demangler:
     parent-death signal; names are demangled when a stack first uses them (most symbols never are)."""
 
     RUST_HASH = re.compile(r"::h[0-9a-f]{16}$")
+    # names kept demangled: a node's new builds and programs bring new names all day; past this the
+    # cache starts over (a name asked again is demangled again)
+    LIMIT = 50_000
 
     def __init__(self):
         self.cache: dict[str, str] = {}
@@ -32,6 +35,8 @@ class Demangler:
         process blocked writing the rest of the names, and the profiler stopped for good (3 recorders
         on this host at once, in the soak of issue 38)."""
         out = []
+        if len(self.cache) > self.LIMIT:
+            self.cache = {}
         todo = [n for n in names if n not in self.cache]
         for i in range(0, len(todo), chunk):
             part = todo[i:i + chunk]
@@ -98,6 +103,8 @@ class Demangler:
                 self.missing = True
         if out != name and self.RUST_HASH.search(out):
             out = _rust_legacy(self.RUST_HASH.sub("", out))
+        if len(self.cache) > self.LIMIT:
+            self.cache = {}
         self.cache[name] = out
         return out
 

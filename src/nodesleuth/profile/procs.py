@@ -119,9 +119,12 @@ def _cstr(rec: bytes, at: int) -> str:
 class Processes:
     """Maps and comms of the sampled processes, at any time of a batch (the Decoder's side-band half)."""
 
-    # thread names kept (exited threads' too: dropping them at EXIT named samples of a reused tid from
-    # /proc after an exec, in tests/test_profile_direct.py's fork/exec churn); past this the table
-    # starts over and a live thread's name is read again from /proc
+    # thread names kept; past this the table starts over and a live thread's name is read again from
+    # /proc. An exited thread's name is forgotten one batch after the batch that saw its EXIT (not at
+    # once: dropped at EXIT, samples of a reused tid were named from /proc after an exec, in
+    # tests/test_profile_direct.py's fork/exec churn, and a sample read from another CPU's ring a
+    # batch late still finds it): on a node that starts processes all day the table held every thread
+    # ever seen until this bound (140 new a second in the soak of issue 38: a start-over every 12 min)
     COMM_LIMIT = 100_000
 
     def __init__(self, root: Root = Root("/")):
@@ -137,6 +140,8 @@ class Processes:
         self.jit: dict[int, object] = {}  # pid -> its /tmp/perf-PID.map symbols (None: it has none)
         self.lost: list[tuple[int, int, int]] = []
         self.exited: set[int] = set()
+        self.tids_exited: set[int] = set()  # threads whose EXIT this batch saw: their names go next batch
+        self._tids_gone: set[int] = set()  # those of the batch before: their names go at this batch's end
         self._skip: set[int] = set()  # pids whose MMAP2 records this batch skips (decode)
         self._snap: dict[int, Maps] | None = None  # maps read by the snapshot thread, not yet taken
         self._snap_pid: int | None = None  # the pid that thread is reading
@@ -253,6 +258,8 @@ class Processes:
             pid, ppid, tid, ptid = struct.unpack_from("<iiii", rec, 8)
             c = self._comm_at(ptid, t, comm_changes)
             comm_changes.setdefault(tid, []).append((t, c))
+            self.tids_exited.discard(tid)  # a reused tid lives again: its name is kept
+            self._tids_gone.discard(tid)
             if pid != ppid:
                 self.root.pop(pid, None)
                 self.nspid.pop(pid, None)
@@ -263,6 +270,7 @@ class Processes:
                 changes.setdefault(pid, []).append((t, self._bump(pid, parent.copy())))
         elif typ == EXIT:
             pid, _ppid, tid, _ptid = struct.unpack_from("<iiii", rec, 8)
+            self.tids_exited.add(tid)
             if pid == tid:
                 self.exited.add(pid)
         elif typ == LOST:
@@ -363,10 +371,13 @@ class Processes:
 
     def _settle_processes(self, comm_changes: dict) -> None:
         """After a batch: comms take their last value, only the current map versions are kept, and
-        what exited is forgotten; the comm table is bounded."""
+        what exited is forgotten (a thread's name a batch later); the comm table is bounded."""
         for x, ch in comm_changes.items():
             if ch[-1][1] is not None:
                 self.comm[x] = ch[-1][1]
+        for x in self._tids_gone:
+            self.comm.pop(x, None)
+        self._tids_gone, self.tids_exited = self.tids_exited, set()
         self.versions = {(p, g): self.maps[p] for p, g in self.gen.items() if p in self.maps}
         for p in self.exited:
             self.maps.pop(p, None)

@@ -41,6 +41,12 @@ class StackNames(Processes):
     # keys pile up for processes long gone, ~200 bytes each; past this the part tables start over (the
     # frame caches stay, so naming them again is a dict lookup per frame)
     PARTS_LIMIT = 50_000
+    # and by age: a node's stacks change (new programs, new kernel paths), and naming them again costs
+    # a dict lookup per frame where the frame caches hold them, one symbol-table search where not:
+    # every this many batches (~5 min of the recorder's 10 s batches) the part and frame tables start
+    # over, so they hold what recent batches named, not every stack of the run (the soak of issue 38:
+    # ~20 new parts a second, RSS +34 MB/h)
+    MAX_AGE = 30
 
     def __init__(self, max_stack: int = 127, root: Root = Root("/")):
         super().__init__(root)
@@ -60,6 +66,8 @@ class StackNames(Processes):
         self.frame_id: dict[tuple[str, ...], int] = {("[unknown]",): 0}
         self.frames_gen = 0  # bumped when the frame table starts over: per-table frame ids are then stale
         self.named_parts: dict[tuple, int] = {}  # (frame-id hashes, length) -> part id: user parts by their names
+        self.pid_parts: dict[int, list[tuple]] = {}  # pid -> its keys in parts: dropped when it exits
+        self.age = 0  # batches since the tables started over
 
     def _kframe(self, ip: int) -> tuple[str, ...]:
         f = self.kcache.get(ip)
@@ -170,8 +178,15 @@ class StackNames(Processes):
             else:
                 got = self._name_user_parts(u, np.array(a_l, dtype=np.int64), np.array(n_l, dtype=np.int64),
                                             pid[r], gen[r])
+                pid_parts = self.pid_parts
                 for j, x in zip(miss, got):
-                    ids[j] = parts[keys[j]] = x
+                    k = keys[j]
+                    ids[j] = parts[k] = x
+                    kp = pid_parts.get(k[2])
+                    if kp is None:
+                        pid_parts[k[2]] = [k]
+                    else:
+                        kp.append(k)
         return np.array(ids, dtype=np.int64)[inv]
 
     def _name_user_parts(self, u: np.ndarray, a: np.ndarray, n: np.ndarray, pids: np.ndarray,
@@ -328,11 +343,34 @@ class StackNames(Processes):
             res = np.where(hit, tab.fids[jc], unknown)
         return res
 
+    def forget_parts(self, pids) -> None:
+        """The user parts of processes that exited (keyed per process: no later sample uses them)."""
+        parts, pid_parts = self.parts, self.pid_parts
+        for p in pids:
+            for k in pid_parts.pop(p, ()):
+                parts.pop(k, None)
+
+    def _start_parts_over(self) -> None:
+        self.parts, self.part_names, self.combos, self.named_parts = {(0, 0, 0): 0}, [()], {}, {}
+        self.pid_parts = {}
+
     def _bound_names(self) -> None:
-        """After a batch: the part, frame and cache tables start over past their bounds."""
+        """After a batch: the part, frame and cache tables start over past their bounds, and all of
+        them every MAX_AGE batches."""
+        self.user.expire()
+        self.age += 1
+        if self.age >= self.MAX_AGE:
+            self.age = 0
+            self._start_parts_over()
+            self.fcache.clear()
+            self.kcache.clear()
+            self.fnames.clear()
+            self.frames, self.frame_id = [("[unknown]",)], {("[unknown]",): 0}
+            self.frames_gen += 1
+            return
         if (len(self.part_names) > self.STACK_LIMIT or len(self.combos) > self.STACK_LIMIT
                 or len(self.parts) > self.PARTS_LIMIT):
-            self.parts, self.part_names, self.combos, self.named_parts = {(0, 0, 0): 0}, [()], {}, {}
+            self._start_parts_over()
         if len(self.fcache) + len(self.kcache) + len(self.fnames) > self.STACK_LIMIT:
             self.fcache.clear()
             self.kcache.clear()
@@ -340,7 +378,7 @@ class StackNames(Processes):
         if len(self.frames) > self.STACK_LIMIT:
             self.frames, self.frame_id = [("[unknown]",)], {("[unknown]",): 0}
             self.frames_gen += 1
-            self.parts, self.part_names, self.combos, self.named_parts = {(0, 0, 0): 0}, [()], {}, {}
+            self._start_parts_over()
 
     def close(self) -> None:
         self.user.demangle.close()

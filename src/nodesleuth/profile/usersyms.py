@@ -46,11 +46,20 @@ class UserSymbols:
     # MB, and playwright's node 10 MB more while a browser test ran), and only those a profile samples
     # are read: 32 MB holds them all, and past it a file sampled again costs its read (0.02-0.15 s)
     MAX_BYTES = 32 << 20
+    # and by age: a file no stack used for this many batches (expire(): ~5 min of the recorder's 10 s
+    # batches) is dropped. A node running tests or jobs maps new programs all day, each sampled for a
+    # while and then never again: held until the byte bound pushed them out, their tables (and the
+    # names read from them) grew the recorder by tens of MB over its first hour (issue 38's soak)
+    MAX_IDLE = 30
 
-    def __init__(self, demangle: Demangler | None = None, max_bytes: int | None = None, limit: int | None = None):
+    def __init__(self, demangle: Demangler | None = None, max_bytes: int | None = None, limit: int | None = None,
+                 max_idle: int | None = None):
         self.demangle = demangle or Demangler()
         self.max_bytes = self.MAX_BYTES if max_bytes is None else max_bytes
         self.limit = self.LIMIT if limit is None else limit
+        self.max_idle = self.MAX_IDLE if max_idle is None else max_idle
+        self.batch = 0  # expire() calls so far
+        self.last: dict[tuple, int] = {}  # key of by_file -> the batch it was last used in
         self.by_file: OrderedDict[tuple, FileSymbols] = OrderedDict()
         self.by_bid: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # tables files still hold
         self.bytes = 0  # of the tables by_file holds
@@ -65,16 +74,31 @@ class UserSymbols:
     def file(self, path: str, root: str, ident: tuple) -> FileSymbols:
         key = (path, ident)
         fs = self.by_file.get(key)
+        self.last[key] = self.batch
         if fs is not None:
             self.by_file.move_to_end(key)
             return fs
         fs = self.by_file[key] = self._load(path, root)
         self.bytes += self._size(fs)
         while len(self.by_file) > 1 and (self.bytes > self.max_bytes or len(self.by_file) > self.limit):
-            _, old = self.by_file.popitem(last=False)
-            self.bytes -= self._size(old)
-            self.evicted += 1
+            self._drop_oldest()
         return fs
+
+    def _drop_oldest(self) -> None:
+        k, old = self.by_file.popitem(last=False)
+        self.last.pop(k, None)
+        self.bytes -= self._size(old)
+        self.evicted += 1
+
+    def expire(self) -> None:
+        """After a batch: the files no stack used for max_idle batches are dropped (least recently used
+        first: by_file is in that order)."""
+        self.batch += 1
+        while self.by_file:
+            k = next(iter(self.by_file))
+            if self.batch - self.last.get(k, 0) <= self.max_idle:
+                break
+            self._drop_oldest()
 
     def _load(self, path: str, root: str) -> FileSymbols:
         try:
