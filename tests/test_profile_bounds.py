@@ -376,7 +376,7 @@ def test_aggregator_compacts_relative_to_its_open_windows():
 
 
 def test_demangler_cache_is_bounded():
-    from nodesleuth.profile.symbols import Demangler
+    from nodesleuth.profile.demangle import Demangler
 
     dm = Demangler()
     dm.missing = True  # no c++filt needed: names come back as given, cached all the same
