@@ -541,3 +541,165 @@ def test_pod_log_listing_follows_restarts_and_pods_as_they_come(tmp_path):
     shutil.rmtree(cont.parent)
     pods.refresh()
     assert pods.restarts(uid, "app") is None and [p["pod"] for p in pods.listing()] == ["db-0"]
+
+
+def _cpu_busy() -> dict[int, tuple[int, int]]:
+    """Per CPU (busy, total) jiffies from /proc/stat (idle and iowait are not busy)."""
+    out = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        if line.startswith("cpu") and line[3].isdigit():
+            f = [int(x) for x in line.split()[1:]]
+            out[int(line.split()[0][3:])] = (sum(f) - f[3] - f[4], sum(f))
+    return out
+
+
+def _pct(last: dict, now: dict, cpu: int) -> float:
+    return 100 * (now[cpu][0] - last[cpu][0]) / max(1, now[cpu][1] - last[cpu][1])
+
+
+def _in_a_quiet_window(start, stop, hot: int, other: int, seconds: int = 12, most: float = 600.0) -> int:
+    """Run `start()` .. `stop(handle)` (a load on CPU `hot`) for `seconds` once CPU `other` has been under
+    50% for 3 s, again until CPU `other` averaged under 50% through a run (what the hot-core rule needs of
+    the whole episode: the others < 60%), at most `most` s; the runs made. On a machine other jobs keep
+    busy a fixed window often falls where the other CPU is busy: this waits for a quiet one (the recording,
+    not this wait, is what the test judges)."""
+    t0, runs = time.monotonic(), 0
+    while time.monotonic() - t0 < most:
+        quiet, last = 0, _cpu_busy()
+        while quiet < 3 and time.monotonic() - t0 < most:
+            time.sleep(1)
+            now = _cpu_busy()
+            quiet = quiet + 1 if _pct(last, now, other) < 50 else 0
+            last = now
+        h, runs = start(), runs + 1
+        first = _cpu_busy()
+        time.sleep(seconds)
+        last = _cpu_busy()
+        stop(h)
+        if _pct(first, last, other) < 50 and _pct(first, last, hot) >= 95:
+            break
+        time.sleep(3)  # CPU `hot`'s run ends before the next one: a new episode
+    time.sleep(2)
+    return runs
+
+
+ZOMBIES = 2000  # restarts of the crash loop: at 2000 zombies a limit-reclaim walk is ~2/3 of each MB's cost here
+LOOP_MAX = 900.0  # s: the most the loop may take to make them (measured 4.7 restarts/s here, on CPU 0 alone)
+
+
+@pytest.mark.long  # ~8 min of CRI restarts to make the zombies, then the walk
+@retry_when_busy(attempts=2)
+def test_a_container_restart_loop_is_proven_as_the_root_cause_of_a_hot_core(tmp_path):
+    """The incident end to end on this host (cgroup v1), in ONE recording (`record --trace-churn --profile`):
+    a BestEffort pod's container crash-loops through CRI (runtime on CPU 0), each run leaving a file on a
+    hostPath that is a tmpfs (as an emptyDir with medium Memory is): with no swap its pages cannot be
+    reclaimed, so each removed container cgroup stays dying; ~2000 lasting zombies. Then the node's
+    allocatable limit is reached (kubelet enforces it on /kubepods) while a data loader pod's container on
+    CPU 1 reads a file: every page it caches is charged through limit reclaim from /kubepods, which walks
+    every memcg under it, the zombies included (mem_cgroup_iter) -> CPU 1 saturated, most of it in memcg
+    code. explain names that pod's container as the root cause with the chain proven, and its remedy is
+    for the pod's owner (nodesleuth never deletes pods).
+
+    Why reclaim and not a root memory.stat reader (cAdvisor's read): on this kernel (6.18) that read costs
+    the same with 0 and 10,000 zombies (26-31 us, measured here; since 5.2 the kernel keeps hierarchical
+    counters, docs/lab.md), so a loop of it saturates a core whatever the zombies: they would not be its
+    cause. The loader's reclaim here read 3.5 GB/s with 0 zombies, 1.2 GB/s at 2000, 0.8 at 3000: the
+    zombies are most of what each MB costs (docs/kubernetes.md)."""
+    import signal
+    import subprocess
+
+    from conftest import nodesleuth
+    from nodesleuth.node.cgroupfs import Memcg, drop_caches
+
+    if os.geteuid() != 0:
+        missing("root (containerd, cgroups, perf)")
+    why = cri.available()
+    if why:
+        missing(why)
+    mc = Memcg()
+    if mc.version != 1:
+        missing("the memory controller on cgroup v1 (the v2 host is the VM's test)")
+    baseline = mc.count()
+    store = tempfile.mkdtemp(prefix="st-", dir=tmp_path)  # a store of its own for each attempt
+    pins = Path(tempfile.mkdtemp(prefix="nodesleuth-emptydir-", dir="/var/tmp"))  # the hostPath: a tmpfs
+    big = Path(tempfile.mkdtemp(prefix="nodesleuth-loader-", dir="/var/tmp"))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0755", "nodesleuth-emptydir", str(pins)], check=True)
+    with open(big / "sparse", "wb") as f:
+        f.truncate(64 << 30)  # holes on a disk file system: read without I/O, each page still cached and charged
+    rec = None
+    made = {}
+    try:
+        with cri.containerd() as kubelet, kubelet.runtime_on({0}):
+            agent = kubelet.run_pod("batch", "agent-5f6c", "besteffort")
+            loader_pod = kubelet.run_pod("ml-train", "dataloader-0", "burstable")
+            rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
+                                    "--trace-churn", "--profile", "--live-every", "5"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            time.sleep(10)
+            t0 = time.monotonic()
+            with kubelet.crash_loop(agent, "agent", str(pins), file_kib=4) as errors:
+                while not errors and agent.attempts.get("agent", 0) < ZOMBIES and time.monotonic() - t0 < LOOP_MAX:
+                    time.sleep(1)
+            made["loop_s"] = time.monotonic() - t0
+            assert not errors, errors
+            made["restarts"] = agent.attempts["agent"]
+            assert made["restarts"] >= ZOMBIES // 2, made
+            time.sleep(12)  # the last ones removed are zombies too (dying >= ZOMBIE_AGE after their rmdir)
+            made["dying"] = mc.count() - baseline
+            mc.set_limit("/kubepods", mc.usage("/kubepods") + (32 << 20))  # kubelet: --enforce-node-allocatable=pods
+            try:
+                made["loader_runs"] = _in_a_quiet_window(
+                    lambda: kubelet.start_container(loader_pod, "loader", [
+                        "sh", "-c", "while :; do dd if=/big/sparse of=/dev/null bs=1M 2>/dev/null; done"],
+                        cpuset="1", mounts={str(big): "/big"}), kubelet.stop_container, hot=1, other=0)
+            finally:
+                mc.set_limit("/kubepods", None)
+            time.sleep(5)
+            rec.send_signal(signal.SIGTERM)
+            _, err = rec.communicate(timeout=180)
+            assert rec.returncode == 0, err[-2000:]
+        ex = nodesleuth("explain", "--store", store, "--json", timeout=900)
+        assert ex.returncode == 0, ex.stderr[-2000:]
+        text = nodesleuth("explain", "--store", store, timeout=900).stdout
+        os.makedirs(Path(__file__).parent / "artifacts", exist_ok=True)
+        (Path(__file__).parent / "artifacts" / "kube-v1-root-cause.txt").write_text(f"{made}\n{text}")
+    finally:
+        if rec is not None and rec.poll() is None:
+            rec.kill()
+            rec.wait()
+        subprocess.run(["umount", str(pins)], check=False)  # the files go, and with them what pinned the zombies
+        os.rmdir(pins)
+        shutil.rmtree(big, ignore_errors=True)
+        drop_caches()
+        for _ in range(30):
+            if mc.count() <= baseline + 10:
+                break
+            time.sleep(1)
+    # the zombies are freed: the count is back where it was (10: cgroups other jobs may have made meanwhile)
+    assert mc.count() <= baseline + 10, (mc.count(), baseline)
+    doc = json.loads(ex.stdout)
+    on1 = [i for i in doc["incidents"] if any(lk["name"] == "saturated_core" and (lk["data"] or {}).get("cpu") == 1
+                                              and lk["verdict"] != "not_proven" for lk in i["links"])]
+    if not on1:
+        raise Busy(f"no hot core on CPU 1 was recorded (the other CPU must stay < 60%): "
+                   f"{[i['title'] for i in doc['incidents']]}")
+    inc = on1[0]
+    links = {lk["name"]: lk for lk in inc["links"]}
+    owner = "batch/agent-5f6c/agent"
+    assert inc["root_cause"].startswith(f"pod {owner} (") and inc["chain_proven"] is True, (inc["title"], inc["rejected"])
+    assert inc["family"] == "memcg_walk" and inc["leading"].startswith(f"{inc['root_cause']} crash loop -> ")
+    assert inc["pod_cause"]["verdict"] == "proven" and inc["pod_cause"]["owner"] == owner, inc["pod_cause"]
+    cr = links["creator"]
+    assert cr["verdict"] == "proven" and cr["data"]["pod"]["uid"] == agent.uid, cr["summary"]
+    assert cr["data"]["lasting"] >= ZOMBIES // 2 and cr["data"]["dying_through_episode"] >= ZOMBIES // 2, cr["data"]
+    assert f"the containers of pod {owner}" in cr["summary"]
+    assert links["unit_loop"]["verdict"] == "proven" and links["unit_loop"]["data"]["owner"] == owner
+    res = links["resource"]
+    assert res["verdict"] == "proven" and res["data"]["walkers"][0]["comm"] == "dd", res["summary"]
+    top = links["processes"]["data"]["top"][0]
+    assert top["comm"] == "dd" and (top["pod"]["pod"], top["pod"]["container"]) == ("dataloader-0", "loader"), top
+    acts = [a for a in inc["actions"] if a["target"] == owner]
+    assert acts and acts[0]["kind"] == "investigate", inc["actions"]
+    cmds = links["remediation"]["data"]["commands"]
+    assert "kubectl -n batch logs agent-5f6c -c agent --previous   # why the last run ended" in cmds, cmds
+    assert not any("kubectl delete" in c or "kubectl scale" in c for c in cmds), cmds

@@ -189,10 +189,10 @@ class Kubelet:
         return cid
 
     @contextlib.contextmanager
-    def crash_loop(self, pod: Pod, name: str, data: str, pause: float = 0.0):
+    def crash_loop(self, pod: Pod, name: str, data: str, pause: float = 0.0, file_kib: int = 256):
         """Container `name` of `pod` in a restart loop, as kubelet restarts a CrashLoopBackOff container
-        (its back-off cut to `pause` s between a removal and the next start): each run writes a 256 KiB
-        file to the hostPath `data` (mounted at /data) and exits 1; the dead container is removed before
+        (its back-off cut to `pause` s between a removal and the next start): each run writes a `file_kib`
+        KiB file to the hostPath `data` (mounted at /data) and exits 1; the dead container is removed before
         the next start (a new container cgroup each time, the old one removed while the page cache its
         file holds stays charged to it). Runs on a thread until the block exits; yields the list of errors
         it met (empty when all went well)."""
@@ -205,7 +205,7 @@ class Kubelet:
             try:
                 while not stop.is_set():
                     cid = self.start_container(pod, name, [
-                        "sh", "-c", "dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=64k count=4 2>/dev/null; exit 1"],
+                        "sh", "-c", f"dd if=/dev/zero of=/data/run-$$-$(date +%s%N) bs=1k count={file_kib} 2>/dev/null; exit 1"],
                         mounts={data: "/data"})
                     self.wait_exit(cid, timeout=120)
                     self.stop_container(cid)
