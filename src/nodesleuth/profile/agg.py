@@ -176,28 +176,37 @@ class Aggregator:
             part = reduce_rows([c[m] for c in cols], np.ones(int(m.sum()), dtype=np.int64))
             self._feed(lvl, w, part[0], part[1], float(t[m].min()), float(t[m].max()))
 
-    def _feed(self, lvl: int, w: int, cols, counts, tmin: float, tmax: float) -> None:
-        cur = self.open.get(lvl)
+    @staticmethod
+    def _window(table: dict, lvl: int, w: int, close) -> list:
+        """The parts of `lvl`'s open window `w` in `table` (open or held): a window of another number is
+        closed first (close(lvl)), then a new one opened."""
+        cur = table.get(lvl)
         if cur is not None and cur[0] != w:
-            self._close(lvl)
+            close(lvl)
             cur = None
         if cur is None:
-            cur = self.open[lvl] = (w, [])
-        cur[1].append((cols, counts, tmin, tmax))
-        if len(cur[1]) >= 8:  # fold the parts as they come: an hour is 60 minutes of rows
-            ps = cur[1]
+            cur = table[lvl] = (w, [])
+        return cur[1]
+
+    def _feed(self, lvl: int, w: int, cols, counts, tmin: float, tmax: float) -> None:
+        ps = self._window(self.open, lvl, w, self._close)
+        ps.append((cols, counts, tmin, tmax))
+        if len(ps) >= 8:  # fold the parts as they come: an hour is 60 minutes of rows
             merged = reduce_rows([np.concatenate([p[0][i] for p in ps]) for i in range(4)],
                                  np.concatenate([p[1] for p in ps]))
-            cur[1][:] = [(merged[0], merged[1], min(p[2] for p in ps), max(p[3] for p in ps))]
+            ps[:] = [(merged[0], merged[1], min(p[2] for p in ps), max(p[3] for p in ps))]
 
     def _close(self, lvl: int) -> None:
         w, parts = self.open.pop(lvl)
         cols = [np.concatenate([p[0][i] for p in parts]) for i in range(4)]
         cols, counts = reduce_rows(cols, np.concatenate([p[1] for p in parts]))
-        tmin, tmax = min(p[2] for p in parts), max(p[3] for p in parts)
+        self._write(lvl, w, cols, counts, self.encode, min(p[2] for p in parts), max(p[3] for p in parts))
+
+    def _write(self, lvl: int, w: int, cols, counts, encode, tmin: float, tmax: float) -> None:
+        """A closed window's two records (all CPUs summed, and per CPU) with `encode`, then on to the next level."""
         roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
-        self.append(agg(lvl, True), float(w * lvl), self.encode(lvl, w * lvl, roll, rcounts))
-        payload = self.encode(lvl, w * lvl, cols, counts)
+        self.append(agg(lvl, True), float(w * lvl), encode(lvl, w * lvl, roll, rcounts))
+        payload = encode(lvl, w * lvl, cols, counts)
         self.append(agg(lvl), float(w * lvl), payload)
         self._up(lvl, w, cols, counts, tmin, tmax, payload)
 
@@ -212,13 +221,7 @@ class Aggregator:
                 self._feed(nxt, int(w * lvl // nxt), cols, counts, tmin, tmax)
 
     def _hold(self, lvl: int, w: int, payload: bytes) -> None:
-        cur = self.held.get(lvl)
-        if cur is not None and cur[0] != w:
-            self._close_merged(lvl)
-            cur = None
-        if cur is None:
-            cur = self.held[lvl] = (w, [])
-        cur[1].append(payload)
+        self._window(self.held, lvl, w, self._close_merged).append(payload)
 
     def _close_merged(self, lvl: int) -> None:
         """A merged level's window: the rows of the lower level's records, their stacks mapped by hash."""
@@ -248,12 +251,8 @@ class Aggregator:
                           smap[st.astype(np.int64)], n.astype(np.int64)])
         cols, counts = reduce_rows([np.concatenate([p[i] for p in parts]) for i in range(4)],
                                    np.concatenate([p[4] for p in parts]))
-        roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
         tables = (comms, frames, stacks, hashes)
-        self.append(agg(lvl, True), float(w * lvl), self._encode_with(lvl, w * lvl, roll, rcounts, tables))
-        payload = self._encode_with(lvl, w * lvl, cols, counts, tables)
-        self.append(agg(lvl), float(w * lvl), payload)
-        self._up(lvl, w, cols, counts, 0.0, 0.0, payload)
+        self._write(lvl, w, cols, counts, lambda *a: self._encode_with(*a, tables), 0.0, 0.0)
 
     def flush(self) -> None:
         """At stop: write the open windows (partial records; sums stay right, see the module doc)."""
