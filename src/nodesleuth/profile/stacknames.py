@@ -28,10 +28,10 @@ MIX_PID, MIX_GEN, MIX_GEN2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3
                               np.uint64(0x165667B19E3779F9))
 
 
-
 def frame(ip: int, sym: str, dso: str) -> tuple[str, ...]:
     """The folded frame names of one address perf script would print as `ip sym (dso)`."""
     return frame_names(f"\t{ip:x} {sym} ({dso})") or ()
+
 
 class StackNames(Processes):
     """Frame and part tables and the symbol caches behind them (the Decoder's naming half)."""
@@ -359,23 +359,17 @@ class StackNames(Processes):
         them every MAX_AGE batches."""
         self.user.expire()
         self.age += 1
-        if self.age >= self.MAX_AGE:
+        aged = self.age >= self.MAX_AGE
+        if aged:
             self.age = 0
-            self._start_parts_over()
-            self.fcache.clear()
-            self.kcache.clear()
-            self.fnames.clear()
-            self.frames, self.frame_id = [("[unknown]",)], {("[unknown]",): 0}
-            self.frames_gen += 1
-            return
-        if (len(self.part_names) > self.STACK_LIMIT or len(self.combos) > self.STACK_LIMIT
+        if (aged or len(self.part_names) > self.STACK_LIMIT or len(self.combos) > self.STACK_LIMIT
                 or len(self.parts) > self.PARTS_LIMIT):
             self._start_parts_over()
-        if len(self.fcache) + len(self.kcache) + len(self.fnames) > self.STACK_LIMIT:
+        if aged or len(self.fcache) + len(self.kcache) + len(self.fnames) > self.STACK_LIMIT:
             self.fcache.clear()
             self.kcache.clear()
             self.fnames.clear()
-        if len(self.frames) > self.STACK_LIMIT:
+        if aged or len(self.frames) > self.STACK_LIMIT:
             self.frames, self.frame_id = [("[unknown]",)], {("[unknown]",): 0}
             self.frames_gen += 1
             self._start_parts_over()
