@@ -369,6 +369,7 @@ def test_a_pods_limit_reclaim_frees_its_crash_loop_zombies(kubelet, tmp_path):
 
     def during():
         time.sleep(22)
+        loaded.append(time.time())  # the limit's time: starting the loader may take seconds on a busy machine
         mc.set_limit(pod.cgroup_parent, mc.usage(pod.cgroup_parent) + (32 << 20))  # kubelet: the pod's limit
         loader = kubelet.start_container(pod, "loader", [
             "sh", "-c", "while :; do dd if=/big/sparse of=/dev/null bs=1M 2>/dev/null; done"],
@@ -386,8 +387,8 @@ def test_a_pods_limit_reclaim_frees_its_crash_loop_zombies(kubelet, tmp_path):
     cs = [c for c in creators(rec.churn, rec.end, ZOMBIE_AGE) if c.pod and c.pod["uid"] == pod.uid]
     assert cs, [(c.comm, c.pattern) for c in creators(rec.churn, rec.end, ZOMBIE_AGE)]
     c = max(cs, key=lambda c: c.mkdir)
-    start, stop = loaded
-    before = dying_through(rec.churn, c, start - 4, start - 1)
+    limited, start, stop = loaded
+    before = dying_through(rec.churn, c, limited - 4, limited - 1)
     during_run = dying_through(rec.churn, c, start + 2, stop - 1)
     assert before >= MIN_ZOMBIES, (before, c.mkdir, c.still_dying, pod.attempts)  # they last while nothing reclaims
     # the pod's reclaim freed most of them at once (here 83-92% within 2 s; 16-35 stayed through 40 s of it)
