@@ -202,12 +202,6 @@ class NetLab:
         if p.returncode != 0:
             raise NetLabError(f"iptables statistic: {p.stderr.strip()[-200:]}")
 
-    def blackhole(self, port: int) -> None:
-        p = run_child(["ip", "netns", "exec", self.rcv, "iptables", "-I", "INPUT", "-p", "tcp", "--dport",
-                       str(port), "-j", "DROP"], timeout=30)
-        if p.returncode != 0:
-            raise NetLabError(f"iptables: {p.stderr.strip()[-200:]}")
-
     # --- actors --------------------------------------------------------------------------------------
 
     def actor(self, mode: str, ns: str, cpu: int, *args) -> tuple[subprocess.Popen, str]:

@@ -533,11 +533,6 @@ class LineParser:
             i = j + 9 + size + 1
         return d
 
-    def export_records(self, data: bytes) -> list[Record]:
-        """Every record of a whole `journalctl -o export` text."""
-        units, _ = split_units("journal-export", data, final=True)
-        return [r for r in (self._export_entry(u) for u in units) if r is not None]
-
     def _verbose(self, text: str) -> Record | None:
         """One `journalctl -o verbose` entry: the header line (its cursor has the seqnum, monotonic and realtime
         in hex), then '    KEY=value' lines; a value journalctl could not print is '[NB blob data]'."""

@@ -127,12 +127,6 @@ class Elf:
         strs = self.read(link["offset"], link["size"]) if link is not None else b""
         return syms, strs
 
-    def phdr_for(self, vaddr: int) -> tuple[int, int, int] | None:
-        for off, va, fsz in self.loads:
-            if va <= vaddr < va + fsz:
-                return off, va, fsz
-        return None
-
 
 def cstr(strs: bytes, at: int) -> str:
     end = strs.find(b"\0", at)

@@ -95,10 +95,6 @@ class CpuShares:
         self.add(np.asarray(b.times, dtype=np.float64) + offset, np.asarray(b.cpus), np.asarray(b.pids),
                  np.asarray(b.stack_ids), b.stacks)
 
-    def add_decoded(self, d) -> None:
-        """A stored profile frame (codec.Decoded)."""
-        self.add(d.t, d.cpu, d.pid, d.stack.astype(np.int64), d.stacks)
-
     def shares(self, end: float | None = None) -> tuple[dict[int, list[float]], float]:
         """({cpu: [share per family in FAMILIES order]}, seconds covered) over [end - window, end]
         (end: the latest sample)."""
