@@ -226,6 +226,7 @@ def direct_breakdown(hz: int, seconds: float, decodes: int = 3) -> dict:
     from nodesleuth.profile.codec import encode_pieces
     from nodesleuth.profile.decode import Decoder
     from nodesleuth.profile.ringbuf import IOC_DISABLE, IOC_ENABLE, Rings, online_cpus, ring_pages
+    from nodesleuth.store.encoding import codec
 
     rings = Rings(online_cpus(), hz, ring_pages(hz))
     dec = Decoder()
@@ -241,7 +242,7 @@ def direct_breakdown(hz: int, seconds: float, decodes: int = 3) -> dict:
         rings.ioctl_all(IOC_DISABLE)
     finally:
         rings.close()
-    agg = Aggregator(lambda *a: None)
+    agg = Aggregator(lambda stream, rec: codec(stream).frames(rec, None))  # encoded as StoreWriter.write does, not written
     rows = []
     for raw in raws:
         c = time.process_time()

@@ -68,7 +68,7 @@ def synth_batch(t0: float, seconds: float, cpus: int, hz: int, rng: np.random.Ge
 
 
 def write_hour(w: StoreWriter, t0: float, a, rng, stacks) -> None:
-    agg = Aggregator(w.append)
+    agg = Aggregator(w.write)
     for i in range(0, 3600, 10):
         b = synth_batch(t0 + i, 10, a.cpus, a.hz, rng, stacks)
         ts, payload = encode(b)

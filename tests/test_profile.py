@@ -517,7 +517,7 @@ def test_preaggregated_ranges_equal_raw_samples(cap96, tmp_path):
     offset = (facts["t0"] // 3600 + 1) * 3600 - 10 - facts["t0"] + (facts["t0"] - min(b.times))
     st = str(tmp_path / "st")
     w = StoreWriter(st)
-    agg = Aggregator(w.append)
+    agg = Aggregator(w.write)
     for lo in range(0, len(b), 7000):  # batches as the runner stores them
         part = b.only(b.events[0])
         for col in ("times", "cpus", "pids", "tids", "comm_ids", "stack_ids", "periods", "event_ids"):

@@ -51,7 +51,7 @@ def corpus(tmp_path_factory):
 def store_batches(st: str, b, offset: float, size: int) -> None:
     """As the profiler stores them: raw batches of `size` samples, each fed to the aggregator."""
     w = StoreWriter(st)
-    agg = Aggregator(w.append)
+    agg = Aggregator(w.write)
     for lo in range(0, len(b), size):
         part = b.only(b.events[0]) if b.events else b
         for col in ("times", "cpus", "pids", "tids", "comm_ids", "stack_ids", "periods", "event_ids"):
@@ -247,7 +247,7 @@ def test_cli_and_web_api_serve_ranges_from_the_aggregates(corpus, tmp_path):
 def test_records_of_the_first_format_still_read(cap96, tmp_path):
     """Aggregate records written before the stack hashes and trailer (7b28abc's layout: header and
     columns only) read as before, and a store mixing both answers as the raw samples do."""
-    from nodesleuth.profile.agg import AggRecord
+    from nodesleuth.store.aggregates import AggRecord
     from nodesleuth.store.catalog import agg as stream
 
     _, store, path = cap96

@@ -352,10 +352,11 @@ def test_aggregator_compacts_relative_to_its_open_windows():
     import numpy as np
 
     from nodesleuth.profile.agg import Aggregator
+    from nodesleuth.store.encoding import codec
 
     def run(compact_min):
         got = []
-        a = Aggregator(lambda stream, t, payload: got.append((stream, t, payload)), levels=(10, 60))
+        a = Aggregator(lambda stream, rec: got.append((stream, codec(stream).frames(rec, None))), levels=(10, 60))
         a.COMPACT_MIN = compact_min
         peak = 0
         for w in range(40):  # 40 windows of 10 s, each with 60 stacks of its own
@@ -397,7 +398,8 @@ def test_ten_minute_and_hour_levels_merged_from_records_count_the_same():
 
     import numpy as np
 
-    from nodesleuth.profile.agg import AggRecord, Aggregator
+    from nodesleuth.profile.agg import Aggregator
+    from nodesleuth.store.aggregates import AggRecord, encode_agg
 
     rng = np.random.default_rng(38)
     base = [("main", f"f{i}", f"g{j}") for i in range(3) for j in range(4)]
@@ -412,8 +414,8 @@ def test_ten_minute_and_hour_levels_merged_from_records_count_the_same():
 
     def run(merged_from):
         got = []
-        a = Aggregator(lambda stream, t0, payload: stream.name.startswith("profile_agg")
-                       and got.append((stream.name, t0, payload)))
+        a = Aggregator(lambda stream, rec: stream.name.startswith("profile_agg")
+                       and got.append((stream.name, *encode_agg(rec))))
         a.MERGED_FROM = merged_from
         a.COMPACT_MIN = 50
         peak = 0

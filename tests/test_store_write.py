@@ -80,13 +80,13 @@ def test_write_is_byte_identical_to_the_callers_codec(tmp_path):
     assert a.keys() == b.keys() and a == b
 
 
-def test_write_refuses_a_stream_without_a_codec(tmp_path):
-    w = StoreWriter(str(tmp_path / "st"), background_sync=False)
-    try:
-        with pytest.raises(ValueError, match="no codec"):
-            w.write("profile_agg10", b"x")
-    finally:
-        w.close()
+def test_every_stream_has_a_codec_and_one_without_is_refused():
+    from nodesleuth.store import encoding
+    from nodesleuth.store.catalog import STREAMS, Stream
+
+    assert {s.name for s in STREAMS.values() if s.codec not in encoding.CODECS} == set()
+    with pytest.raises(ValueError, match="no codec"):
+        encoding.codec(Stream("x", "bytes", "as given", "event"))
 
 
 def test_profile_batches_lost_counts_and_churn_as_the_runners_encoded_them(tmp_path):
@@ -120,3 +120,54 @@ def test_profile_batches_lost_counts_and_churn_as_the_runners_encoded_them(tmp_p
     w.close()
     got, want = _files(str(tmp_path / "b")), _files(str(tmp_path / "a"))
     assert {p.split("/")[0] for p in got} == {"profile", "profile_lost", "churn"} and got == want
+
+
+# sha256 of (stream, time, payload) of every profile_agg* and profile_heat60* record main's aggregator
+# encoded itself (a89e48a, before the store owned their encoding) for the two inputs below
+AGG_PAYLOADS = "0426ae0524b3922415c185295a402e7bfb9c1f1b047953769cb8bc46697913e1"
+
+
+def test_profile_aggregates_as_the_aggregator_encoded_them(tmp_path):
+    """The aggregator hands window rows and heatmap minutes (profile/agg.py), the store encodes them
+    (store/aggregates.py): the payloads are those the aggregator encoded itself, for a capture whose
+    windows of every level it cuts, and two hours of batches with a new stack each (the ten-minute and
+    hour levels merged from the records below)."""
+    import hashlib
+
+    import numpy as np
+
+    from fixtures.perfscript import make_capture
+    from nodesleuth.profile.agg import Aggregator as ProfileAggregator
+    from nodesleuth.profile.parse import parse_file
+    from nodesleuth.store.catalog import STREAMS
+
+    cap = str(tmp_path / "cap.txt")
+    make_capture(cap, cpus=4, seconds=25, t0=5000.0)
+    b = parse_file(cap)
+    w = StoreWriter(str(tmp_path / "st"), background_sync=False)
+    agg = ProfileAggregator(w.write)
+    for lo in range(0, len(b), 20000):
+        part = b.only(b.events[0]) if b.events else b
+        for col in ("times", "cpus", "pids", "tids", "comm_ids", "stack_ids", "periods", "event_ids"):
+            setattr(part, col, getattr(part, col)[lo:lo + 20000])
+        agg.add(part, T0 - 5000.0 - 17.0)
+    agg.flush()
+    rng = np.random.default_rng(38)
+    agg = ProfileAggregator(w.write)
+    base = [("main", f"f{i}", f"g{j}") for i in range(3) for j in range(4)]
+    t = T0 + 3600 * 5 + 1234  # mid-hour, mid-ten-minutes
+    for k in range(800):
+        stacks = base + [("main", f"new{k}")]
+        agg.add_arrays(np.sort(t + rng.uniform(0, 10, 40)), rng.integers(0, 4, 40), rng.integers(1, 30, 40),
+                       rng.integers(0, 3, 40), rng.integers(0, len(stacks), 40), ["a", "b", f"c{k % 7}"], stacks)
+        t += 10
+    agg.flush()
+    w.close()
+    h, n = hashlib.sha256(), 0
+    r = StoreReader(str(tmp_path / "st"))
+    for name in sorted(STREAMS):
+        if name.startswith(("profile_agg", "profile_heat")):
+            for tt, payload in r.read(name):
+                h.update(name.encode() + repr(tt).encode() + payload)
+                n += 1
+    assert n == 2194 and h.hexdigest() == AGG_PAYLOADS

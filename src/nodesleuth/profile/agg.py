@@ -4,11 +4,9 @@ samples. Raw batches stay in the `profile` stream for subsecond views and heatma
 
 Each aggregator counts exactly the samples it was given, and each record is self-contained (its own
 comm and stack tables), so restarts mid-window (two partial records for one hour) and retention
-(dropping any record) keep every sum right. Payload: u32 header length | JSON
-{level, t0, t1, n, comms, frames, stacks, event, cpus: [[cpu, start, end]...]} | columns sorted by
-cpu: cpu i16, pid i32 (pid_column), comm u32, stack u32, count u32. Per level two streams:
-`profile_agg10` / `profile_agg60` ... (rows per CPU) and `profile_agg10all` ... (summed over CPUs, cpu = ALL_CPUS), each record
-stamped with its window's start.
+(dropping any record) keep every sum right. Per level two streams: `profile_agg10` /
+`profile_agg60` ... (rows per CPU) and `profile_agg10all` ... (summed over CPUs, cpu = ALL_CPUS),
+each record stamped with its window's start.
 
 The subsecond heatmap has its own per-minute stream, `profile_heat60` (HEAT): per CPU the cells of
 its work samples (second of the minute * 50 + FlameScope row, u16, one entry per sample, sorted), and
@@ -16,20 +14,20 @@ per second and CPU the counts of all and of work samples (for the hot-CPU marks)
 (HEAT_ALL) holds the same minutes with the cells summed over CPUs, a dense grid, for all-CPU views. A heatmap of an
 hour or a day for any CPUs reads these instead of the samples; it is exact for FlameScope's 50 rows
 and whole-second columns with a CPU filter only; pid, comm and cgroup filters and other row counts
-read the raw samples (heatmap.heatmap_fast says which). Payload: u32 header length | JSON {level, t0,
-rows, event, tmin, tmax, n, cpus: [[cpu, start, end]...], tcpus: [cpu...], tdtype} | cells u16[n] |
-totals [60 x len(tcpus)] | work [60 x len(tcpus)].
+read the raw samples (heatmap.heatmap_fast says which).
+
+The Aggregator hands its records (AggRows, HeatMinute) to the store, which encodes them
+(StoreWriter.write; the payloads: store/aggregates.py, whose AggRecord and HeatRecord read them).
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
+from dataclasses import dataclass
 
 import numpy as np
-import orjson
 
-from ..model.errors import InputError
+from ..store.aggregates import COLS
 from ..store.catalog import AGG_LEVELS, HEAT, HEAT_ALL, agg
 from .arrays import distinct, intern
 from .codec import stored_times
@@ -39,11 +37,37 @@ from .parse import Batch, is_idle
 # ten minutes (an unaligned hour reads <= 33 records), an hour
 LEVELS = AGG_LEVELS
 ALL_CPUS = -32768  # rows summed over every CPU
-HEAT_ROWS = 50  # FlameScope's rows per second (20 ms)
 
 
+@dataclass
+class AggRows:
+    """One window's aggregate record (profile_agg{level}[all]): (cpu, pid, comm, stack) -> count rows
+    sorted by cpu, in their stored dtypes (store/aggregates.COLS), comm and stack as indices into the
+    record's own tables. Compact (the merged levels hold an hour of them): numpy, not lists of ints."""
+    level: int
+    t0: int  # the window's start (level * its number)
+    cpu: np.ndarray
+    pid: np.ndarray  # pid_column
+    comm: np.ndarray
+    stack: np.ndarray
+    count: np.ndarray
+    comms: list[str]
+    frames: list[str]
+    frame_ids: np.ndarray  # the stacks' frames one after another, as indices into `frames`
+    stack_ends: np.ndarray  # where each stack's frames end in frame_ids
+    hashes: list[int]  # stack_hash of each stack
+    event: str
 
-COLS = (("cpu", "<i2"), ("pid", "<i4"), ("comm", "<u4"), ("stack", "<u4"), ("count", "<u4"))
+
+@dataclass
+class HeatMinute:
+    """One minute's samples for the heatmap records (profile_heat60, profile_heat60all): decoded times
+    within [t0, t0 + 60), their CPUs and whether each is work (not the idle task idling)."""
+    t0: int
+    t: np.ndarray
+    cpu: np.ndarray
+    work: np.ndarray
+    event: str
 
 
 def pid_column(pid: np.ndarray, tid: np.ndarray | None) -> np.ndarray:
@@ -59,6 +83,11 @@ def pid_column(pid: np.ndarray, tid: np.ndarray | None) -> np.ndarray:
 def pid_of(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the pid the raw path uses: pid, else tid, else -1; whether perf printed the pid)."""
     return np.where(col >= 0, col, np.where(col <= -2, -2 - col, -1)), col >= 0
+
+
+def stored(*cols: np.ndarray) -> list[np.ndarray]:
+    """Columns (cpu, pid, comm, stack, count) in their stored dtypes (store/aggregates.COLS)."""
+    return [c.astype(dt) for c, (_, dt) in zip(cols, COLS)]
 
 
 def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -77,21 +106,22 @@ def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.nda
 
 
 class Aggregator:
-    """Feed it the batches as they are stored; it appends one record per level and window."""
+    """Feed it the batches as they are stored; it hands one record per level and window to `write`
+    (stream, record): StoreWriter.write, which encodes it."""
 
     # the stack and comm tables are compacted to what the open windows use once they hold this many
     # more than twice what the last compaction kept: bounded by the stacks of the open windows (the
     # longest is an hour), not by every stack of the run (at a fixed 200,000 they grew for hours on a
     # node with process churn: ~15 new stacks a second, ~700 bytes each, in the soak of issue 38)
     COMPACT_MIN = 5_000
-    # levels from this index on are built from the records of the level below (held as bytes, merged
-    # when their window closes), not from rows of interned stacks: the ten-minute and hour windows
+    # levels from this index on are built from the records of the level below (held, merged when
+    # their window closes), not from rows of interned stacks: the ten-minute and hour windows
     # held every stack of their window in the tables (an hour of a churning node's stacks: ~50,000,
     # tens of MB), where now only the first two levels' windows (a minute) hold stacks
     MERGED_FROM = 2
 
-    def __init__(self, append, levels=LEVELS):
-        self.append = append
+    def __init__(self, write, levels=LEVELS):
+        self.write = write
         self.levels = tuple(sorted(levels))
         self.comms: list[str] = []
         self.comm_ix: dict[str, int] = {}
@@ -107,7 +137,7 @@ class Aggregator:
         self.open: dict[int, tuple[int, list]] = {}  # level -> (window number, [(cols, counts, tmin, tmax)])
         self.heat: tuple[int, list] | None = None  # (minute number, [(t, cpu, work)])
         self.kept = 0  # stacks the open windows used at the last compaction
-        self.held: dict[int, tuple[int, list[bytes]]] = {}  # merged level -> (window, lower level's records)
+        self.held: dict[int, tuple[int, list[AggRows]]] = {}  # merged level -> (window, lower level's records)
 
     def _stack(self, st: tuple[str, ...]) -> int:
         i = self.stack_ix.get(st)
@@ -200,32 +230,32 @@ class Aggregator:
         w, parts = self.open.pop(lvl)
         cols = [np.concatenate([p[0][i] for p in parts]) for i in range(4)]
         cols, counts = reduce_rows(cols, np.concatenate([p[1] for p in parts]))
-        self._write(lvl, w, cols, counts, self.encode, min(p[2] for p in parts), max(p[3] for p in parts))
+        self._write(lvl, w, cols, counts, self.record, min(p[2] for p in parts), max(p[3] for p in parts))
 
-    def _write(self, lvl: int, w: int, cols, counts, encode, tmin: float, tmax: float) -> None:
-        """A closed window's two records (all CPUs summed, and per CPU) with `encode`, then on to the next level."""
+    def _write(self, lvl: int, w: int, cols, counts, record, tmin: float, tmax: float) -> None:
+        """A closed window's two records (all CPUs summed, and per CPU) made by `record`, then on to the next level."""
         roll, rcounts = reduce_rows([np.full(len(counts), ALL_CPUS, dtype=np.int64)] + list(cols[1:]), counts)
-        self.append(agg(lvl, True), float(w * lvl), encode(lvl, w * lvl, roll, rcounts))
-        payload = encode(lvl, w * lvl, cols, counts)
-        self.append(agg(lvl), float(w * lvl), payload)
-        self._up(lvl, w, cols, counts, tmin, tmax, payload)
+        self.write(agg(lvl, True), record(lvl, w * lvl, roll, rcounts))
+        rec = record(lvl, w * lvl, cols, counts)
+        self.write(agg(lvl), rec)
+        self._up(lvl, w, cols, counts, tmin, tmax, rec)
 
-    def _up(self, lvl: int, w: int, cols, counts, tmin: float, tmax: float, payload: bytes) -> None:
+    def _up(self, lvl: int, w: int, cols, counts, tmin: float, tmax: float, rec: AggRows) -> None:
         """A closed window of `lvl` into the next level's: as rows, or as its record (merged levels)."""
         i = self.levels.index(lvl)
         if i + 1 < len(self.levels):
             nxt = self.levels[i + 1]
             if i + 1 >= self.MERGED_FROM:
-                self._hold(nxt, int(w * lvl // nxt), payload)
+                self._hold(nxt, int(w * lvl // nxt), rec)
             else:
                 self._feed(nxt, int(w * lvl // nxt), cols, counts, tmin, tmax)
 
-    def _hold(self, lvl: int, w: int, payload: bytes) -> None:
-        self._window(self.held, lvl, w, self._close_merged).append(payload)
+    def _hold(self, lvl: int, w: int, rec: AggRows) -> None:
+        self._window(self.held, lvl, w, self._close_merged).append(rec)
 
     def _close_merged(self, lvl: int) -> None:
         """A merged level's window: the rows of the lower level's records, their stacks mapped by hash."""
-        w, payloads = self.held.pop(lvl)
+        w, recs = self.held.pop(lvl)
         comm_ix: dict[str, int] = {}
         comms: list[str] = []
         stack_ix: dict[int, int] = {}
@@ -234,25 +264,24 @@ class Aggregator:
         frame_ix: dict[str, int] = {}
         frames: list[str] = []
         parts: list[list[np.ndarray]] = []
-        for p in payloads:
-            r = AggRecord(p)
-            cpu, pid, cm, st, n = r.rows(None)
+        for r in recs:
             cmap = np.array([intern(comm_ix, comms, c) for c in r.comms] or [0], dtype=np.int64)
-            names, sf = r.frames, r.stack_frames
-            smap = np.empty(max(len(sf), 1), dtype=np.int64)
-            for j, h in enumerate(r.hashes.tolist()):
+            names, ids, ends = r.frames, r.frame_ids, r.stack_ends.tolist()
+            smap = np.empty(max(len(ends), 1), dtype=np.int64)
+            for j, h in enumerate(r.hashes):
                 x = stack_ix.get(h)
                 if x is None:
                     x = stack_ix[h] = len(hashes)
                     hashes.append(h)
-                    stacks.append([intern(frame_ix, frames, names[f]) for f in sf[j]])
+                    own = ids[ends[j - 1] if j else 0:ends[j]].tolist()
+                    stacks.append([intern(frame_ix, frames, names[f]) for f in own])
                 smap[j] = x
-            parts.append([cpu.astype(np.int64), pid.astype(np.int64), cmap[cm.astype(np.int64)],
-                          smap[st.astype(np.int64)], n.astype(np.int64)])
+            parts.append([r.cpu.astype(np.int64), r.pid.astype(np.int64), cmap[r.comm], smap[r.stack],
+                          r.count.astype(np.int64)])
         cols, counts = reduce_rows([np.concatenate([p[i] for p in parts]) for i in range(4)],
                                    np.concatenate([p[4] for p in parts]))
         tables = (comms, frames, stacks, hashes)
-        self._write(lvl, w, cols, counts, lambda *a: self._encode_with(*a, tables), 0.0, 0.0)
+        self._write(lvl, w, cols, counts, lambda *a: self._record_with(*a, tables), 0.0, 0.0)
 
     def flush(self) -> None:
         """At stop: write the open windows (partial records; sums stay right, see the module doc)."""
@@ -280,19 +309,19 @@ class Aggregator:
         t = np.concatenate([p[0] for p in parts])
         cpu = np.concatenate([p[1] for p in parts])
         work = np.concatenate([p[2] for p in parts])
-        self.append(HEAT, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event))
-        self.append(HEAT_ALL, float(w * 60), encode_heat(w * 60, t, cpu, work, self.event, summed=True))
+        minute = HeatMinute(w * 60, t, cpu, work, self.event)
+        self.write(HEAT, minute)
+        self.write(HEAT_ALL, minute)
 
-    def _frame_table(self, sids: list[int]) -> tuple[list[str], list[list[int]]]:
-        """The record's frame table (frames in order of first use) and its stacks as indices into it:
-        the same as interning frame by frame, in bulk (a record of 10,000 stacks is 200,000 frames)."""
+    def _frame_table(self, sids: list[int]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The record's frame table (frames in order of first use), its stacks' frames as indices into it
+        and where each stack's end (AggRows): the same as interning frame by frame, in bulk (a record of
+        10,000 stacks is 200,000 frames)."""
         parts = [self.stack_fids[s] for s in sids]
-        if not parts:
-            return [], []
-        lens = np.array([len(p) for p in parts], dtype=np.int64)
-        flat = np.concatenate(parts) if lens.sum() else np.zeros(0, dtype=np.int64)
+        ends = np.cumsum([len(p) for p in parts], dtype=np.int64)
+        flat = np.concatenate(parts) if len(ends) and ends[-1] else np.zeros(0, dtype=np.int64)
         if not len(flat):
-            return [], [[] for _ in parts]
+            return [], flat.astype("<u4"), ends
         order = np.argsort(flat, kind="stable")
         sf = flat[order]
         new = np.concatenate(([True], sf[1:] != sf[:-1]))
@@ -304,125 +333,35 @@ class Aggregator:
         local[order] = rank[run]
         names = self.frame_names
         frames = [names[g] for g in sf[new][np.argsort(first, kind="stable")].tolist()]
-        loc = local.tolist()
-        out, at = [], 0
-        for n in lens.tolist():
-            out.append(loc[at:at + n])
-            at += n
-        return frames, out
+        return frames, local.astype("<u4"), ends
 
-    def encode(self, lvl: int, t0: float, cols, counts) -> bytes:
+    def record(self, lvl: int, t0: int, cols, counts) -> AggRows:
+        """The window's rows with the record's own comm and frame tables (the store encodes it)."""
         cpu, pid, comm, stack = cols
         ucomm, comm_l = np.unique(comm, return_inverse=True)
         ustack, stack_l = np.unique(stack, return_inverse=True)
-        frames, stacks = self._frame_table(ustack.tolist())
-        hashes = [self.stack_hashes[s] for s in ustack.tolist()]
-        return self._pack(lvl, t0, cols, counts, comm_l, stack_l, [self.comms[c] for c in ucomm.tolist()],
-                          frames, stacks, hashes)
+        return AggRows(lvl, t0, *stored(cpu, pid, comm_l, stack_l, counts), [self.comms[c] for c in ucomm.tolist()],
+                       *self._frame_table(ustack.tolist()), [self.stack_hashes[s] for s in ustack.tolist()], self.event)
 
-    def _encode_with(self, lvl: int, t0: float, cols, counts, tables) -> bytes:
-        """encode() with tables of its own: (comms, frames, stacks as frame ids, stack hashes)."""
+    def _record_with(self, lvl: int, t0: int, cols, counts, tables) -> AggRows:
+        """record() with tables of its own: (comms, frames, stacks as frame ids, stack hashes)."""
         comms, all_frames, all_stacks, all_hashes = tables
         cpu, pid, comm, stack = cols
         ucomm, comm_l = np.unique(comm, return_inverse=True)
         ustack, stack_l = np.unique(stack, return_inverse=True)
         ix: dict[int, int] = {}
         frames: list[str] = []
-        stacks = []
+        loc = []
         for s in ustack.tolist():
-            loc = []
             for f in all_stacks[s]:
                 x = ix.get(f)
                 if x is None:
                     x = ix[f] = len(frames)
                     frames.append(all_frames[f])
                 loc.append(x)
-            stacks.append(loc)
-        return self._pack(lvl, t0, cols, counts, comm_l, stack_l, [comms[c] for c in ucomm.tolist()], frames,
-                          stacks, [all_hashes[s] for s in ustack.tolist()])
-
-    def _pack(self, lvl: int, t0: float, cols, counts, comm_l, stack_l, comm_names, frames, stacks, hashes) -> bytes:
-        cpu, pid = cols[0], cols[1]
-        cpus, starts = np.unique(cpu, return_index=True)
-        ends = np.append(starts[1:], len(cpu))
-        head = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts),
-                             "comms": comm_names, "frames": list(frames),
-                             "stacks": stacks, "event": self.event,
-                             "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
-        arrs = [cpu.astype("<i2"), pid.astype("<i4"), comm_l.astype("<u4"), stack_l.astype("<u4"),
-                counts.astype("<u4")]
-        hashes = np.array(hashes, dtype="<u8")
-        tail = orjson.dumps({"level": lvl, "t0": t0, "t1": t0 + lvl, "n": len(counts), "nstacks": len(hashes),
-                             "comms": comm_names, "event": self.event,
-                             "cpus": [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]})
-        return (struct.pack("<I", len(head)) + head + b"".join(a.tobytes() for a in arrs) + hashes.tobytes()
-                + tail + struct.pack("<I", len(tail)))
-
-
-def encode_heat(t0: int, t: np.ndarray, cpu: np.ndarray, work: np.ndarray, event: str, summed: bool = False) -> bytes:
-    """One minute of heatmap cells (module doc); t are decoded sample times within [t0, t0 + 60).
-    summed: the cells of all CPUs as one dense grid (u32[60 * 50], header `dense`) instead of per CPU."""
-    sec = np.floor(t).astype(np.int64)
-    row = HEAT_ROWS - np.floor(HEAT_ROWS * (t - np.floor(t))).astype(np.int64) - 1  # heatmap.heatmap's rows
-    rel = sec - t0
-    cell = rel * HEAT_ROWS + row
-    order = np.lexsort((cell[work], cpu[work]))
-    wc, cells = cpu[work][order], cell[work][order]
-    cpus, starts = np.unique(wc, return_index=True)
-    ends = np.append(starts[1:], len(wc))
-    tcpus, ti = np.unique(cpu, return_inverse=True)
-    tot = np.zeros((60, len(tcpus)), dtype=np.int64)
-    busy = np.zeros((60, len(tcpus)), dtype=np.int64)
-    np.add.at(tot, (rel, ti), 1)
-    np.add.at(busy, (rel[work], ti[work]), 1)
-    tdt = "<u2" if tot.max(initial=0) < 65536 else "<u4"
-    if summed:
-        body = np.bincount(cells, minlength=60 * HEAT_ROWS).astype("<u4").tobytes()
-        n, ranges = 60 * HEAT_ROWS, []
-    else:
-        body = cells.astype("<u2").tobytes()
-        n, ranges = len(cells), [[int(c), int(s), int(e)] for c, s, e in zip(cpus, starts, ends)]
-    head = orjson.dumps({"level": 60, "t0": float(t0), "rows": HEAT_ROWS, "event": event,
-                         "tmin": float(t.min()), "tmax": float(t.max()), "n": n, "dense": summed,
-                         "cpus": ranges, "tcpus": tcpus.tolist(), "tdtype": tdt})
-    return struct.pack("<I", len(head)) + head + body + tot.astype(tdt).tobytes() + busy.astype(tdt).tobytes()
-
-
-class HeatRecord:
-    """One decoded minute of heatmap cells."""
-
-    def __init__(self, payload: bytes, where: str = "profile heatmap aggregate"):
-        try:
-            (hl,) = struct.unpack_from("<I", payload)
-            h = orjson.loads(payload[4:4 + hl])
-            off = 4 + hl
-            self.dense = bool(h.get("dense"))
-            self.cells = np.frombuffer(payload, dtype="<u4" if self.dense else "<u2", count=h["n"], offset=off)
-            off += self.cells.nbytes
-            k = 60 * len(h["tcpus"])
-            self.tot = np.frombuffer(payload, dtype=h["tdtype"], count=k, offset=off).reshape(60, -1)
-            off += self.tot.nbytes
-            self.busy = np.frombuffer(payload, dtype=h["tdtype"], count=k, offset=off).reshape(60, -1)
-        except (struct.error, ValueError, KeyError) as e:
-            raise InputError(where, f"undecodable profile heatmap aggregate: {e}") from None
-        self.t0, self.rows, self.event = h["t0"], h["rows"], h.get("event", "")
-        self.tmin, self.tmax = h["tmin"], h["tmax"]
-        self.cpu_ranges = {c: (s, e) for c, s, e in h["cpus"]}
-        self.tcpus = h["tcpus"]
-
-    def grid(self, cpus: set[int] | None) -> np.ndarray:
-        """Work samples per cell (second of the minute * rows + row) of these CPUs (None: all)."""
-        if self.dense:
-            if cpus is not None:
-                raise ValueError("a summed heatmap record has no per-CPU cells")
-            return self.cells
-        return np.bincount(self.cells_of(cpus), minlength=60 * self.rows)
-
-    def cells_of(self, cpus: set[int] | None) -> np.ndarray:
-        if cpus is None:
-            return self.cells
-        sel = [self.cpu_ranges[c] for c in sorted(cpus) if c in self.cpu_ranges]
-        return np.concatenate([self.cells[s:e] for s, e in sel]) if sel else self.cells[:0]
+        ends = np.cumsum([len(all_stacks[s]) for s in ustack.tolist()], dtype=np.int64)
+        return AggRows(lvl, t0, *stored(cpu, pid, comm_l, stack_l, counts), [comms[c] for c in ucomm.tolist()],
+                       frames, np.array(loc, dtype="<u4"), ends, [all_hashes[s] for s in ustack.tolist()], self.event)
 
 
 def stack_hash(frames: tuple[str, ...]) -> int:
@@ -430,80 +369,3 @@ def stack_hash(frames: tuple[str, ...]) -> int:
     by it without decoding their frame tables (two distinct stacks of a store share one with
     probability ~ n^2 / 2^65: 1e-9 for 200,000 stacks)."""
     return int.from_bytes(hashlib.blake2b("\0".join(frames).encode(), digest_size=8).digest(), "little")
-
-
-class AggRecord:
-    """One decoded aggregate record; `rows(cpus)` slices the rows of some CPUs without a scan.
-
-    Records since the ten-minute level also end with the stacks' hashes (stack_hash) and a small
-    trailer {level, t0, t1, n, nstacks, comms, event, cpus} | u32 its length, so a reader gets the rows
-    and stack hashes without parsing the frame tables (`frames`, `stack_frames`, parsed on first use);
-    readers of the first version read the leading header and columns and ignore the rest."""
-
-    def __init__(self, payload: bytes, where: str = "profile aggregate"):
-        self.where = where
-        self.payload = payload
-        self.hashes = None
-        self._head = None
-        try:
-            (hl,) = struct.unpack_from("<I", payload)
-            h = self._trailer(payload, hl)
-            if h is None:
-                h = self._head = orjson.loads(payload[4:4 + hl])
-            n, off = h["n"], 4 + hl
-            self.cols = []
-            for _, dt in COLS:
-                a = np.frombuffer(payload, dtype=dt, count=n, offset=off)
-                off += a.nbytes
-                self.cols.append(a)
-            if "nstacks" in h:
-                self.hashes = np.frombuffer(payload, dtype="<u8", count=h["nstacks"], offset=off)
-        except (struct.error, ValueError, KeyError) as e:
-            raise InputError(where, f"undecodable profile aggregate: {e}") from None
-        self.level, self.t0, self.t1 = h["level"], h["t0"], h["t1"]
-        self.comms = h["comms"]
-        self.event = h.get("event", "")
-        self.cpu_ranges = {c: (s, e) for c, s, e in h["cpus"]}
-
-    @staticmethod
-    def _trailer(payload: bytes, hl: int) -> dict | None:
-        if len(payload) < 8 + hl:
-            return None
-        (tl,) = struct.unpack_from("<I", payload, len(payload) - 4)
-        start = len(payload) - 4 - tl
-        if tl < 2 or start < 4 + hl or payload[start:start + 1] != b"{":
-            return None
-        try:
-            h = orjson.loads(payload[start:len(payload) - 4])
-        except ValueError:
-            return None
-        if not isinstance(h, dict) or 4 + hl + h.get("n", -1) * 18 + h.get("nstacks", -1) * 8 != start:
-            return None
-        return h
-
-    def _header(self) -> dict:
-        if self._head is None:
-            (hl,) = struct.unpack_from("<I", self.payload)
-            try:
-                self._head = orjson.loads(self.payload[4:4 + hl])
-            except ValueError as e:
-                raise InputError(self.where, f"undecodable profile aggregate: {e}") from None
-        return self._head
-
-    @property
-    def frames(self) -> list[str]:
-        return self._header()["frames"]
-
-    @property
-    def stack_frames(self) -> list[list[int]]:
-        return self._header()["stacks"]
-
-    def rows(self, cpus: set[int] | None):
-        """The rows of these CPUs (None: all rows)."""
-        if cpus is None:
-            return self.cols
-        sel = [self.cpu_ranges[c] for c in sorted(cpus) if c in self.cpu_ranges]
-        if not sel:
-            return [c[:0] for c in self.cols]
-        idx = np.concatenate([np.arange(s, e) for s, e in sel])
-        return [c[idx] for c in self.cols]

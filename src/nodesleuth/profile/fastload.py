@@ -126,7 +126,7 @@ class _Rows:
 
     def add_agg(self, reader: StoreReader, lv: int, a: float, b: float, cpus: set[int] | None, on_segment) -> None:
         """Whole windows of level `lv`: the pre-aggregated records' rows, stacks matched by hash."""
-        from .agg import AggRecord
+        from ..store.aggregates import AggRecord
 
         table, comm_ix, comms, events = self.table, self.comm_ix, self.comms, self.events
         for t, payload in reader.read(agg(lv, cpus is None), a, b, on_segment):

@@ -113,7 +113,7 @@ def heatmap_fast(reader: StoreReader, f: Filter, rows: int = 50, start: float | 
     a start that is not a whole second, or a pid, comm or cgroup filter (cells are per CPU only).
     An empty range gives a heatmap with no columns of samples (Heatmap.values all 0) and `found` False.
     step: seconds per column (_heatmap), for views of long ranges."""
-    from .agg import HEAT_ROWS, HeatRecord
+    from ..store.aggregates import HEAT_ROWS, HeatRecord
 
     if (rows != HEAT_ROWS or f.pids is not None or f.comms is not None or f.cgroup_pids is not None
             or (start is not None and start != math.floor(start)) or not reader.segments(HEAT)):

@@ -54,7 +54,7 @@ class PerfRotator(RunnerCounters):
 
     def __init__(self, sink, rotate: float = 10.0, workdir: str | None = None, max_pending: int = 6):
         super().__init__()
-        self.sink = sink  # the store writer: write(stream, record, offset); the aggregates append
+        self.sink = sink  # the store writer: write(stream, record, offset), the aggregates' too
         self.rotate = rotate
         self.dir = workdir or tempfile.mkdtemp(prefix=f"nodesleuth-{self.name}-")
         os.makedirs(self.dir, exist_ok=True)
@@ -195,7 +195,7 @@ class ChunkedProfileRunner(PerfRotator):
 
     def store_chunk(self, script_text: str, offset: float, path: str) -> int:
         if not hasattr(self, "agg"):
-            self.agg, self.cache = Aggregator(self.sink.append), FrameCache()
+            self.agg, self.cache = Aggregator(self.sink.write), FrameCache()
         b = parse_text(script_text, path=path, cache=self.cache)
         if len(b):
             self.sink.write(PROFILE, b, offset)  # pieces of <= store/profile.SPAN s each

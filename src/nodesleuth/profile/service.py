@@ -76,7 +76,7 @@ def ingest(script: str, store: str, offset: float = 0.0, event: str | None = Non
         notes.append(f"{b.event} is not a clock event: sample counts are not time, so hot-CPU marks will be unavailable")
     w = StoreWriter(store)
     w.write(PROFILE, b, offset)  # pieces of <= store/profile.SPAN s each
-    agg = Aggregator(w.append)
+    agg = Aggregator(w.write)
     agg.add(b, offset)
     agg.flush()
     w.close()

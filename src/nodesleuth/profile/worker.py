@@ -31,7 +31,7 @@ class ProfileWorker(RunnerCounters):
     def __init__(self, sink, freq: int = 49, rotate: float = 10.0, cpus: str | None = None, buffer_kb: int = 0,
                  store: bool = True, on_batch=None):
         super().__init__()
-        self.sink = sink  # the store writer (StoreWriter: write records; the aggregates append), None: not storing
+        self.sink = sink  # the store writer (StoreWriter: write records, the aggregates' too), None: not storing
         self.store = store  # False: samples only go to on_batch (the exporter's live shares)
         self.on_batch = on_batch  # callable(Batch, offset): the exporter's live shares, tests
         self.freq, self.rotate, self.cpus, self.buffer_kb = freq, rotate, cpus, buffer_kb
@@ -39,7 +39,7 @@ class ProfileWorker(RunnerCounters):
         self.started = threading.Event()
         self.thread: threading.Thread | None = None
         self._wake: tuple[int, int] | None = None
-        self.agg = Aggregator(sink.append if sink is not None else None)
+        self.agg = Aggregator(sink.write if sink is not None else None)
 
     def record_args(self) -> list[str]:  # perf record's (the fallback's): for messages and tests
         return perf_record_args(self.freq, self.cpus)

@@ -28,7 +28,7 @@ class Stream:
     level: int = 6  # zstd level of its frames
     keep: str = "1s"  # the retention tier that bounds it: one of KEEP
     dictionary: str = "first"  # "first": its segment's first record; "trained": on its previous segment
-    codec: str = ""  # what StoreWriter.write encodes its records with (store/encoding.py); "": appended encoded
+    codec: str = ""  # what StoreWriter.write encodes its records with (store/encoding.py; every stream has one)
 
     @property
     def segment_factor(self) -> int:
@@ -69,12 +69,13 @@ def _window(s: int) -> str:
 
 
 AGG = {(lv, a): Stream(f"profile_agg{lv}" + ("all" if a else ""), "profile aggregate: (cpu, pid, comm, stack) -> "
-                       "count" + (", summed over CPUs" if a else ""), "columns + stack tables (profile/agg.py)",
-                       _window(lv), keep="10s" if lv < 60 else "1m") for lv in AGG_LEVELS for a in (False, True)}
-HEAT = Stream("profile_heat60", "subsecond heatmap cells per CPU", "cells + per-second counts (profile/agg.py)", "1min",
-              keep="10s")
-HEAT_ALL = Stream("profile_heat60all", "subsecond heatmap cells summed over CPUs", "dense grid (profile/agg.py)", "1min",
-                  keep="10s")
+                       "count" + (", summed over CPUs" if a else ""), "columns + stack tables (store/aggregates.py)",
+                       _window(lv), keep="10s" if lv < 60 else "1m", codec="agg")
+       for lv in AGG_LEVELS for a in (False, True)}
+HEAT = Stream("profile_heat60", "subsecond heatmap cells per CPU", "cells + per-second counts (store/aggregates.py)",
+              "1min", keep="10s", codec="heat")
+HEAT_ALL = Stream("profile_heat60all", "subsecond heatmap cells summed over CPUs", "dense grid (store/aggregates.py)",
+                  "1min", keep="10s", codec="heat_all")
 
 STREAMS: dict[str, Stream] = {s.name: s for s in (TICKS, TICKS10, ROLLUP, CHURN, PROFILE, PROFILE_LOST, HEAT,
                                                   HEAT_ALL, *AGG.values())}

@@ -9,6 +9,8 @@ seconds (perf's monotonic clock), `extra` adds fields to a tick's record."""
 
 from __future__ import annotations
 
+import functools
+
 from . import churn, rollup
 from .codec import Encoder
 
@@ -64,11 +66,25 @@ class LostCodec:
         return [(*encode_lost(rows), b"")]
 
 
-CODECS = {"tick": TickCodec, "minute": MinuteCodec, "churn": ChurnCodec, "batch": BatchCodec, "lost": LostCodec}
+class AggCodec:
+    """The profile's aggregates (profile/agg.AggRows; HeatMinute per CPU, or summed over CPUs), stored at
+    their window's start (store/aggregates.py). `kind`: the stream's codec name."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def frames(self, record, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
+        from .aggregates import encode
+
+        return [(*encode(self.kind, record), b"")]
+
+
+CODECS = {"tick": TickCodec, "minute": MinuteCodec, "churn": ChurnCodec, "batch": BatchCodec, "lost": LostCodec,
+          **{k: functools.partial(AggCodec, k) for k in ("agg", "heat", "heat_all")}}
 
 
 def codec(stream):
-    """A new codec for `stream` (a catalog.Stream); ValueError when its records are appended encoded."""
+    """A new codec for `stream` (a catalog.Stream); ValueError for a stream without one."""
     make = CODECS.get(stream.codec)
     if make is None:
         raise ValueError(f"stream {stream.name} has no codec in store/encoding.py: append its payloads")
