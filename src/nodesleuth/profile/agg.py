@@ -85,11 +85,6 @@ def pid_of(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(col >= 0, col, np.where(col <= -2, -2 - col, -1)), col >= 0
 
 
-def stored(*cols: np.ndarray) -> list[np.ndarray]:
-    """Columns (cpu, pid, comm, stack, count) in their stored dtypes (store/aggregates.COLS)."""
-    return [c.astype(dt) for c, (_, dt) in zip(cols, COLS)]
-
-
 def reduce_rows(cols: list[np.ndarray], counts: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     """Sum counts of identical (cpu, pid, comm, stack) rows; rows come out sorted by cpu first."""
     if not len(counts):
@@ -260,7 +255,7 @@ class Aggregator:
         comms: list[str] = []
         stack_ix: dict[int, int] = {}
         hashes: list[int] = []
-        stacks: list[list[int]] = []  # frame ids into frames
+        stacks: list[np.ndarray] = []  # frame ids into frames
         frame_ix: dict[str, int] = {}
         frames: list[str] = []
         parts: list[list[np.ndarray]] = []
@@ -274,14 +269,14 @@ class Aggregator:
                     x = stack_ix[h] = len(hashes)
                     hashes.append(h)
                     own = ids[ends[j - 1] if j else 0:ends[j]].tolist()
-                    stacks.append([intern(frame_ix, frames, names[f]) for f in own])
+                    stacks.append(np.array([intern(frame_ix, frames, names[f]) for f in own], dtype=np.int64))
                 smap[j] = x
             parts.append([r.cpu.astype(np.int64), r.pid.astype(np.int64), cmap[r.comm], smap[r.stack],
                           r.count.astype(np.int64)])
         cols, counts = reduce_rows([np.concatenate([p[i] for p in parts]) for i in range(4)],
                                    np.concatenate([p[4] for p in parts]))
         tables = (comms, frames, stacks, hashes)
-        self._write(lvl, w, cols, counts, lambda *a: self._record_with(*a, tables), 0.0, 0.0)
+        self._write(lvl, w, cols, counts, lambda *a: self.record(*a, tables), 0.0, 0.0)
 
     def flush(self) -> None:
         """At stop: write the open windows (partial records; sums stay right, see the module doc)."""
@@ -313,11 +308,11 @@ class Aggregator:
         self.write(HEAT, minute)
         self.write(HEAT_ALL, minute)
 
-    def _frame_table(self, sids: list[int]) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """The record's frame table (frames in order of first use), its stacks' frames as indices into it
-        and where each stack's end (AggRows): the same as interning frame by frame, in bulk (a record of
-        10,000 stacks is 200,000 frames)."""
-        parts = [self.stack_fids[s] for s in sids]
+    @staticmethod
+    def _frame_table(parts: list[np.ndarray], names: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The record's frame table (frames in order of first use), its stacks' frames (`parts`: ids into
+        `names`) as indices into it and where each stack's end (AggRows): the same as interning frame by
+        frame, in bulk (a record of 10,000 stacks is 200,000 frames)."""
         ends = np.cumsum([len(p) for p in parts], dtype=np.int64)
         flat = np.concatenate(parts) if len(ends) and ends[-1] else np.zeros(0, dtype=np.int64)
         if not len(flat):
@@ -331,37 +326,20 @@ class Aggregator:
         rank[np.argsort(first, kind="stable")] = np.arange(len(first))
         local = np.empty(len(flat), dtype=np.int64)
         local[order] = rank[run]
-        names = self.frame_names
         frames = [names[g] for g in sf[new][np.argsort(first, kind="stable")].tolist()]
         return frames, local.astype("<u4"), ends
 
-    def record(self, lvl: int, t0: int, cols, counts) -> AggRows:
-        """The window's rows with the record's own comm and frame tables (the store encodes it)."""
+    def record(self, lvl: int, t0: int, cols, counts, tables=None) -> AggRows:
+        """The window's rows with the record's own comm and frame tables (the store encodes it). tables:
+        a merged level's (comms, frames, stacks as frame ids, stack hashes), else the aggregator's."""
+        comms, names, fids, hashes = tables or (self.comms, self.frame_names, self.stack_fids, self.stack_hashes)
         cpu, pid, comm, stack = cols
         ucomm, comm_l = np.unique(comm, return_inverse=True)
         ustack, stack_l = np.unique(stack, return_inverse=True)
-        return AggRows(lvl, t0, *stored(cpu, pid, comm_l, stack_l, counts), [self.comms[c] for c in ucomm.tolist()],
-                       *self._frame_table(ustack.tolist()), [self.stack_hashes[s] for s in ustack.tolist()], self.event)
-
-    def _record_with(self, lvl: int, t0: int, cols, counts, tables) -> AggRows:
-        """record() with tables of its own: (comms, frames, stacks as frame ids, stack hashes)."""
-        comms, all_frames, all_stacks, all_hashes = tables
-        cpu, pid, comm, stack = cols
-        ucomm, comm_l = np.unique(comm, return_inverse=True)
-        ustack, stack_l = np.unique(stack, return_inverse=True)
-        ix: dict[int, int] = {}
-        frames: list[str] = []
-        loc = []
-        for s in ustack.tolist():
-            for f in all_stacks[s]:
-                x = ix.get(f)
-                if x is None:
-                    x = ix[f] = len(frames)
-                    frames.append(all_frames[f])
-                loc.append(x)
-        ends = np.cumsum([len(all_stacks[s]) for s in ustack.tolist()], dtype=np.int64)
-        return AggRows(lvl, t0, *stored(cpu, pid, comm_l, stack_l, counts), [comms[c] for c in ucomm.tolist()],
-                       frames, np.array(loc, dtype="<u4"), ends, [all_hashes[s] for s in ustack.tolist()], self.event)
+        sids = ustack.tolist()
+        return AggRows(lvl, t0, *(c.astype(dt) for c, (_, dt) in zip((cpu, pid, comm_l, stack_l, counts), COLS)),
+                       [comms[c] for c in ucomm.tolist()], *self._frame_table([fids[s] for s in sids], names),
+                       [hashes[s] for s in sids], self.event)
 
 
 def stack_hash(frames: tuple[str, ...]) -> int:

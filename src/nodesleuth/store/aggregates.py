@@ -1,6 +1,7 @@
 """The profile's write-time aggregates (profile/agg.py makes the records) to and from stored payloads:
 StoreWriter.write encodes them through the agg/heat/heat_all codecs (store/encoding.py); AggRecord
-and HeatRecord decode them.
+and HeatRecord decode them. Records are duck-typed (profile/agg.AggRows, HeatMinute): the store
+imports the model only.
 
 `profile_agg10` / `profile_agg60` ... (rows per CPU) and `profile_agg10all` ... (summed over CPUs,
 cpu = profile/agg.ALL_CPUS), one record per window, stamped with its start. Payload: u32 header
@@ -15,8 +16,6 @@ row, u16, one entry per sample, sorted), and per second and CPU the counts of al
 CPUs, a dense grid u32[60 * 50]. Payload: u32 header length | JSON {level, t0, rows, event, tmin,
 tmax, n, dense, cpus: [[cpu, start, end]...], tcpus: [cpu...], tdtype} | cells | totals [60 x
 len(tcpus)] | work [60 x len(tcpus)].
-
-Records are duck-typed (profile/agg.AggRows, HeatMinute): the store imports the model only.
 """
 
 from __future__ import annotations
@@ -30,11 +29,6 @@ from ..model.errors import InputError
 
 COLS = (("cpu", "<i2"), ("pid", "<i4"), ("comm", "<u4"), ("stack", "<u4"), ("count", "<u4"))
 HEAT_ROWS = 50  # FlameScope's rows per second (20 ms)
-
-
-def encode(kind: str, r) -> tuple[float, bytes]:
-    """A record of the codec `kind` (catalog.Stream.codec: agg, heat, heat_all) -> (its start, payload)."""
-    return encode_agg(r) if kind == "agg" else encode_heat(r, summed=kind == "heat_all")
 
 
 def encode_agg(r) -> tuple[float, bytes]:

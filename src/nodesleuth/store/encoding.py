@@ -74,9 +74,9 @@ class AggCodec:
         self.kind = kind
 
     def frames(self, record, rolls, offset: float = 0.0, extra: dict | None = None) -> list[tuple[float, bytes, bytes]]:
-        from .aggregates import encode
+        from .aggregates import encode_agg, encode_heat
 
-        return [(*encode(self.kind, record), b"")]
+        return [(*(encode_agg(record) if self.kind == "agg" else encode_heat(record, self.kind == "heat_all")), b"")]
 
 
 CODECS = {"tick": TickCodec, "minute": MinuteCodec, "churn": ChurnCodec, "batch": BatchCodec, "lost": LostCodec,
