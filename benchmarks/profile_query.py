@@ -195,7 +195,7 @@ def main(argv=None) -> dict:
         build = time.perf_counter() - t
         reader = StoreReader(d)
         names = ["profile", HEAT, HEAT_ALL] + [stream(lv, al) for lv in LEVELS for al in (False, True)]
-        sizes = {s: sum(os.path.getsize(p) for p in reader.segments(s)) for s in names}
+        sizes = {str(s): sum(os.path.getsize(p) for p in reader.segments(s)) for s in names}
         res["profile_hour"] = {"seconds": 3600, "cpus": a.cpus, "hz": a.hz, "samples": 3600 * a.cpus * a.hz,
                                "build_seconds": round(build, 1),
                                "disk_mb": {k: round(v / 1e6, 1) for k, v in sizes.items()}}
