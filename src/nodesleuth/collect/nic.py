@@ -1,4 +1,5 @@
-"""NIC counters: /sys/class/net/*/statistics, per-queue tx_timeout, and `ethtool -S` driver stats.
+"""NIC counters: /sys/class/net/*/statistics, per-queue tx_timeout, and `ethtool -S` driver stats (the
+registered `nics` collector).
 
 The driver stats come from node/ethtool.py: the SIOCETHTOOL ioctl on the live host (or from a
 container that shares the host's network namespace), `ethtool -S` in the host's namespace
@@ -11,10 +12,11 @@ import os
 from dataclasses import dataclass
 
 from ..model.errors import InputError
-from ..model.records import NicCounters
+from ..model.records import NicCounters, Nics
 from ..node.ethtool import EthtoolStats, driver_stats
 from ..node.pread import Preader
 from ..node.root import Root
+from .registry import Collector, collector
 
 
 STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_missed_errors")
@@ -127,3 +129,31 @@ class NicReader:
                 eth = p.ethtool if p else {}
             out.append(NicCounters(nic.ifname, nic.driver, stats, qto, eth, nic.bus))
         return out
+
+
+@collector("nics", options=("nic_every", "ethtool", "ethtool_every"))
+class NicsReader(Collector):
+    """The NICs every `nic_every` ticks (NicReader); `ethtool -S` at prime() and every `ethtool_every` ticks, its
+    counters carried over between (a read after a failed one asks ethtool again)."""
+
+    def __init__(self, root: Root, reader: Preader, nic_every: int = 1, ethtool: bool = True, ethtool_every: int = 10):
+        super().__init__(root, reader)
+        self.nics = NicReader(root, reader)
+        self.every, self.ethtool, self.ethtool_every = max(1, nic_every), ethtool, max(1, ethtool_every)
+        self.n = 0
+        self.last: Nics | None = None
+
+    def prime(self) -> Nics:
+        self.last = Nics(self.nics.read(self.ethtool))
+        return self.last
+
+    def read(self, interval: float, seen=None) -> Nics | None:
+        n, self.n = self.n, self.n + 1
+        if n % self.every:
+            return None
+        prev, self.last = self.last, None
+        self.last = Nics(self.nics.read(self.ethtool and (prev is None or (n + 1) % self.ethtool_every == 0), prev))
+        return self.last
+
+    def close(self) -> None:
+        self.nics.close()

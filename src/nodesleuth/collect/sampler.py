@@ -7,12 +7,11 @@ import time
 from dataclasses import dataclass
 
 from .cgroups import CgroupCensus
-from ..model.records import KernelEvent, NicCounters, ProcUse, Tick
+from ..model.records import KernelEvent, ProcUse, Tick
 from ..model.errors import InputError
 from ..model.mpstat import CpuTimes, interval as cpu_interval
 from .cpu import read_stat
 from .kmsg import KmsgReader
-from .nic import NicReader
 from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from ..node.root import Root
@@ -68,11 +67,7 @@ class Sampler:
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
                  procs_full_max: int = 0, kmsg_boot: float | str | None = "root", units_timeout: float = 120.0):
         self.root = root
-        self.nic_every = nic_every
-        self.ethtool = ethtool
-        self.ethtool_every = max(1, ethtool_every)
         self.util = util  # per-CPU percentages now; the recorder stores raw jiffies and skips this
-        self.nics: list[NicCounters] | None = None  # the last NIC read (ethtool counters carried over)
         self.hz = clock_ticks()
         self.kmsg = None
         self.kmsg_boot = kmsg_boot
@@ -96,10 +91,11 @@ class Sampler:
         self.recovered: list[str] = []  # sections that failed and read again since the caller last looked
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
         self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
-        self.nic_reader = NicReader(root, self.reader)
         # the registered collectors of this use (collect/registry.py): one Tick field each
         # (`irqs` False: not the NIC's IRQ lines, which the exporter does without)
-        opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout}
+        opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout, "nic_every": nic_every,
+                "ethtool": ethtool, "ethtool_every": ethtool_every}
+        self.primed: dict = {}  # what prime() read of a section that reads a state (the NICs: the check's start)
         self.extra = [(r, r.cls(root, self.reader, **{o: opts[o] for o in r.options}))
                       for r in registered(use) if irqs or r.field != "nic_irqs"]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
@@ -125,9 +121,8 @@ class Sampler:
         self._t = time.time()
         self._stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
-        self.nics = self._read("nics", lambda: self.nic_reader.read(self.ethtool))
-        for r, c in self.extra:
-            self._read(r.field, c.prime)
+        got = {r.field: self._read(r.field, c.prime) for r, c in self.extra}
+        self.primed = {k: v for k, v in got.items() if v is not None}
         return self._kmsg_events()
 
     def cpu_tick(self) -> Tick:
@@ -195,11 +190,6 @@ class Sampler:
         # a flood of kernel-log lines gets a share of the tick, never the whole of it (the rest waits, or is
         # overwritten in the ring and counted dropped: collect/kernellog.py)
         events = self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
-        nics = None
-        if self.n % self.nic_every == 0:
-            # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
-            eth = self.ethtool and (self.nics is None or (self.n + 1) % self.ethtool_every == 0)
-            nics = self.nics = self._read("nics", lambda: self.nic_reader.read(eth, self.nics))
         seen = Seen(busy, procs, self.kmsg)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
@@ -209,8 +199,8 @@ class Sampler:
                 self.recovered.append(r.field)
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
-        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, events=events, nics=nics,
-                    cpu_raw=raw, **sections)
+        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, events=events, cpu_raw=raw,
+                    **sections)
 
     def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:
         """New kernel-log events (`budget`: seconds the read may take). Following the root's own log (record,
@@ -260,7 +250,6 @@ class Sampler:
         for _, c in self.extra:
             c.close()
         self.tasks.close()
-        self.nic_reader.close()
         self.reader.close()
         if self.kmsg:
             self.kmsg.close()

@@ -208,6 +208,38 @@ class NicCounters:
         return {k: v for k, v in self.resets().items() if v}
 
 
+class Nics(list, Section):
+    """The physical NICs' counters (collect/nic.py): a plain list of NicCounters to every reader, stored under
+    "nic" as before sections (each interface's chosen statistics and its trouble), when it changed."""
+
+    FIELD = "nics"
+    KEY = "nic"
+    CHANGES = True
+    WEB = "not shown: their trouble shows as kernel events and incidents; counters are in dump and /metrics"
+    # the exporter serves these from its own state (the last full tick's NICs: fleet/exporter.py)
+    METRICS = (Metric("nodesleuth_nic_driver_resets", "counter", "NIC driver reset/timeout counters (ethtool -S, "
+                      "per-queue tx_timeout)", ("device", "counter")),)
+    STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors", "rx_missed_errors")
+
+    def to_dict(self) -> dict:
+        return {n.ifname: n.trouble() for n in self}
+
+    def stored(self) -> dict:
+        return {n.ifname: {"driver": n.driver, "bus": n.bus, "queue_tx_timeouts": n.queue_tx_timeouts,
+                           "stats": {k: n.stats.get(k, 0) for k in self.STATS}, "ethtool": n.trouble()} for n in self}
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Nics":
+        return cls(NicCounters(ifname, n.get("driver", ""), n.get("stats", {}), n.get("queue_tx_timeouts", 0),
+                               {k: x for k, x in n.get("ethtool", {}).items() if k != "queue_tx_timeout"},
+                               n.get("bus", "")) for ifname, n in d.items())
+
+    @classmethod
+    def merge(cls, vals: list["Nics"]) -> "Nics":
+        """Counters the kernel keeps running: the window's last read."""
+        return vals[-1]
+
+
 @dataclass(frozen=True)
 class Unit:
     id: str
@@ -819,9 +851,9 @@ class Tick:
     procs: list[ProcUse]
     census: Census
     events: list[KernelEvent] = field(default_factory=list)
-    nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
     # sections of registered collectors (model/section.py): None when not read this tick
+    nics: Nics | None = None
     meminfo: Meminfo = field(default_factory=Meminfo)  # {} when unread
     nic_irqs: NicIrqs | None = None  # per-CPU deltas of the NIC's IRQ lines
     units: Units | None = None  # None on ticks where no new answer came
@@ -856,7 +888,6 @@ class Tick:
                 "cgroups": {"v1": [c.to_dict() for c in self.census.v1],
                             "v2": None if self.census.v2 is None else self.census.v2.to_dict()},
                 "events": [e.to_dict() for e in self.events],
-                "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
                 **{key_of(cls): None if getattr(self, name) is None or getattr(self, name).empty()
                    else getattr(self, name).to_dict() for name, cls in SECTIONS.items()}}
 

@@ -108,7 +108,6 @@ class Aggregator(rollup.Window):
         self.smax: dict[int, float] = {}
         self.hot: dict[int, int] = {}
         self.use: dict[tuple[int, int], list] = {}
-        self.nics = None
 
     def add(self, t: Tick) -> tuple[Tick, dict] | None:
         slot = (t.time - 1e-6) - (t.time - 1e-6) % self.period  # a tick at 10:00:10 ends the 10:00:00 window
@@ -153,8 +152,6 @@ class Aggregator(rollup.Window):
                 slot[1] += p.pct * iv
                 slot[2] = slot[2] or p.estimate
         self.events += t.events
-        if t.nics is not None:
-            self.nics = t.nics
         self._keep(t)
 
     def aggregate(self) -> tuple[Tick, dict]:
@@ -167,8 +164,7 @@ class Aggregator(rollup.Window):
         procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
         sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
         agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, census=last.census,
-                   events=list(self.events), nics=self.nics,
-                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None,
+                   events=list(self.events), cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None,
                    **sections)
         cpus = sorted(self.bmax)
         extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],

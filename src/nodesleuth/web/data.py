@@ -47,7 +47,6 @@ FROM_TICK = {"cpu": "values", "events": "events", "time": "from", "interval": "s
 NOT_FROM_TICK = {
     "cpu_raw": "jiffies: drawn as the busy/sys values of `cpu`",
     "procs": "per cell on hover (/api/cell)",
-    "nics": "their trouble shows as kernel events and incidents; counters are in dump and /metrics",
     **{name: cls.WEB for name, cls in SECTIONS.items() if cls.WEB.startswith("not shown: ")},
 }
 
