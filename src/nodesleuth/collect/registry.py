@@ -28,7 +28,7 @@ USES = ("check", "record", "exporter")
 class Seen:
     busy: dict  # CPU -> busy % this tick
     procs: list  # model.records.ProcUse: the top processes per CPU this tick
-    kmsg: object = None  # the kernel-log reader (collect/kmsg.py KmsgReader) after this tick's read, or None
+    kmsg: object = None  # the sampler's kernel-log reader (collect/kmsg.py KmsgReader), or None
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,13 @@ from ..model.records import KernelEvent, ProcUse, Tick
 from ..model.errors import InputError
 from ..model.mpstat import CpuTimes, interval as cpu_interval
 from .cpu import read_stat
-from .kmsg import KmsgReader
+from .kmsg import SHARE as KMSG_SHARE, KmsgReader
 from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from ..node.root import Root
 from .registry import Seen, registered
 
 TOP_PER_CPU = 5
-KMSG_SHARE = 0.25  # of a CPU the kernel-log reader may take during a flood (per tick for a file, per second on its thread for /dev/kmsg)
 
 
 def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5) -> list[ProcUse]:
@@ -70,7 +69,6 @@ class Sampler:
         self.util = util  # per-CPU percentages now; the recorder stores raw jiffies and skips this
         self.hz = clock_ticks()
         self.kmsg = None
-        self.kmsg_boot = kmsg_boot
         self.kmsg_problem: str | None = None
         if kmsg:
             from ..model.rules import load_rules
@@ -187,9 +185,6 @@ class Sampler:
         procs = top_per_cpu(fit_to_cpus(uses, busy))
         census = self._census = self.census.sample(now, force_walk=force_walk)
         self.problems.update({k: v for k, v in census.problems if k not in self.problems})
-        # a flood of kernel-log lines gets a share of the tick, never the whole of it (the rest waits, or is
-        # overwritten in the ring and counted dropped: collect/kernellog.py)
-        events = self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
         seen = Seen(busy, procs, self.kmsg)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
@@ -199,20 +194,12 @@ class Sampler:
                 self.recovered.append(r.field)
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
-        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, events=events, cpu_raw=raw,
+        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, cpu_raw=raw,
                     **sections)
 
     def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:
-        """New kernel-log events (`budget`: seconds the read may take). Following the root's own log (record,
-        exporter), a line whose form carries no time at all (dmesg -t) is dated when read; a check of a given
-        file leaves it undated."""
-        if not self.kmsg:
-            return []
-        events = self.kmsg.read(budget)[1]
-        if self.kmsg_boot == "root" and any(e.time is None for e in events):
-            now = time.time()
-            events = [dataclasses.replace(e, time=now, clock="read") if e.time is None else e for e in events]
-        return events
+        """New kernel-log events (`budget`: seconds the read may take: collect/kmsg.py KmsgReader.events)."""
+        return self.kmsg.events(budget) if self.kmsg else []
 
     def kmsg_rest(self) -> list[KernelEvent]:
         """The kernel-log records not handed over yet (the follow thread's last batch; what a file's bounded tick

@@ -187,6 +187,42 @@ class KernelEvent:
                 "family": self.family, "clock": self.clock, "fields": self.fields}
 
 
+class Events(list, Section):
+    """The kernel-log events that came this tick (collect/kernellog.py): a plain list of KernelEvent to every reader,
+    stored under "ev" as a table by field name as before sections (the time to the µs)."""
+
+    FIELD = "events"
+    KEY = "ev"
+    WEB = "data:events"
+    # the exporter counts them in its own state (a NIC reset's lines grouped into one incident: fleet/exporter.py)
+    METRICS = (Metric("nodesleuth_nic_kernel_events", "counter", "NIC trouble lines in the kernel log",
+                      ("device", "reason")),
+               Metric("nodesleuth_incidents", "counter", "Incidents seen since start (detect/incidents.py rule)",
+                      ("kind",)))
+
+    def to_dict(self) -> list:
+        return [e.to_dict() for e in self]
+
+    def dumped(self) -> list:
+        return self.to_dict()
+
+    def empty(self) -> bool:
+        return not self
+
+    def stored(self) -> dict:
+        names = [f.name for f in dataclasses.fields(KernelEvent)]
+        return {"f": names, "r": [[round(e.time, 6) if n == "time" else getattr(e, n) for n in names] for e in self]}
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Events":
+        return cls(untable(d, KernelEvent, "events"))
+
+    @classmethod
+    def merge(cls, vals: list["Events"]) -> "Events":
+        """Every event of the window."""
+        return cls(e for v in vals for e in v)
+
+
 @dataclass(frozen=True)
 class NicCounters:
     ifname: str
@@ -850,9 +886,9 @@ class Tick:
     cpu: dict[int, CpuUtil]
     procs: list[ProcUse]
     census: Census
-    events: list[KernelEvent] = field(default_factory=list)
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
     # sections of registered collectors (model/section.py): None when not read this tick
+    events: Events = field(default_factory=Events)
     nics: Nics | None = None
     meminfo: Meminfo = field(default_factory=Meminfo)  # {} when unread
     nic_irqs: NicIrqs | None = None  # per-CPU deltas of the NIC's IRQ lines
@@ -887,9 +923,8 @@ class Tick:
                 "procs": [p.to_dict() for p in self.procs],
                 "cgroups": {"v1": [c.to_dict() for c in self.census.v1],
                             "v2": None if self.census.v2 is None else self.census.v2.to_dict()},
-                "events": [e.to_dict() for e in self.events],
-                **{key_of(cls): None if getattr(self, name) is None or getattr(self, name).empty()
-                   else getattr(self, name).to_dict() for name, cls in SECTIONS.items()}}
+                **{key_of(cls): None if getattr(self, name) is None else getattr(self, name).dumped()
+                   for name, cls in SECTIONS.items()}}
 
 
 @dataclass

@@ -32,8 +32,8 @@ import orjson
 
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, Meminfo, NicCounters,
-                             NicIrqs, Nics, ProcUse, Tick, Unit, Units, V2Stat)
+from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, Events, KernelEvent, Meminfo,
+                             NicCounters, NicIrqs, Nics, ProcUse, Tick, Unit, Units, V2Stat)
 from ..model.section import kept, restore, store_into, table, untable
 from . import pack as packing
 
@@ -41,7 +41,6 @@ VERSION = 3  # the tick record schema this version writes
 READS = (1, 2, 3)  # and the ones it reads
 KEYFRAME = 60.0
 PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
-EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(KernelEvent))
 CG_FIELDS = ("name", "hierarchy", "tracked", "live", "mount")
 
 
@@ -125,9 +124,6 @@ class Encoder:
                          "subsys": {k: list(v) for k, v in c.v2.subsys.items()}}
         if c.dying_subtrees:
             rec["ds"] = table(c.dying_subtrees, ("path", "dying"))
-        if t.events:
-            rec["ev"] = {"f": EVENT_FIELDS, "r": [[round(getattr(e, n), 6) if n == "time" else getattr(e, n)
-                                                   for n in EVENT_FIELDS] for e in t.events]}
         secs = kept(t)  # registered collectors' sections (model/section.py), by field name
         for name in [n for n in secs if SECTIONS[n].CHANGES]:
             form = secs[name].stored()
@@ -217,7 +213,7 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), census=_census(r, where),
-                events=untable(r.get("ev"), KernelEvent, where), cpu_raw=raw, **restore(r, where))
+                cpu_raw=raw, **restore(r, where))
 
 
 class _OnRead:
@@ -309,7 +305,6 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
     t = LazyTick.__new__(LazyTick)
     t._r, t._where = r, where
     t.time, t.interval = r["t"], r["iv"]
-    t.events = untable(r.get("ev"), KernelEvent, where)
     for name in SECTIONS:
         if not isinstance(LazyTick.__dict__.get(name), _OnRead):
             t.__dict__[name] = _ABSENT[name]() if name in _ABSENT else None
@@ -443,7 +438,7 @@ def decode_v1(r: dict) -> Tick:
         v2 = V2Stat(m, nd, ndd, {k: tuple(v) for k, v in sub.items()})
     subtrees = tuple(DyingSubtree(p, d) for p, d in r.get("ds", []))
     census = Census(r["t"], v1, v2, subtrees, None)
-    events = [KernelEvent(*e) for e in r.get("ev", [])]
+    events = Events(KernelEvent(*e) for e in r.get("ev", []))
     nics = None
     if "nic" in r:
         nics = Nics()

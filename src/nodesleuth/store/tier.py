@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, KernelEvent, ProcUse, Tick, sum_rows
+from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, Events, KernelEvent, ProcUse, Tick, sum_rows
 from ..model.section import restore
 from ..model.thresholds import HOT_BUSY
 from ..model.timeparse import iso
@@ -151,7 +151,6 @@ class Aggregator(rollup.Window):
                 slot[0] = p.comm
                 slot[1] += p.pct * iv
                 slot[2] = slot[2] or p.estimate
-        self.events += t.events
         self._keep(t)
 
     def aggregate(self) -> tuple[Tick, dict]:
@@ -164,7 +163,7 @@ class Aggregator(rollup.Window):
         procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
         sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
         agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, census=last.census,
-                   events=list(self.events), cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None,
+                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None,
                    **sections)
         cpus = sorted(self.bmax)
         extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],
@@ -200,8 +199,8 @@ def from_minute(m) -> CoarseTick:
     if m.mem:
         v1 = (ControllerCount("memory", 0, m.mem[0], m.mem[1], None),)
     census = Census(m.t + 60, v1, None, (), None)
-    events = [KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
-                          ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev]
+    events = Events(KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
+                                ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev)
     tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], census=census, events=events,
               **restore({"x": m.x or {}}, "rollup record", keys=False))
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)
