@@ -49,7 +49,7 @@ def boot_wall_time(root: Root) -> float:
     return float(btime)
 
 
-SHARE = 0.25  # of a CPU the reader may take during a flood (per tick for a file, per second on its thread for /dev/kmsg)
+SHARE = 0.25  # of a CPU the reader may take in a flood (per tick for a file, per second on its thread for /dev/kmsg)
 
 
 class KmsgReader:

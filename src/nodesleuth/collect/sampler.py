@@ -93,7 +93,6 @@ class Sampler:
         # (`irqs` False: not the NIC's IRQ lines, which the exporter does without)
         opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout, "nic_every": nic_every,
                 "ethtool": ethtool, "ethtool_every": ethtool_every}
-        self.primed: dict = {}  # what prime() read of a section that reads a state (the NICs: the check's start)
         self.extra = [(r, r.cls(root, self.reader, **{o: opts[o] for o in r.options}))
                       for r in registered(use) if irqs or r.field != "nic_irqs"]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
@@ -119,9 +118,9 @@ class Sampler:
         self._t = time.time()
         self._stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
-        got = {r.field: self._read(r.field, c.prime) for r, c in self.extra}
-        self.primed = {k: v for k, v in got.items() if v is not None}
-        return self._kmsg_events()
+        # what a collector's prime() read of a state (the NICs: the check's start, the exporter's first state)
+        self.primed = {r.field: v for r, c in self.extra if (v := self._read(r.field, c.prime)) is not None}
+        return self.kmsg.events() if self.kmsg else []
 
     def cpu_tick(self) -> Tick:
         """/proc/stat alone: each CPU's utilisation since the previous cpu_tick() (the first: since prime()),
@@ -145,7 +144,7 @@ class Sampler:
         """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
         takes them every second beside cpu_tick() (a NIC reset's incident and its counts; a flooded file is read
         on at its usual pace), whichever of the two reads them first."""
-        return self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
+        return self.kmsg.events(KMSG_SHARE * min(interval, 1.0)) if self.kmsg else []
 
     def section_now(self, field: str, interval: float = 1.0):
         """One registered collector's section read now, outside a tick (None when this use has none): the exporter
@@ -197,10 +196,6 @@ class Sampler:
         return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, cpu_raw=raw,
                     **sections)
 
-    def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:
-        """New kernel-log events (`budget`: seconds the read may take: collect/kmsg.py KmsgReader.events)."""
-        return self.kmsg.events(budget) if self.kmsg else []
-
     def kmsg_rest(self) -> list[KernelEvent]:
         """The kernel-log records not handed over yet (the follow thread's last batch; what a file's bounded tick
         left), read whole: after a check's window nothing waits on this read."""
@@ -210,7 +205,7 @@ class Sampler:
         out = []
         while True:  # each read stops at max_records: until one is not cut short
             cut = self.kmsg.truncated
-            out += self._kmsg_events(None)
+            out += self.kmsg.events(None)
             if self.kmsg.truncated == cut:
                 return out
 

@@ -435,8 +435,7 @@ class NicIrqs(MapSection):
         out = cls()
         for v in vals:
             for k, row in v.items():
-                acc = out.get(k)
-                out[k] = list(row) if acc is None else sum_rows(acc, row)
+                out[k] = sum_rows(out[k], row) if k in out else list(row)
         return out
 
 
@@ -451,11 +450,7 @@ class Softirqs(MapSection):
     @classmethod
     def merge(cls, vals: list["Softirqs"]) -> "Softirqs":
         """A window: each softirq's per-CPU counts summed."""
-        out: dict = {}
-        for v in vals:
-            for k, row in v.items():
-                out[k] = sum_rows(out[k], row) if k in out else list(row)
-        return cls(out)
+        return cls(NicIrqs.merge(vals))
 
     MINUTE = ("NET_RX", "NET_TX")  # what the minute tier keeps: the rows the starvation chart draws
 

@@ -32,8 +32,8 @@ import orjson
 
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, Events, KernelEvent, Meminfo,
-                             NicCounters, NicIrqs, Nics, ProcUse, Tick, Unit, Units, V2Stat)
+from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, Events, KernelEvent, Meminfo, NicIrqs,
+                             Nics, ProcUse, Tick, Unit, Units, V2Stat)
 from ..model.section import kept, restore, store_into, table, untable
 from . import pack as packing
 
@@ -439,12 +439,8 @@ def decode_v1(r: dict) -> Tick:
     subtrees = tuple(DyingSubtree(p, d) for p, d in r.get("ds", []))
     census = Census(r["t"], v1, v2, subtrees, None)
     events = Events(KernelEvent(*e) for e in r.get("ev", []))
-    nics = None
-    if "nic" in r:
-        nics = Nics()
-        for ifname, (drv, bus, qto, stats, trouble) in r["nic"].items():
-            eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
-            nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
+    nics = Nics.from_stored({k: dict(zip(("driver", "bus", "queue_tx_timeouts", "stats", "ethtool"), v))
+                             for k, v in r["nic"].items()}) if "nic" in r else None
     units = Units(Unit(*u) for u in r["u"]) if "u" in r else None
     ni = NicIrqs.from_stored(r["ni"], len(raw) - 1 if raw else None) if "ni" in r else None
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),

@@ -15,9 +15,8 @@ _KEYS = [f'"{SECTIONS[n].KEY or n}"'.encode() for n in CARRIED]  # how a record 
 
 def _carried(reader: StoreReader, stream: Stream, t0: float | None, t1: float | None, carry: bool, on_segment,
              decode_one) -> Iterator[tuple[Tick, object]]:
-    """(tick, extra) of `stream` in [t0, t1], decode_one(payload, t, ctx) -> (tick, extra); the sections stored
-    when they change (Section.CHANGES: NIC counters, units) carried forward from up to a keyframe before t0, so
-    every tick in the range has them."""
+    """(tick, extra) of `stream` in [t0, t1], decode_one(payload, t, ctx) -> (tick, extra); the sections stored when
+    they change (CHANGES: NICs, units) carried forward from up to a keyframe before t0, so every tick has them."""
     start = None if t0 is None else t0 - KEYFRAME if carry else t0
     last: dict = {}
     for t, payload, ctx in reader.read(stream, start, t1, on_segment, with_context=True):

@@ -46,7 +46,6 @@ PERIOD = 10.0
 TOP = 5  # processes kept per CPU
 MIN_PCT = 0.5  # % of a CPU over the window
 HOT_IN_WINDOW = 2  # hot seconds that make a window's CPU read as its busiest second
-NAMES = {TICKS.name: "1s", TICKS10.name: "10s", ROLLUP.name: "1min"}
 LOST = {"10s": "seconds inside each 10 s window (an episode's edges are known to 10 s; busy is the window's mean, "
                "with its busiest second and hot seconds per CPU), processes under 0.5 % of a CPU",
         "1min": "seconds inside each minute, processes, kernel-log messages (NIC events keep their reason), "
