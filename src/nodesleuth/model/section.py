@@ -12,8 +12,8 @@ to_dict() under DUMP (default FIELD), the exporter and `dump --format openmetric
 with no other file touched. tests/test_model.py checks every declaration.
 
 KEY: the record key of a section that was stored before sections were (the hand-wired fields of
-older versions: "sv", "si", "mi", "ni"), so every store written since reads the same; a new section
-leaves it empty (kept under "x" by FIELD).
+older versions: "sv", "si", "mi", "ni", "u", "nic", "ev"), so every store written since reads the same; a new
+section leaves it empty (kept under "x" by FIELD).
 """
 
 from __future__ import annotations
