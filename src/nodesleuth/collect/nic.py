@@ -22,18 +22,6 @@ from .registry import Collector, collector
 STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_missed_errors")
 
 
-def read_nics(root: Root, with_ethtool: bool = True, previous: list[NicCounters] | None = None,
-              all_stats: bool = False) -> list[NicCounters]:
-    """Physical interfaces only (those with a device/); `previous` supplies the ethtool counters on
-    ticks that skip ethtool (it forks a process, so the recorder runs it at a lower rate). One read;
-    a loop keeps a NicReader."""
-    nr = NicReader(root, all_stats=all_stats)
-    try:
-        return nr.read(with_ethtool, previous)
-    finally:
-        nr.close()
-
-
 @dataclass
 class _Nic:
     ifname: str
@@ -43,13 +31,13 @@ class _Nic:
 
 
 class NicReader:
-    """read_nics() for a loop: which interfaces exist, their driver, bus and counter files are
-    found once (and again every `rescan_every` reads, or when a read fails: an interface went away
-    or was renamed); the counter files stay open and are re-read with pread."""
+    """The physical interfaces (those with a device/): which exist, their driver, bus and counter files are found
+    once (and again every `rescan_every` reads, or when a read fails: an interface went away or was renamed); the
+    counter files stay open and are re-read with pread. `previous` supplies the ethtool counters on reads that
+    skip ethtool (it may fork a process: the recorder runs it at a lower rate)."""
 
-    def __init__(self, root: Root, reader: Preader | None = None, rescan_every: int = 60, all_stats: bool = False):
+    def __init__(self, root: Root, reader: Preader | None = None, rescan_every: int = 60):
         self.root = root
-        self.all_stats = all_stats
         self.shared = reader is not None
         self.reader = reader or Preader(root.live)
         self.rescan_every = max(1, rescan_every)
@@ -70,8 +58,7 @@ class NicReader:
             if ifname == "lo" or not root.exists(f"{base}/{ifname}/device"):
                 continue
             d = f"{base}/{ifname}"
-            names = root.listdir(f"{d}/statistics") if self.all_stats else STATS
-            paths = [(n, root.join(f"{d}/statistics/{n}")) for n in names]
+            paths = [(n, root.join(f"{d}/statistics/{n}")) for n in STATS]
             drv = bus = ""
             link = root.join(f"{d}/device/driver")
             if os.path.islink(link):
