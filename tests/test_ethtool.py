@@ -13,7 +13,7 @@ import pytest
 
 from nodesleuth.node.ethtool import EthtoolStats
 from nodesleuth.model.ethtool import parse_ethtool_s
-from nodesleuth.collect.nic import read_nics
+from nodesleuth.collect.nic import NicReader
 from nodesleuth.node.root import Root
 
 from conftest import missing
@@ -66,7 +66,11 @@ def test_missing_interface_has_no_stats_and_a_long_name_is_refused():
 
 
 def test_read_nics_live_carries_the_driver_counters():
-    nics = read_nics(Root("/"), with_ethtool=True)
+    nr = NicReader(Root("/"))
+    try:
+        nics = nr.read(with_ethtool=True)
+    finally:
+        nr.close()
     for n in nics:
         p = subprocess.run(["ethtool", "-S", n.ifname], capture_output=True, text=True, timeout=10)
         if p.returncode == 0:

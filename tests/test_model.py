@@ -23,7 +23,7 @@ from nodesleuth.web import data as wd
 
 TICK_FIELDS = {f.name for f in dataclasses.fields(model.Tick)}
 DUMP_KEY = {"time": "time", "interval": "interval", "cpu": "cpus", "cpu_raw": "cpus", "procs": "procs",
-            "census": "cgroups", "events": "events", "nics": "nics",
+            "census": "cgroups",
             **{n: key_of(c) for n, c in SECTIONS.items()}}
 
 
@@ -48,7 +48,7 @@ def test_every_section_declares_its_collector_metrics_and_panel():
         assert name in TICK_FIELDS, name
         assert cls.METRICS or len(cls.NO_METRICS) > 15, name
         assert all(metrics.METRICS[m.name] is m for m in cls.METRICS), name
-        assert cls.WEB.startswith(("panel:", "not shown: ")), (name, cls.WEB)
+        assert cls.WEB.startswith(("panel:", "data:", "not shown: ")), (name, cls.WEB)
         assert "merge" in cls.__dict__, f"{name}: how a window of seconds folds into one (the 10 s tier)"
         if cls.WEB.startswith("panel:"):
             p = drawn[cls.WEB.split(":", 1)[1]]

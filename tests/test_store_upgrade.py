@@ -35,3 +35,22 @@ def test_store_from_before_sections_reads_every_tier_equal(tmp_path, tier):
     else:  # the recording holds every hand-wired and registered part of a second
         assert any(t["starvation"] for t in new) and any(t["softirqs"] for t in new)
         assert any(t["softnet"] for t in new) and any(t["tcp"] for t in new) and any(t["vmstat"] for t in new)
+
+
+def test_nics_of_a_store_from_before_sections_read_as_stored():
+    """The NIC counters (a section since, still under "nic", kept when they change): every record of the old
+    store that holds them reads back as the interface, driver, bus and counters it stored, and the ticks between
+    carry them forward."""
+    from nodesleuth.store import codec, query
+    from nodesleuth.store.store import StoreReader
+
+    reader = StoreReader(os.path.join(GOLDEN, "store-sections"))
+    raw = [codec._load(p, "tick", t, ctx) for t, p, ctx in reader.read("ticks", with_context=True)]
+    ticks = list(query.ticks(reader, None, None))
+    assert len(ticks) == len(raw) and sum("nic" in r for r in raw) >= 2
+    for r, tk in zip(raw, ticks):
+        if "nic" in r:
+            assert tk.nics.stored() == r["nic"]
+            assert [(n.ifname, n.driver, n.bus, n.stats["rx_packets"]) for n in tk.nics] == \
+                [(k, v["driver"], v["bus"], v["stats"]["rx_packets"]) for k, v in r["nic"].items()]
+        assert tk.nics and tk.nics[0].stats["rx_packets"] > 0

@@ -144,7 +144,7 @@ def _sample(sampler: Sampler, root: Root, opt: CheckOptions, notes: list[str]) -
         old_events = sampler.prime()
         stat0 = sampler.stat
         census0 = sampler.census.sample(started, force_walk=True)
-        nics0 = sampler.nics
+        nics0 = sampler.primed.get("nics")
         units0 = read_units(root, opt.ns_pid)
         if units0 is None:
             notes.append("systemd is not PID 1 here: unit health not checked (use --systemd-pid PID)")

@@ -1,14 +1,25 @@
-"""The kernel-log reader's account of each tick: what it read, what the kernel overwrote before it could
-(a flood), the sequence ranges skipped, reads stopped at the per-tick bound. The reader itself runs in the
-sampler (collect/kmsg.py) before the registered collectors; this turns its counters into the tick's
+"""The kernel log of each tick, from the sampler's reader (collect/kmsg.py, Seen.kmsg): its new events (the
+`events` section), and its account (`kernel_log`, read after them): what it read, what the kernel overwrote
+before it could (a flood), the sequence ranges skipped, reads stopped at the per-tick bound, as the tick's
 KernelLog section, so the store, dump, /metrics (nodesleuth_kernel_log_dropped_total) and check say a flood."""
 
 from __future__ import annotations
 
-from ..model.records import KernelLog
+from ..model.records import Events, KernelLog
 from ..node.pread import Preader
 from ..node.root import Root
+from .kmsg import SHARE
 from .registry import Collector, collector
+
+
+@collector("events")  # before kernel_log, which counts what this read
+class KernelEvents(Collector):
+    """The events that came this tick, within its share of the interval: a flood's rest waits, or is overwritten
+    in the ring and counted dropped (kernel_log)."""
+
+    def read(self, interval: float, seen=None) -> Events | None:
+        r = getattr(seen, "kmsg", None)
+        return None if r is None else Events(r.events(SHARE * min(interval, 1.0)))
 
 
 @collector("kernel_log")

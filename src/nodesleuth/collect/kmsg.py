@@ -49,6 +49,9 @@ def boot_wall_time(root: Root) -> float:
     return float(btime)
 
 
+SHARE = 0.25  # of a CPU the reader may take in a flood (per tick for a file, per second on its thread for /dev/kmsg)
+
+
 class KmsgReader:
     """Reads new kernel-log records since the last call; works on /dev/kmsg or a file in any kernel-log
     form (detected from its first lines, model/kernlog.py).
@@ -68,6 +71,7 @@ class KmsgReader:
         self.rules = rules if rules is not None else load_rules()
         self.max_records = max_records
         self.boot_wall = boot_wall_time(root) if boot == "root" else boot
+        self.dated = boot == "root"  # following the root's own log: a line with no time at all is dated when read
         self.last_seq = -1
         self.records = 0  # records handed over (read and matched)
         self.first_seq: int | None = None  # of the first record read
@@ -290,6 +294,15 @@ class KmsgReader:
         if len(self._fps) > self.SEEN:
             self._fps.popitem(last=False)
         return False
+
+    def events(self, budget: float | None = None) -> list[KernelEvent]:
+        """read()'s events. Following the root's own log (record, exporter), a line whose form carries no time at
+        all (dmesg -t) is dated when read; a check of a given file leaves it undated."""
+        events = self.read(budget)[1]
+        if self.dated and any(e.time is None for e in events):
+            now = time.time()
+            events = [dataclasses.replace(e, time=now, clock="read") if e.time is None else e for e in events]
+        return events
 
     def read(self, budget: float | None = None) -> tuple[list[Record], list[KernelEvent]]:
         """New records and the events they match, in sequence order. `budget`: seconds this read may take (the

@@ -1,4 +1,5 @@
-"""NIC counters: /sys/class/net/*/statistics, per-queue tx_timeout, and `ethtool -S` driver stats.
+"""NIC counters: /sys/class/net/*/statistics, per-queue tx_timeout, and `ethtool -S` driver stats (the
+registered `nics` collector).
 
 The driver stats come from node/ethtool.py: the SIOCETHTOOL ioctl on the live host (or from a
 container that shares the host's network namespace), `ethtool -S` in the host's namespace
@@ -11,25 +12,14 @@ import os
 from dataclasses import dataclass
 
 from ..model.errors import InputError
-from ..model.records import NicCounters
+from ..model.records import NicCounters, Nics
 from ..node.ethtool import EthtoolStats, driver_stats
 from ..node.pread import Preader
 from ..node.root import Root
+from .registry import Collector, collector
 
 
 STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_missed_errors")
-
-
-def read_nics(root: Root, with_ethtool: bool = True, previous: list[NicCounters] | None = None,
-              all_stats: bool = False) -> list[NicCounters]:
-    """Physical interfaces only (those with a device/); `previous` supplies the ethtool counters on
-    ticks that skip ethtool (it forks a process, so the recorder runs it at a lower rate). One read;
-    a loop keeps a NicReader."""
-    nr = NicReader(root, all_stats=all_stats)
-    try:
-        return nr.read(with_ethtool, previous)
-    finally:
-        nr.close()
 
 
 @dataclass
@@ -41,13 +31,13 @@ class _Nic:
 
 
 class NicReader:
-    """read_nics() for a loop: which interfaces exist, their driver, bus and counter files are
-    found once (and again every `rescan_every` reads, or when a read fails: an interface went away
-    or was renamed); the counter files stay open and are re-read with pread."""
+    """The physical interfaces (those with a device/): which exist, their driver, bus and counter files are found
+    once (and again every `rescan_every` reads, or when a read fails: an interface went away or was renamed); the
+    counter files stay open and are re-read with pread. `previous` supplies the ethtool counters on reads that
+    skip ethtool (it may fork a process: the recorder runs it at a lower rate)."""
 
-    def __init__(self, root: Root, reader: Preader | None = None, rescan_every: int = 60, all_stats: bool = False):
+    def __init__(self, root: Root, reader: Preader | None = None, rescan_every: int = 60):
         self.root = root
-        self.all_stats = all_stats
         self.shared = reader is not None
         self.reader = reader or Preader(root.live)
         self.rescan_every = max(1, rescan_every)
@@ -68,8 +58,7 @@ class NicReader:
             if ifname == "lo" or not root.exists(f"{base}/{ifname}/device"):
                 continue
             d = f"{base}/{ifname}"
-            names = root.listdir(f"{d}/statistics") if self.all_stats else STATS
-            paths = [(n, root.join(f"{d}/statistics/{n}")) for n in names]
+            paths = [(n, root.join(f"{d}/statistics/{n}")) for n in STATS]
             drv = bus = ""
             link = root.join(f"{d}/device/driver")
             if os.path.islink(link):
@@ -127,3 +116,31 @@ class NicReader:
                 eth = p.ethtool if p else {}
             out.append(NicCounters(nic.ifname, nic.driver, stats, qto, eth, nic.bus))
         return out
+
+
+@collector("nics", options=("nic_every", "ethtool", "ethtool_every"))
+class NicsReader(Collector):
+    """The NICs every `nic_every` ticks (NicReader); `ethtool -S` at prime() and every `ethtool_every` ticks, its
+    counters carried over between (a read after a failed one asks ethtool again)."""
+
+    def __init__(self, root: Root, reader: Preader, nic_every: int = 1, ethtool: bool = True, ethtool_every: int = 10):
+        super().__init__(root, reader)
+        self.nics = NicReader(root, reader)
+        self.every, self.ethtool, self.ethtool_every = max(1, nic_every), ethtool, max(1, ethtool_every)
+        self.n = 0
+        self.last: Nics | None = None
+
+    def prime(self) -> Nics:
+        self.last = Nics(self.nics.read(self.ethtool))
+        return self.last
+
+    def read(self, interval: float, seen=None) -> Nics | None:
+        n, self.n = self.n, self.n + 1
+        if n % self.every:
+            return None
+        prev, self.last = self.last, None
+        self.last = Nics(self.nics.read(self.ethtool and (prev is None or (n + 1) % self.ethtool_every == 0), prev))
+        return self.last
+
+    def close(self) -> None:
+        self.nics.close()

@@ -4,7 +4,7 @@ class with @collector(FIELD), and every Sampler whose use it names reads it each
 the store, dump, /metrics and the web), so adding one touches that record and this module's file.
 
 A collector class: __init__(self, root, reader) (reader: the sampler's Preader for files read every
-tick), prime() for the first read, read(interval, seen) -> Section | None (InputError: the section is
+tick), prime() for the first read (a state it read then, or None: Sampler.primed), read(interval, seen) -> Section | None (InputError: the section is
 unread this tick and the check says so), close(). `seen` is what the sampler read before it this
 tick (Seen: the per-CPU busy %, the top processes), for collectors that look closer only where
 something is hot, so their cost stays bounded.
@@ -28,7 +28,7 @@ USES = ("check", "record", "exporter")
 class Seen:
     busy: dict  # CPU -> busy % this tick
     procs: list  # model.records.ProcUse: the top processes per CPU this tick
-    kmsg: object = None  # the kernel-log reader (collect/kmsg.py KmsgReader) after this tick's read, or None
+    kmsg: object = None  # the sampler's kernel-log reader (collect/kmsg.py KmsgReader), or None
 
 
 @dataclass(frozen=True)

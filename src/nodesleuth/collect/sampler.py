@@ -7,19 +7,17 @@ import time
 from dataclasses import dataclass
 
 from .cgroups import CgroupCensus
-from ..model.records import KernelEvent, NicCounters, ProcUse, Tick
+from ..model.records import KernelEvent, ProcUse, Tick
 from ..model.errors import InputError
 from ..model.mpstat import CpuTimes, interval as cpu_interval
 from .cpu import read_stat
-from .kmsg import KmsgReader
-from .nic import NicReader
+from .kmsg import SHARE as KMSG_SHARE, KmsgReader
 from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
 from ..node.root import Root
 from .registry import Seen, registered
 
 TOP_PER_CPU = 5
-KMSG_SHARE = 0.25  # of a CPU the kernel-log reader may take during a flood (per tick for a file, per second on its thread for /dev/kmsg)
 
 
 def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5) -> list[ProcUse]:
@@ -68,14 +66,9 @@ class Sampler:
                  irqs: bool = False, ethtool_every: int = 10, util: bool = True, procs_full_every: int = 1,
                  procs_full_max: int = 0, kmsg_boot: float | str | None = "root", units_timeout: float = 120.0):
         self.root = root
-        self.nic_every = nic_every
-        self.ethtool = ethtool
-        self.ethtool_every = max(1, ethtool_every)
         self.util = util  # per-CPU percentages now; the recorder stores raw jiffies and skips this
-        self.nics: list[NicCounters] | None = None  # the last NIC read (ethtool counters carried over)
         self.hz = clock_ticks()
         self.kmsg = None
-        self.kmsg_boot = kmsg_boot
         self.kmsg_problem: str | None = None
         if kmsg:
             from ..model.rules import load_rules
@@ -96,10 +89,10 @@ class Sampler:
         self.recovered: list[str] = []  # sections that failed and read again since the caller last looked
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
         self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
-        self.nic_reader = NicReader(root, self.reader)
         # the registered collectors of this use (collect/registry.py): one Tick field each
         # (`irqs` False: not the NIC's IRQ lines, which the exporter does without)
-        opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout}
+        opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout, "nic_every": nic_every,
+                "ethtool": ethtool, "ethtool_every": ethtool_every}
         self.extra = [(r, r.cls(root, self.reader, **{o: opts[o] for o in r.options}))
                       for r in registered(use) if irqs or r.field != "nic_irqs"]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
@@ -125,10 +118,9 @@ class Sampler:
         self._t = time.time()
         self._stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
-        self.nics = self._read("nics", lambda: self.nic_reader.read(self.ethtool))
-        for r, c in self.extra:
-            self._read(r.field, c.prime)
-        return self._kmsg_events()
+        # what a collector's prime() read of a state (the NICs: the check's start, the exporter's first state)
+        self.primed = {r.field: v for r, c in self.extra if (v := self._read(r.field, c.prime)) is not None}
+        return self.kmsg.events() if self.kmsg else []
 
     def cpu_tick(self) -> Tick:
         """/proc/stat alone: each CPU's utilisation since the previous cpu_tick() (the first: since prime()),
@@ -152,7 +144,7 @@ class Sampler:
         """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
         takes them every second beside cpu_tick() (a NIC reset's incident and its counts; a flooded file is read
         on at its usual pace), whichever of the two reads them first."""
-        return self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
+        return self.kmsg.events(KMSG_SHARE * min(interval, 1.0)) if self.kmsg else []
 
     def section_now(self, field: str, interval: float = 1.0):
         """One registered collector's section read now, outside a tick (None when this use has none): the exporter
@@ -192,14 +184,6 @@ class Sampler:
         procs = top_per_cpu(fit_to_cpus(uses, busy))
         census = self._census = self.census.sample(now, force_walk=force_walk)
         self.problems.update({k: v for k, v in census.problems if k not in self.problems})
-        # a flood of kernel-log lines gets a share of the tick, never the whole of it (the rest waits, or is
-        # overwritten in the ring and counted dropped: collect/kernellog.py)
-        events = self._kmsg_events(KMSG_SHARE * min(interval, 1.0))
-        nics = None
-        if self.n % self.nic_every == 0:
-            # prime() read ethtool already: the next refresh is `ethtool_every` ticks later
-            eth = self.ethtool and (self.nics is None or (self.n + 1) % self.ethtool_every == 0)
-            nics = self.nics = self._read("nics", lambda: self.nic_reader.read(eth, self.nics))
         seen = Seen(busy, procs, self.kmsg)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
@@ -209,20 +193,8 @@ class Sampler:
                 self.recovered.append(r.field)
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
-        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, events=events, nics=nics,
-                    cpu_raw=raw, **sections)
-
-    def _kmsg_events(self, budget: float | None = None) -> list[KernelEvent]:
-        """New kernel-log events (`budget`: seconds the read may take). Following the root's own log (record,
-        exporter), a line whose form carries no time at all (dmesg -t) is dated when read; a check of a given
-        file leaves it undated."""
-        if not self.kmsg:
-            return []
-        events = self.kmsg.read(budget)[1]
-        if self.kmsg_boot == "root" and any(e.time is None for e in events):
-            now = time.time()
-            events = [dataclasses.replace(e, time=now, clock="read") if e.time is None else e for e in events]
-        return events
+        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, cpu_raw=raw,
+                    **sections)
 
     def kmsg_rest(self) -> list[KernelEvent]:
         """The kernel-log records not handed over yet (the follow thread's last batch; what a file's bounded tick
@@ -233,7 +205,7 @@ class Sampler:
         out = []
         while True:  # each read stops at max_records: until one is not cut short
             cut = self.kmsg.truncated
-            out += self._kmsg_events(None)
+            out += self.kmsg.events(None)
             if self.kmsg.truncated == cut:
                 return out
 
@@ -260,7 +232,6 @@ class Sampler:
         for _, c in self.extra:
             c.close()
         self.tasks.close()
-        self.nic_reader.close()
         self.reader.close()
         if self.kmsg:
             self.kmsg.close()

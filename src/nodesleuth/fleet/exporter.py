@@ -329,7 +329,7 @@ class SamplerThread(threading.Thread):
         probe.daemon = True
         probe.start()
         with self.state.lock:
-            self.state.nics = self.sampler.nics or []
+            self.state.nics = self.sampler.primed.get("nics") or []
             self._count(old)
         while not self.stop_ev.wait(self.interval):
             try:

@@ -176,7 +176,6 @@ LABEL = {"kmsg": "/dev/kmsg records", "dmesg": "dmesg", "dmesg-r": "dmesg -r", "
 WALL = {"dmesg-T", "dmesg-T-locale", "logread", "dmesg-iso", "journal-short", "journal-short-iso",
         "journal-short-full", "journal-short-unix", "journal-json", "journal-json-pretty", "journal-verbose",
         "journal-export", "dmesg-reltime"}  # forms whose lines carry a wall-clock time (reltime: to the minute)
-BLOCKS = {"journal-export", "journal-json-pretty", "journal-verbose"}  # forms whose records span several lines
 # journalctl -o verbose: 'Thu 2026-12-03 08:39:43.840037 UTC [s=..;i=..;b=..;m=..;t=..;x=..]' then '    KEY=value'
 VERBOSE_HEAD = re.compile(r"^[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ \[(?P<cursor>s=[^\]]*)\]\s*$")
 

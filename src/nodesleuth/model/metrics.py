@@ -38,10 +38,6 @@ METRICS = {m.name: m for m in (
            "(model/memcg_ids.py: all before 4.8; since 4.8 only swap-pinned ones, so with swap on, all dying ones "
            "are counted)"),
     Metric("nodesleuth_memcg_ids_used_ratio", "gauge", "nodesleuth_memcg_ids_used / 65535"),
-    Metric("nodesleuth_nic_driver_resets", "counter", "NIC driver reset/timeout counters (ethtool -S, per-queue "
-           "tx_timeout)", ("device", "counter")),
-    Metric("nodesleuth_nic_kernel_events", "counter", "NIC trouble lines in the kernel log", ("device", "reason")),
-    Metric("nodesleuth_incidents", "counter", "Incidents seen since start (detect/incidents.py rule)", ("kind",)),
     Metric("nodesleuth_samples", "counter", "Samples taken by the exporter"),
     # the exporter's profile (--profile): share of each CPU's time per code family over the last window
     # (families fixed: memcg, softirq, kernel, user, idle; profile/families.py), so cardinality is CPUs x 5
@@ -75,8 +71,6 @@ FROM_TICK = {
             "nodesleuth_node_busy_ratio", "nodesleuth_hot_core_seconds", "nodesleuth_hot_core_others_busy_ratio"),
     "census": ("nodesleuth_cgroups_tracked", "nodesleuth_cgroups_live", "nodesleuth_cgroups_dying",
                "nodesleuth_memcg_ids_used", "nodesleuth_memcg_ids_used_ratio"),
-    "events": ("nodesleuth_nic_kernel_events", "nodesleuth_incidents"),
-    "nics": ("nodesleuth_nic_driver_resets",),
     **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items() if cls.METRICS},
 }
 NOT_FROM_TICK = {

@@ -187,6 +187,42 @@ class KernelEvent:
                 "family": self.family, "clock": self.clock, "fields": self.fields}
 
 
+class Events(list, Section):
+    """The kernel-log events that came this tick (collect/kernellog.py): a plain list of KernelEvent to every reader,
+    stored under "ev" as a table by field name as before sections (the time to the µs)."""
+
+    FIELD = "events"
+    KEY = "ev"
+    WEB = "data:events"
+    # the exporter counts them in its own state (a NIC reset's lines grouped into one incident: fleet/exporter.py)
+    METRICS = (Metric("nodesleuth_nic_kernel_events", "counter", "NIC trouble lines in the kernel log",
+                      ("device", "reason")),
+               Metric("nodesleuth_incidents", "counter", "Incidents seen since start (detect/incidents.py rule)",
+                      ("kind",)))
+
+    def to_dict(self) -> list:
+        return [e.to_dict() for e in self]
+
+    def dumped(self) -> list:
+        return self.to_dict()
+
+    def empty(self) -> bool:
+        return not self
+
+    def stored(self) -> dict:
+        names = [f.name for f in dataclasses.fields(KernelEvent)]
+        return {"f": names, "r": [[round(e.time, 6) if n == "time" else getattr(e, n) for n in names] for e in self]}
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Events":
+        return cls(untable(d, KernelEvent, "events"))
+
+    @classmethod
+    def merge(cls, vals: list["Events"]) -> "Events":
+        """Every event of the window."""
+        return cls(e for v in vals for e in v)
+
+
 @dataclass(frozen=True)
 class NicCounters:
     ifname: str
@@ -206,6 +242,38 @@ class NicCounters:
     def trouble(self) -> dict[str, int]:
         """Reset/timeout counters that are non-zero."""
         return {k: v for k, v in self.resets().items() if v}
+
+
+class Nics(list, Section):
+    """The physical NICs' counters (collect/nic.py): a plain list of NicCounters to every reader, stored under
+    "nic" as before sections (each interface's chosen statistics and its trouble), when it changed."""
+
+    FIELD = "nics"
+    KEY = "nic"
+    CHANGES = True
+    WEB = "not shown: their trouble shows as kernel events and incidents; counters are in dump and /metrics"
+    # the exporter serves these from its own state (the last full tick's NICs: fleet/exporter.py)
+    METRICS = (Metric("nodesleuth_nic_driver_resets", "counter", "NIC driver reset/timeout counters (ethtool -S, "
+                      "per-queue tx_timeout)", ("device", "counter")),)
+    STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors", "rx_missed_errors")
+
+    def to_dict(self) -> dict:
+        return {n.ifname: n.trouble() for n in self}
+
+    def stored(self) -> dict:
+        return {n.ifname: {"driver": n.driver, "bus": n.bus, "queue_tx_timeouts": n.queue_tx_timeouts,
+                           "stats": {k: n.stats.get(k, 0) for k in self.STATS}, "ethtool": n.trouble()} for n in self}
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Nics":
+        return cls(NicCounters(ifname, n.get("driver", ""), n.get("stats", {}), n.get("queue_tx_timeouts", 0),
+                               {k: x for k, x in n.get("ethtool", {}).items() if k != "queue_tx_timeout"},
+                               n.get("bus", "")) for ifname, n in d.items())
+
+    @classmethod
+    def merge(cls, vals: list["Nics"]) -> "Nics":
+        """Counters the kernel keeps running: the window's last read."""
+        return vals[-1]
 
 
 @dataclass(frozen=True)
@@ -367,8 +435,7 @@ class NicIrqs(MapSection):
         out = cls()
         for v in vals:
             for k, row in v.items():
-                acc = out.get(k)
-                out[k] = list(row) if acc is None else sum_rows(acc, row)
+                out[k] = sum_rows(out[k], row) if k in out else list(row)
         return out
 
 
@@ -383,11 +450,7 @@ class Softirqs(MapSection):
     @classmethod
     def merge(cls, vals: list["Softirqs"]) -> "Softirqs":
         """A window: each softirq's per-CPU counts summed."""
-        out: dict = {}
-        for v in vals:
-            for k, row in v.items():
-                out[k] = sum_rows(out[k], row) if k in out else list(row)
-        return cls(out)
+        return cls(NicIrqs.merge(vals))
 
     MINUTE = ("NET_RX", "NET_TX")  # what the minute tier keeps: the rows the starvation chart draws
 
@@ -818,10 +881,10 @@ class Tick:
     cpu: dict[int, CpuUtil]
     procs: list[ProcUse]
     census: Census
-    events: list[KernelEvent] = field(default_factory=list)
-    nics: list[NicCounters] | None = None  # None on ticks where NICs were not read
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
     # sections of registered collectors (model/section.py): None when not read this tick
+    events: Events = field(default_factory=Events)
+    nics: Nics | None = None
     meminfo: Meminfo = field(default_factory=Meminfo)  # {} when unread
     nic_irqs: NicIrqs | None = None  # per-CPU deltas of the NIC's IRQ lines
     units: Units | None = None  # None on ticks where no new answer came
@@ -855,10 +918,8 @@ class Tick:
                 "procs": [p.to_dict() for p in self.procs],
                 "cgroups": {"v1": [c.to_dict() for c in self.census.v1],
                             "v2": None if self.census.v2 is None else self.census.v2.to_dict()},
-                "events": [e.to_dict() for e in self.events],
-                "nics": None if self.nics is None else {n.ifname: n.trouble() for n in self.nics},
-                **{key_of(cls): None if getattr(self, name) is None or getattr(self, name).empty()
-                   else getattr(self, name).to_dict() for name, cls in SECTIONS.items()}}
+                **{key_of(cls): None if getattr(self, name) is None else getattr(self, name).dumped()
+                   for name, cls in SECTIONS.items()}}
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 A new kind of data reaches every view by declaring it once, here in the model: subclass Section with
 a dataclass of its fields, set FIELD (the Tick field that holds it; add that field to Tick), METRICS
-(its series) and WEB (the web panel that draws it, web/panels/NAME.py, or why none does), and
+(its series) and WEB (the web panel that draws it, web/panels/NAME.py, "data:KEY" for a key of the timeline's
+data web/data.py fills from it, or why none does), and
 implement samples() for /metrics and merge() for the 10 s tier (how a window of seconds folds into
 one); fold() says what the minute tier keeps (by default: the minute merged as merge() does, for a
 section a panel draws; nothing for the others). Then the store keeps it by field name in the tick,
@@ -11,8 +12,8 @@ to_dict() under DUMP (default FIELD), the exporter and `dump --format openmetric
 with no other file touched. tests/test_model.py checks every declaration.
 
 KEY: the record key of a section that was stored before sections were (the hand-wired fields of
-older versions: "sv", "si", "mi", "ni"), so every store written since reads the same; a new section
-leaves it empty (kept under "x" by FIELD).
+older versions: "sv", "si", "mi", "ni", "u", "nic", "ev"), so every store written since reads the same; a new
+section leaves it empty (kept under "x" by FIELD).
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class Section:
     def empty(self) -> bool:
         """Nothing to keep (a mapping section with no entries): stored and dumped as absent (None)."""
         return False
+
+    def dumped(self):
+        """Its value in `dump` and Tick.to_dict() (None when empty)."""
+        return None if self.empty() else self.to_dict()
 
     def samples(self) -> Iterable[tuple[str, tuple, float]]:
         """(metric name, label values, value) for /metrics; counters carry the kernel's own totals."""

@@ -32,17 +32,15 @@ import orjson
 
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, KernelEvent, Meminfo, NicCounters,
-                             NicIrqs, ProcUse, Tick, Unit, Units, V2Stat)
+from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, Events, KernelEvent, Meminfo, NicIrqs,
+                             Nics, ProcUse, Tick, Unit, Units, V2Stat)
 from ..model.section import kept, restore, store_into, table, untable
 from . import pack as packing
 
 VERSION = 3  # the tick record schema this version writes
 READS = (1, 2, 3)  # and the ones it reads
 KEYFRAME = 60.0
-NIC_STATS = ("rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "tx_errors", "rx_missed_errors")
 PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
-EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(KernelEvent))
 CG_FIELDS = ("name", "hierarchy", "tracked", "live", "mount")
 
 
@@ -66,7 +64,6 @@ class Encoder:
         if version not in (2, 3):
             raise ValueError(f"cannot write tick schema {version}")
         self.version = version
-        self._nic = None
         self._last: dict[str, dict] = {}  # sections that change rarely (Section.CHANGES): the last form kept
         self._last_key = -1e18
         self.seen: dict[int, str] = {}  # pid -> name, seen since the last refresh
@@ -127,16 +124,6 @@ class Encoder:
                          "subsys": {k: list(v) for k, v in c.v2.subsys.items()}}
         if c.dying_subtrees:
             rec["ds"] = table(c.dying_subtrees, ("path", "dying"))
-        if t.events:
-            rec["ev"] = {"f": EVENT_FIELDS, "r": [[round(getattr(e, n), 6) if n == "time" else getattr(e, n)
-                                                   for n in EVENT_FIELDS] for e in t.events]}
-        if t.nics is not None:
-            nic = {n.ifname: {"driver": n.driver, "bus": n.bus, "queue_tx_timeouts": n.queue_tx_timeouts,
-                              "stats": {k: n.stats.get(k, 0) for k in NIC_STATS}, "ethtool": n.trouble()}
-                   for n in t.nics}
-            if key or nic != self._nic:
-                rec["nic"] = nic
-                self._nic = nic
         secs = kept(t)  # registered collectors' sections (model/section.py), by field name
         for name in [n for n in secs if SECTIONS[n].CHANGES]:
             form = secs[name].stored()
@@ -226,8 +213,7 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), census=_census(r, where),
-                events=untable(r.get("ev"), KernelEvent, where), nics=_nics(r), cpu_raw=raw,
-                **restore(r, where))
+                cpu_raw=raw, **restore(r, where))
 
 
 class _OnRead:
@@ -319,8 +305,6 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
     t = LazyTick.__new__(LazyTick)
     t._r, t._where = r, where
     t.time, t.interval = r["t"], r["iv"]
-    t.events = untable(r.get("ev"), KernelEvent, where)
-    t.nics = _nics(r)
     for name in SECTIONS:
         if not isinstance(LazyTick.__dict__.get(name), _OnRead):
             t.__dict__[name] = _ABSENT[name]() if name in _ABSENT else None
@@ -337,17 +321,6 @@ def _census(r: dict, where: str) -> Census:
         v2 = V2Stat(c2.get("mount", ""), c2.get("nr_descendants", 0), c2.get("nr_dying_descendants", 0),
                     {k: tuple(x) for k, x in c2.get("subsys", {}).items()})
     return Census(r["t"], v1, v2, tuple(untable(r.get("ds"), DyingSubtree, where)), None)
-
-
-def _nics(r: dict) -> list[NicCounters] | None:
-    if "nic" not in r:
-        return None
-    nics = []
-    for ifname, n in r["nic"].items():
-        eth = {k: x for k, x in n.get("ethtool", {}).items() if k != "queue_tx_timeout"}
-        nics.append(NicCounters(ifname, n.get("driver", ""), n.get("stats", {}), n.get("queue_tx_timeouts", 0),
-                                eth, n.get("bus", "")))
-    return nics
 
 
 def _procs(d: dict | None) -> list[ProcUse]:
@@ -465,13 +438,9 @@ def decode_v1(r: dict) -> Tick:
         v2 = V2Stat(m, nd, ndd, {k: tuple(v) for k, v in sub.items()})
     subtrees = tuple(DyingSubtree(p, d) for p, d in r.get("ds", []))
     census = Census(r["t"], v1, v2, subtrees, None)
-    events = [KernelEvent(*e) for e in r.get("ev", [])]
-    nics = None
-    if "nic" in r:
-        nics = []
-        for ifname, (drv, bus, qto, stats, trouble) in r["nic"].items():
-            eth = {k: v for k, v in trouble.items() if k != "queue_tx_timeout"}
-            nics.append(NicCounters(ifname, drv, stats, qto, eth, bus))
+    events = Events(KernelEvent(*e) for e in r.get("ev", []))
+    nics = Nics.from_stored({k: dict(zip(("driver", "bus", "queue_tx_timeouts", "stats", "ethtool"), v))
+                             for k, v in r["nic"].items()}) if "nic" in r else None
     units = Units(Unit(*u) for u in r["u"]) if "u" in r else None
     ni = NicIrqs.from_stored(r["ni"], len(raw) - 1 if raw else None) if "ni" in r else None
     return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),

@@ -4,30 +4,30 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model.records import Tick
+from ..model.records import SECTIONS, Tick
 from .codec import KEYFRAME, decode, decode_lazy, decode_record
 from .catalog import TICKS, Stream
 from .store import StoreReader
 
+CARRIED = [n for n, c in SECTIONS.items() if c.CHANGES]
+_KEYS = [f'"{SECTIONS[n].KEY or n}"'.encode() for n in CARRIED]  # how a record holding one starts it
+
 
 def _carried(reader: StoreReader, stream: Stream, t0: float | None, t1: float | None, carry: bool, on_segment,
              decode_one) -> Iterator[tuple[Tick, object]]:
-    """(tick, extra) of `stream` in [t0, t1], decode_one(payload, t, ctx) -> (tick, extra); NIC counters
-    and units carried forward from up to a keyframe before t0, so every tick in the range has them."""
+    """(tick, extra) of `stream` in [t0, t1], decode_one(payload, t, ctx) -> (tick, extra); the sections stored when
+    they change (CHANGES: NICs, units) carried forward from up to a keyframe before t0, so every tick has them."""
     start = None if t0 is None else t0 - KEYFRAME if carry else t0
-    nics = units = None
+    last: dict = {}
     for t, payload, ctx in reader.read(stream, start, t1, on_segment, with_context=True):
-        if t0 is not None and t < t0 and b'"nic"' not in payload and b'"u"' not in payload:
+        if t0 is not None and t < t0 and not any(k in payload for k in _KEYS):
             continue  # before the range and carrying nothing forward: not worth decoding
         tk, extra = decode_one(payload, t, ctx)
-        if tk.nics is not None:
-            nics = tk.nics
-        elif carry:
-            tk.nics = nics
-        if tk.units is not None:
-            units = tk.units
-        elif carry:
-            tk.units = units
+        for name in CARRIED:
+            if getattr(tk, name) is not None:
+                last[name] = getattr(tk, name)
+            elif carry:
+                setattr(tk, name, last.get(name))
         if t0 is not None and t < t0:
             continue
         yield tk, extra

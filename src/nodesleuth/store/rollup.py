@@ -72,7 +72,7 @@ def busy_sys(t: Tick) -> list[tuple[int, float | None, float | None]]:
 
 class Window:
     """What the minute's rollup and the 10 s aggregate (store/tier.py) both keep of a window's ticks: how
-    many, the last one, its events, and each section's values for the window's close to fold or merge."""
+    many, the last one, and each section's values for the window's close to fold or merge."""
 
     def __init__(self, period: float):
         self.period = period
@@ -80,7 +80,6 @@ class Window:
 
     def _reset(self) -> None:
         self.n = 0
-        self.events: list = []
         self.sections: dict[str, list] = {}
         self.last: Tick | None = None
 
@@ -99,6 +98,7 @@ class Rollup(Window):
 
     def _reset(self) -> None:
         super()._reset()
+        self.events: list = []  # the minute's NIC events: [time, reason, kind, ifname] (RollupMinute.ev)
         self.busy_sum: list[float] = []
         self.busy_max: list[float] = []
         self.sys_sum: list[float] = []

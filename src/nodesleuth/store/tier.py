@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, KernelEvent, ProcUse, Tick, sum_rows
+from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, Events, KernelEvent, ProcUse, Tick, sum_rows
 from ..model.section import restore
 from ..model.thresholds import HOT_BUSY
 from ..model.timeparse import iso
@@ -46,7 +46,6 @@ PERIOD = 10.0
 TOP = 5  # processes kept per CPU
 MIN_PCT = 0.5  # % of a CPU over the window
 HOT_IN_WINDOW = 2  # hot seconds that make a window's CPU read as its busiest second
-NAMES = {TICKS.name: "1s", TICKS10.name: "10s", ROLLUP.name: "1min"}
 LOST = {"10s": "seconds inside each 10 s window (an episode's edges are known to 10 s; busy is the window's mean, "
                "with its busiest second and hot seconds per CPU), processes under 0.5 % of a CPU",
         "1min": "seconds inside each minute, processes, kernel-log messages (NIC events keep their reason), "
@@ -108,7 +107,6 @@ class Aggregator(rollup.Window):
         self.smax: dict[int, float] = {}
         self.hot: dict[int, int] = {}
         self.use: dict[tuple[int, int], list] = {}
-        self.nics = None
 
     def add(self, t: Tick) -> tuple[Tick, dict] | None:
         slot = (t.time - 1e-6) - (t.time - 1e-6) % self.period  # a tick at 10:00:10 ends the 10:00:00 window
@@ -152,9 +150,6 @@ class Aggregator(rollup.Window):
                 slot[0] = p.comm
                 slot[1] += p.pct * iv
                 slot[2] = slot[2] or p.estimate
-        self.events += t.events
-        if t.nics is not None:
-            self.nics = t.nics
         self._keep(t)
 
     def aggregate(self) -> tuple[Tick, dict]:
@@ -167,7 +162,6 @@ class Aggregator(rollup.Window):
         procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
         sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
         agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, census=last.census,
-                   events=list(self.events), nics=self.nics,
                    cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None,
                    **sections)
         cpus = sorted(self.bmax)
@@ -204,8 +198,8 @@ def from_minute(m) -> CoarseTick:
     if m.mem:
         v1 = (ControllerCount("memory", 0, m.mem[0], m.mem[1], None),)
     census = Census(m.t + 60, v1, None, (), None)
-    events = [KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
-                          ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev]
+    events = Events(KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
+                                ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev)
     tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], census=census, events=events,
               **restore({"x": m.x or {}}, "rollup record", keys=False))
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)

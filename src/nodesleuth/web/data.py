@@ -43,11 +43,11 @@ def _drawn() -> dict[str, str]:
 
 # Where each field of a second (model.Tick) shows in the timeline's data (or why not): a new field
 # must be drawn by a panel (web/panels/) or listed here with the reason (tests/test_model.py fails otherwise).
-FROM_TICK = {"cpu": "values", "events": "events", "time": "from", "interval": "step", **_drawn()}
+FROM_TICK = {"cpu": "values", "time": "from", "interval": "step", **_drawn(),
+             **{name: cls.WEB[5:] for name, cls in SECTIONS.items() if cls.WEB.startswith("data:")}}
 NOT_FROM_TICK = {
     "cpu_raw": "jiffies: drawn as the busy/sys values of `cpu`",
     "procs": "per cell on hover (/api/cell)",
-    "nics": "their trouble shows as kernel events and incidents; counters are in dump and /metrics",
     **{name: cls.WEB for name, cls in SECTIONS.items() if cls.WEB.startswith("not shown: ")},
 }
 
