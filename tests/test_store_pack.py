@@ -13,7 +13,7 @@ import shutil
 
 import orjson
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from nodesleuth.store import codec, pack, query
 from nodesleuth.store.catalog import TICKS
@@ -38,6 +38,7 @@ json_value = st.recursive(json_scalar, lambda kids: st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(st.text(max_size=6), json_value, max_size=8))
+@example({"a": [-0.0, 1.0], "b": {"x": -0.0, "y": 2.5}})  # hypothesis found it: -0.0 came back 0.0 (scaled ints)
 def test_pack_gives_back_every_json_record(rec):
     if any(k in ("\x01", "\x02", "\x03", "\x04") for k in _keys(rec)):
         with pytest.raises(ValueError):

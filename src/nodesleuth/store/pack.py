@@ -20,6 +20,7 @@ JSON. A record whose dicts use those marker keys themselves is refused (none doe
 
 from __future__ import annotations
 
+import math
 import struct
 from itertools import accumulate, chain
 from operator import itemgetter, sub
@@ -63,6 +64,8 @@ def _decimals(v: list) -> int | None:
     """The fewest decimals (0..3) that give back every float of `v` exactly, or None."""
     if set(map(type, v)) != _FLOAT:
         return None
+    if 0.0 in v and any(x == 0 and math.copysign(1.0, x) < 0 for x in v):
+        return None  # -0.0 would come back as 0.0 from the scaled integers (JSON keeps its sign)
     try:
         if all(map(float.is_integer, v)):
             return 0
