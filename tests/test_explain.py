@@ -229,12 +229,17 @@ def test_episodes_do_not_depend_on_the_range_asked(tmp_path):
     it overlaps. Each loop makes an episode of its own when CPU 1 is under 90% between them; a job that
     keeps CPU 1 busy in the gap (CI's niced `sh` loop did) makes one run of both, read so from the
     recording and expected so. A loop in no episode because CPU 0 was >= 60% busy is a busy machine."""
+    store = str(tmp_path / f"st-{time.monotonic_ns()}")  # a fresh store per attempt
+    spans, end = _record_two_episodes(store)
+    _ranges_select_their_episodes(store, spans, end)
+
+
+def _ranges_select_their_episodes(store: str, spans: list[tuple[float, float]], end: float) -> None:
+    """The checks of the recording of the two loops (their spans; end: when the recording was over)."""
     from nodesleuth.detect.incidents import GAP, episodes
     from nodesleuth.explain.load import recording
     from nodesleuth.model.thresholds import HOT_BUSY, OTHERS_MAX
 
-    store = str(tmp_path / f"st-{time.monotonic_ns()}")  # a fresh store per attempt
-    spans, end = _record_two_episodes(store)
     full, _ = _episodes(store)
     (a1, b1), (a2, b2) = spans
     # whatever else ran on the host, each range selects exactly the recording's episodes it overlaps
