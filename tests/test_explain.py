@@ -137,6 +137,12 @@ WantedBy=multi-user.target
 
         zl.clear(os.path.join(memcg().mount, "nodesleuth-decoy"), os.path.join(work, "data"))
         shutil.rmtree(work, ignore_errors=True)
+    _decoy_checks(store, loop.pid, rec_err, tmp_path)
+
+
+def _decoy_checks(store: str, loop_pid: int, rec_err: str, tmp_path) -> None:
+    """The checks of a recording of the decoy (loop_pid: the loop's pid; rec_err: the recorder's stderr;
+    tmp_path: where the reports are written)."""
     ex = nodesleuth("explain", "--store", store, "--json", timeout=300)
     assert ex.returncode == 0, ex.stderr
     doc = json.loads(ex.stdout)
@@ -150,10 +156,10 @@ WantedBy=multi-user.target
         # the stated condition: the loop is what kept CPU 1 busy over the episode (its /proc share of the
         # episode's busy time, not explain's choice from the profile, which the assertions below check)
         ep = core["data"]
-        mine = sum(p["share"] for p in ep["top"] if p["pid"] == loop.pid)
+        mine = sum(p["share"] for p in ep["top"] if p["pid"] == loop_pid)
         if mine < 0.8:
             rivals = ", ".join(f"{p['comm']} (pid {p['pid']}) {100 * p['share']:.0f}%" for p in ep["top"]
-                               if p["pid"] != loop.pid)
+                               if p["pid"] != loop_pid)
             raise Busy(f"the loop held {100 * mine:.0f}% of CPU 1's busy time over its {ep['seconds']:.0f} s "
                        f"episode (< 80%): another job took the rest ({rivals})")
     # never the crash-looping unit: at most the loop itself, when the core is proven to be the NIC's
