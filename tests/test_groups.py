@@ -147,27 +147,37 @@ def test_without_a_profile_the_parents_cutime_ties_the_group(tmp_path):
 @pytest.mark.slow  # >= 9 s of real recording
 @retry_when_busy()
 def test_live_exec_storm_on_cpu_1(tmp_path):
-    """`nodesleuth record --profile` while a shell pinned to CPU 1 starts /bin/true for 15 s; explain
-    must lead with the group. The hot-core rule needs the other CPUs under 60%: on a host where another
-    job holds CPU 0 there is no incident to explain, and the attempt is retried (conftest.Busy)."""
+    """`nodesleuth record --profile` for 20 s while a shell pinned to CPU 1 starts /bin/true over and over,
+    from before the recording to after it; explain must lead with the group. The hot-core rule needs the
+    other CPUs under 60%: on a host where another job holds CPU 0 there is no incident to explain, and the
+    attempt is retried (conftest.Busy). The storm spans the recording because a job that keeps CPU 1 busy
+    whenever the storm does not (even at nice 19) makes the hot run, and so the episode, longer than the
+    storm: the storm's share of it fell under the proven rule's half (CI saw `contributing`). A job on
+    CPU 1 that does take the core from the storm (40% of the episode's busy time or more, by the
+    recording's /proc rows) is a busy machine too."""
     if len(os.sched_getaffinity(0)) < 2:
         missing("needs CPU 1 (a machine with 2 CPUs or more)")
-    store = str(tmp_path / "s")
-    t0 = time.time()
+    store = str(tmp_path / f"s-{time.monotonic_ns()}")  # a fresh store per attempt
     env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
-    rec = subprocess.Popen(["nodesleuth", "record", "--store", store, "--profile", "--quiet", "--duration", "32s"],
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    storm = subprocess.Popen(["taskset", "-c", "1", "sh", "-c", "while :; do /bin/true; done"])
+    rec = None
     try:
-        time.sleep(8)
-        storm = subprocess.Popen(["taskset", "-c", "1", "sh", "-c", "while :; do /bin/true; done"])
-        time.sleep(15)
-        os.kill(storm.pid, signal.SIGKILL)
-        storm.wait()
+        time.sleep(1)
+        rec = subprocess.Popen(["nodesleuth", "record", "--store", store, "--profile", "--quiet",
+                                "--duration", "20s"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         rec.wait(timeout=60)
     finally:
-        if rec.poll() is None:
+        os.kill(storm.pid, signal.SIGKILL)
+        storm.wait()
+        if rec is not None and rec.poll() is None:
             rec.kill()
             rec.wait()
+    _the_live_storm_leads(store, storm.pid)
+
+
+def _the_live_storm_leads(store: str, storm: int) -> None:
+    """The checks of a recording of the live storm (storm: its shell's pid)."""
+    env = {**os.environ, "PATH": BIN + os.pathsep + os.environ.get("PATH", "")}
     out = subprocess.run(["nodesleuth", "explain", "--store", store, "--json"], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode in (0, 2), out.stderr[-2000:]
@@ -177,16 +187,26 @@ def test_live_exec_storm_on_cpu_1(tmp_path):
         from nodesleuth.explain.load import recording
 
         rec, _ = recording(store, None, None)
-        storm = [t for t in rec.ticks if t0 + 10 <= t.time <= t0 + 22]
-        busy = {c: sum(t.cpu[c].busy for t in storm) / max(1, len(storm)) for c in (0, 1)}
+        busy = {c: sum(t.cpu[c].busy for t in rec.ticks) / max(1, len(rec.ticks)) for c in (0, 1)}
         raise Busy(f"no hot-core incident on CPU 1 (during the storm CPU 1 averaged {busy[1]:.0f}%, CPU 0 "
                    f"{busy[0]:.0f}%; the rule wants CPU 1 >= 90% and the others < 60%); incidents: "
                    + ("; ".join(i["title"] for i in doc["incidents"]) or "none"))
     inc = max(inc, key=lambda i: i["end"] - i["start"])
-    others = inc["links"][1]["data"].get("others_mean")
+    ep = inc["links"][1]["data"]
+    # the stated condition, from the recording's /proc rows of the episode: the storm had most of the core.
+    # The rivals are the rows that are not the storm's (its shell, the shell's exited children, /bin/true
+    # caught alive), each read exactly; the storm's own time is partly an estimate placed per CPU (cutime).
+    # At 40% or more for them the storm has at most 60% of the busy time: too near the proven rule's half
+    # for the profile's count and /proc's to agree on the side of it
+    rivals = [p for p in ep["top"] if p["pid"] != storm and p["comm"] != "true"]
+    if sum(p["share"] for p in rivals) >= 0.4:
+        raise Busy(f"other processes held {100 * sum(p['share'] for p in rivals):.0f}% of CPU 1's busy time over "
+                   f"the {ep['seconds']:.0f} s episode (" + ", ".join(
+                       f"{p['comm']} (pid {p['pid']}) {100 * p['share']:.0f}%" for p in rivals) + ")")
+    others = ep.get("others_busy")
     g = next(h for h in inc["hypotheses"] if h["family"] == "group")
     assert inc["family"] == "group", (inc["title"], others)
-    assert g["verdict"] == "proven"
+    assert g["verdict"] == "proven", (g, ep["top"])
     assert g["data"]["parent"]["comm"] == "sh" and "true" in g["data"]["commands"]
     assert g["data"]["started_per_s"] >= 20
     assert g["data"]["cpu_share"] >= 0.5
