@@ -730,8 +730,9 @@ def test_lab_run_options_and_clean_keep_store():
 
 
 def test_fleet_concurrency_bounds_snapshot_fetches_in_flight():
-    """--concurrency N: at most N snapshot URLs are fetched at once (the server counts requests in flight, each
-    answered after 0.3 s); the analysis is the same whatever N."""
+    """--concurrency N: at most N snapshot URLs are fetched at once, and N are: the server counts requests in
+    flight and holds each until N are (or all the URLs left are), then 0.3 s more, so that a client over its
+    bound is seen over it; the analysis is the same whatever N."""
     import http.server
 
     sys.path.insert(0, HERE)
@@ -742,23 +743,34 @@ def test_fleet_concurrency_bounds_snapshot_fetches_in_flight():
         s["health"]["problem"] = True
     for s in snaps[3:]:
         s["health"]["problem"] = False
-    state = {"now": 0, "peak": 0}
-    lock = threading.Lock()
+    state = {"now": 0, "peak": 0, "done": 0, "want": 0, "unmet": []}
+    cv = threading.Condition()
 
     class H(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            with lock:
+            with cv:
                 state["now"] += 1
                 state["peak"] = max(state["peak"], state["now"])
+                cv.notify_all()
+                # a barrier, not a fixed pause: on a busy machine the client's next requests may come after
+                # the pause has ended, and fewer were counted in flight than the bound lets it have
+                target = lambda: min(state["want"], len(snaps) - state["done"])  # noqa: E731
+                # (once a wait has ended unmet the client is not fetching N at once: the rest are not held)
+                if not state["unmet"] and not cv.wait_for(lambda: state["now"] >= target(), timeout=10):
+                    state["unmet"].append((state["now"], target()))
             time.sleep(0.3)
             body = json.dumps(snaps[int(self.path.strip("/").split("/")[0])]).encode()
+            # done before the client can have its answer: counted down after the write, the next request of
+            # --concurrency 1 came in first and made a peak of 2 under a busy loop on CPU 1
+            with cv:
+                state["now"] -= 1
+                state["done"] += 1
+                cv.notify_all()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-            with lock:
-                state["now"] -= 1
 
         def log_message(self, *a):
             pass
@@ -769,11 +781,12 @@ def test_fleet_concurrency_bounds_snapshot_fetches_in_flight():
     docs = {}
     try:
         for n in ("1", "3"):
-            state["peak"] = 0
-            p = nodesleuth("fleet", *urls, "--concurrency", n, "--json")
+            state.update(peak=0, done=0, want=int(n), unmet=[])
+            # the client waits for its answers longer than the server holds them: no retry counts twice
+            p = nodesleuth("fleet", *urls, "--concurrency", n, "--timeout", "60", "--json")
             assert p.returncode == 0, p.stderr
             docs[n] = json.loads(p.stdout)
-            assert state["peak"] == int(n), (n, state["peak"])
+            assert state["done"] == len(snaps) and state["peak"] == int(n) and not state["unmet"], (n, state)
     finally:
         srv.shutdown()
         srv.server_close()
