@@ -248,6 +248,10 @@ while True:
 @pytest.fixture
 def spin_thread():
     p = subprocess.Popen([sys.executable, "-c", SPIN_THREAD])
+    deadline = time.monotonic() + 30
+    # its worker thread is there (on a busy machine 0.5 s was not always enough: StopIteration looking for it)
+    while len(os.listdir(f"/proc/{p.pid}/task")) < 2 and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
     time.sleep(0.5)
     yield p
     p.kill()
