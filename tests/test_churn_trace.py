@@ -61,3 +61,42 @@ def test_v2_trace_names_its_creator():
     made = sum(1 for e in events if e.event == "mkdir" and "/ecs-agent-" in e.path)
     assert top.mkdir == made and top.rmdir == made >= 20
     assert top.still_dying + top.freed + top.young == made
+
+
+@needs_root
+def test_tracer_traces_from_ready_to_interrupt_only():
+    """check launches perf before it builds its sampler and ends the trace before its probes: cgroups
+    made between launch() and ready(), or after interrupt() (the probes' own), are not in the trace;
+    those made between are, with their maker."""
+    if shutil.which("perf") is None or ChurnTracer.unavailable():
+        missing(f"perf cannot trace cgroups here: {ChurnTracer.unavailable()}")
+    parent = os.path.join(memcg().mount, f"nodesleuth-tracer-{os.getpid()}")
+    tr = ChurnTracer()
+
+    def churn(kind: str) -> None:
+        for i in range(3):
+            d = os.path.join(parent, f"{kind}-{i}-{os.getpid()}")
+            os.mkdir(d)
+            os.rmdir(d)
+
+    assert tr.launch(), tr.error
+    try:
+        os.mkdir(parent)
+        churn("before")
+        assert tr.ready(), tr.error
+        churn("during")
+        tr.interrupt()
+        churn("after")
+    finally:
+        if os.path.isdir(parent):
+            for d in os.listdir(parent):
+                if os.path.isdir(os.path.join(parent, d)):
+                    os.rmdir(os.path.join(parent, d))
+            os.rmdir(parent)
+        summ = tr.stop(1.0)
+    assert tr.note is None, tr.note
+    assert summ is not None, tr.error
+    ours = [c for c in summ.creators if os.getpid() in c.pids and c.pattern.startswith("/nodesleuth-tracer-*/")]
+    assert [(c.pattern, c.mkdir, c.rmdir) for c in ours] == [("/nodesleuth-tracer-*/during-*-*", 3, 3)], (
+        summ.creators)
+    assert not os.path.exists(tr.dir)

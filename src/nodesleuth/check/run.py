@@ -125,15 +125,28 @@ def _sampler(root: Root, opt: CheckOptions, unread: dict[str, str]) -> Sampler:
                           ns_pid=opt.ns_pid, rules_path=opt.rules, kmsg_boot=_kmsg_boot(root, opt))
 
 
-def _tracer(root: Root, opt: CheckOptions, notes: list[str]) -> ChurnTracer | None:
+def _launch_tracer(root: Root, opt: CheckOptions, notes: list[str]) -> ChurnTracer | None:
+    """perf started, not yet tracing: its start-up (0.15-0.35 s here) runs while the sampler is built, and
+    _tracing() enables it just before the window."""
     if not (opt.trace and root.live):
         return None
     why = ChurnTracer.unavailable()
     tracer = ChurnTracer() if why is None else None
-    if tracer is not None and not tracer.start():
-        why, tracer = tracer.error, None
+    if tracer is not None and not tracer.launch():
+        why = tracer.error
+        tracer.cancel()
+        tracer = None
     if why:  # never silent: without the trace, who makes the zombies stays unknown
         notes.append(f"cgroup churn not traced: {why}")
+    return tracer
+
+
+def _tracing(tracer: ChurnTracer | None, notes: list[str]) -> ChurnTracer | None:
+    """The launched tracer once it traces, or None (said in a note) when it could not."""
+    if tracer is not None and not tracer.ready():
+        notes.append(f"cgroup churn not traced: {tracer.error}")
+        tracer.cancel()
+        return None
     return tracer
 
 
@@ -239,25 +252,29 @@ def run_check(opt: CheckOptions) -> CheckResult:
     root = Root(opt.root)
     notes: list[str] = []
     unread: dict[str, str] = {}
-    sampler = _sampler(root, opt, unread)
-    tracer = _tracer(root, opt, notes)
-    s = _sample(sampler, root, opt, notes)
+    tracer = _launch_tracer(root, opt, notes)
+    try:
+        sampler = _sampler(root, opt, unread)
+        tracer = _tracing(tracer, notes)
+        s = _sample(sampler, root, opt, notes)
+    except BaseException:
+        if tracer is not None:
+            tracer.cancel()
+        raise
+    if tracer is not None:
+        tracer.interrupt()  # the window is over; perf writes its data while the rest below is read
     _kernel_log_notes(sampler, s.kernel_log, opt, notes)
     unread.update(sampler.problems)
     if UNMOUNTED in unread:  # counted as unknown (live: null), said once, and not what the check is about
         notes.append(f"{UNMOUNTED}: {unread.pop(UNMOUNTED)}")
     for section, why in unread.items():
         notes.append(f"could not read {section}: {why}; {section} not checked")
-    churn = tracer.stop(s.seconds, root) if tracer else None
-    if tracer and churn is None and tracer.error:
-        notes.append(f"cgroup churn trace failed: {tracer.error}")
-    if tracer and tracer.note:
-        notes.append(f"cgroup churn trace: {tracer.note}")
 
     events = s.old_events + [e for t in s.ticks for e in t.events] + s.tail
     now = time.time() if root.live else max([e.time for e in events if e.time is not None], default=time.time())
     last = s.ticks[-1]
-    stored, post = _probes(root, opt, _memcgs_dying(last), notes)
+    later: list[str] = []
+    stored, post = _probes(root, opt, _memcgs_dying(last), later)
     cost = stored.cost if stored else None
     age = None
     if opt.ns_pid is None:  # MainPID is a PID of the inspected namespace: only ours can be looked up
@@ -266,7 +283,13 @@ def run_check(opt: CheckOptions) -> CheckResult:
         age = lambda pid: process_age(root, pid)  # noqa: E731
     log_lines, why = journal.failure_lines(root, now - opt.lookback)
     if why and root.live:
-        notes.append(f"cgroup mkdir failures in the journal not looked for: {why}")
+        later.append(f"cgroup mkdir failures in the journal not looked for: {why}")
+    churn = tracer.stop(s.seconds, root) if tracer else None  # perf has had the probes' and journal's time to finish
+    if tracer and churn is None and tracer.error:
+        notes.append(f"cgroup churn trace failed: {tracer.error}")
+    if tracer and tracer.note:
+        notes.append(f"cgroup churn trace: {tracer.note}")
+    notes += later
     osrelease, meminfo_text = (_read_or_none(root, f) for f in ("/proc/sys/kernel/osrelease", "/proc/meminfo"))
     _, swap = node_rule(osrelease, meminfo_text)  # an unreadable one is said once, by its section above
     window = Window(ticks=s.ticks, seconds=s.seconds, census0=s.census0, nics0=s.nics0, units0=s.units0,

@@ -34,6 +34,7 @@ class ChurnTracer:
         self.error: str | None = None
         self.note: str | None = None  # the trace ran, but may have missed the window's start: why
         self._fds: list[int] = []
+        self._interrupted = False
 
     @staticmethod
     def unavailable() -> str | None:
@@ -52,8 +53,15 @@ class ChurnTracer:
         return "the kernel has no cgroup tracepoints (tracefs events/cgroup)"
 
     def start(self, ready_timeout: float = 60.0) -> bool:
-        """Start perf and return once it traces. perf writes its data file's header before it opens the
-        tracepoints on every CPU and synthesises the running tasks, and only then enables the events: a
+        """Start perf and return once it traces (launch(), then ready())."""
+        return self.launch(ready_timeout) and self.ready()
+
+    def launch(self, ready_timeout: float = 60.0) -> bool:
+        """Start perf without waiting for it to trace: ready() waits. A caller with work to do before its
+        window (check builds its sampler meanwhile) overlaps perf's start-up with it; False when perf
+        could not be started (self.error says why). Traced from ready()'s return, not from here.
+
+        Why ready() is needed: perf writes its data file's header before it opens the tracepoints on every CPU and synthesises the running tasks, and only then enables the events: a
         wait for the file returned seconds before anything was traced (measured in the 6.12 v2 guest
         under TCG: file at 0.8-1.6 s, first traced mkdir at 3.9-7.1 s after perf started; on this host
         0.1 s and 0.4 s), so a 5 s check traced at most its last second and named no creator. perf
@@ -76,13 +84,30 @@ class ChurnTracer:
             os.mkfifo(ack)
             # O_RDWR never blocks on a FIFO and keeps what is written in it until perf reads it
             self._fds = [os.open(ctl, os.O_RDWR | os.O_NONBLOCK), os.open(ack, os.O_RDWR | os.O_NONBLOCK)]
-            os.write(self._fds[0], b"enable\n")
         except OSError as e:
             self.error = f"{self.dir}: {e.strerror}"
             self._close_fds()
             return False
-        deadline = time.monotonic() + ready_timeout
-        if not self._spawn(base + ["-D", "-1", "--control", f"fifo:{ctl},{ack}"]):
+        self._deadline, self._base, self._ready_timeout = time.monotonic() + ready_timeout, base, ready_timeout
+        # --no-bpf-event: perf otherwise runs a side-band thread for BPF program events that polls with a
+        # 1 s timeout, and on SIGINT perf joins it: every stop waited up to 1 s for nothing (measured on this
+        # host: stop 1.06 s with it, 0.01-0.15 s without; check --npd spent it after its window). The
+        # cgroup tracepoints need no BPF events. A perf old enough to lack it lacks --control too, and the
+        # fallback below starts it without either
+        return self._spawn(base + ["--no-bpf-event", "-D", "-1", "--control", f"fifo:{ctl},{ack}"])
+
+    def ready(self) -> bool:
+        """Wait until the perf that launch() started traces; False when it failed (self.error)."""
+        if self.proc is None:
+            return False
+        deadline, base, ready_timeout = self._deadline, self._base, self._ready_timeout
+        # enabled now, not at launch: perf traces from here, what the caller did meanwhile is not in it.
+        # Whether perf is still starting or already waiting, the FIFO keeps the command until it reads it
+        try:
+            os.write(self._fds[0], b"enable\n")
+        except OSError as e:
+            self.error = f"{self.dir}: {e.strerror}"
+            self._close_fds()
             return False
         got = b""
         while time.monotonic() < deadline:
@@ -90,8 +115,7 @@ class ChurnTracer:
             if r:
                 got += os.read(self._fds[1], 64)
                 if b"ack" in got:
-                    self._close_fds()
-                    return True
+                    return True  # the FIFOs stay open: interrupt() disables the events through them
             if self.proc.poll() is not None:
                 err = self._stderr()
                 if not any(w in err for w in ("unknown option", "control", "delay")):
@@ -135,12 +159,50 @@ class ChurnTracer:
             os.close(fd)
         self._fds = []
 
+    def interrupt(self) -> None:
+        """End the trace now and let perf write out its data without waiting for it: the window is over.
+        perf takes a while to finish (0.01-0.15 s here); a caller with other work does it meanwhile and
+        then calls stop(), which waits. The events are disabled first over the control FIFO (perf acks
+        within milliseconds), so nothing the caller does next (check's probes make cgroups) is traced
+        while perf winds down. Once: a second SIGINT is not sent."""
+        if self.proc is not None and not self._interrupted and self.proc.poll() is None:
+            if self._fds:
+                self._command(b"disable", 5.0)
+            self.proc.send_signal(signal.SIGINT)
+        self._interrupted = True
+        self._close_fds()
+
+    def _command(self, cmd: bytes, timeout: float) -> bool:
+        """Send perf a --control command and wait for its ack (or its exit, or `timeout`)."""
+        try:
+            os.write(self._fds[0], cmd + b"\n")
+        except OSError:
+            return False
+        got, deadline = b"", time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if readable([self._fds[1]], 0.05):
+                got += os.read(self._fds[1], 64)
+                if b"ack" in got:
+                    return True
+        return False
+
+    def cancel(self) -> None:
+        """Stop perf and drop its trace (the window it was for never ran to its end)."""
+        self._close_fds()
+        if self.proc is not None:
+            self.interrupt()
+            try:
+                self.proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.communicate()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
     def stop(self, seconds: float, root=None) -> ChurnSummary | None:
         """The trace's summary; creators under a Kubernetes pod are named from the node at `root`."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+        self.interrupt()
         try:
             _, err = self.proc.communicate(timeout=20)
         except subprocess.TimeoutExpired:
