@@ -41,6 +41,19 @@ import ctypes, os, sys
 ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG: never outlive the test-suite
 ctypes.CDLL(None).prctl(15, sys.argv[2].encode(), 0, 0, 0)  # PR_SET_NAME
 os.sched_setaffinity(0, {int(sys.argv[1])})
+# it owns its CPU beside another job's loop there: with autogroups nice works only inside a session, and a
+# nice-19 loop of another session took half the CPU (the decoy's 46%); a session of its own at autogroup
+# nice -20, and nice -20 where autogroups are off (root only: else as is; negative nice counts as user time)
+os.setsid()
+try:
+    with open("/proc/self/autogroup", "w") as f:
+        f.write("-20")
+except OSError:
+    pass
+try:
+    os.setpriority(os.PRIO_PROCESS, 0, -20)
+except OSError:
+    pass
 def nodesleuth_busy_loop():
     x = 0
     while True:
