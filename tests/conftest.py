@@ -62,6 +62,22 @@ nodesleuth_busy_loop()
 """
 
 
+def owning_cpu(cpu: int):
+    """A preexec_fn: the child pinned to `cpu`, owning it as BUSY's loop does (its own session at autogroup
+    nice -20, nice -20; root only: else as is)."""
+
+    def pre() -> None:
+        os.sched_setaffinity(0, {cpu})
+        os.setsid()
+        try:
+            with open("/proc/self/autogroup", "w") as f:
+                f.write("-20")
+            os.setpriority(os.PRIO_PROCESS, 0, -20)
+        except OSError:
+            pass
+    return pre
+
+
 @pytest.fixture
 def busy_loop():
     """A busy loop pinned to a CPU with a distinctive comm; killed when the test ends."""

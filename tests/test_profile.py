@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import Busy, needs_root, nodesleuth, retry_when_busy
+from conftest import Busy, needs_root, nodesleuth, owning_cpu, retry_when_busy
 from nodesleuth.model.errors import InputError
 from fixtures.perfscript import make_capture
 from nodesleuth.profile.parse import parse_file, parse_text
@@ -33,7 +33,7 @@ def spin(tmp_path):
     src.write_text(SPIN)
     exe = tmp_path / "ns-spin"
     subprocess.run(["gcc", "-O0", "-fno-omit-frame-pointer", "-o", str(exe), str(src)], check=True)
-    p = subprocess.Popen([str(exe)], preexec_fn=lambda: os.sched_setaffinity(0, {1}))
+    p = subprocess.Popen([str(exe)], preexec_fn=owning_cpu(1))  # beside other jobs there too
     yield p
     p.kill()
     p.wait()
