@@ -17,6 +17,9 @@ node_exporter are the claim.
 `python -m benchmarks.self_cost [--points 0,10000,70000] [--cpus 4] [--maxcpus 96] [--maxcpus-70k 32]`
 `python -m benchmarks.self_cost --exporter-only [--before COMMIT] [--host-scrapes 24]`: this host's exporters
 only, this tree's (and COMMIT's) beside node_exporter, all at once (results/self_cost.json's host_exporter)
+`python -m benchmarks.self_cost --host-npd [--points 0,10000,70000] [--host-checks 10]`: `check --npd --seconds 1
+--no-probe` on this host (hardware timing, the memory controller as it is here) at each count of real dying
+memcgs, made by node/cgroupfs.make_zombies under a parent of its own and freed after (results' host_npd)
 """
 
 from __future__ import annotations
@@ -305,6 +308,51 @@ def exporter_only(a) -> dict:
     return entry
 
 
+def host_npd(a) -> dict:
+    """check --npd at each dying count on this host: real zombies (a page of a file each, the file kept), the
+    parent and files removed after each point."""
+    import tempfile
+
+    sys.path.insert(0, REPO)
+    from benchmarks.common import run_measured
+    from nodesleuth.lab.zombies import clear
+    from nodesleuth.node.cgroupfs import Memcg, make_zombies
+
+    mc = Memcg()
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "src"))
+    points = []
+    for n in (int(x) for x in a.points.split(",")):
+        parent = os.path.join(mc.mount, f"nodesleuth-selfcost-{os.getpid()}")
+        data = tempfile.mkdtemp(prefix="nodesleuth-selfcost-", dir="/var/tmp")
+        try:
+            made = make_zombies(n, parent, data) if n else 0
+            time.sleep(2)
+            pt = {"target_dying": n, "made": made, "dying_before": _dying(), "loadavg": os.getloadavg()[0],
+                  "check_npd": [run_measured([sys.executable, "-m", "nodesleuth", "check", "--npd", "--seconds", "1",
+                                              "--no-probe"], env=env) for _ in range(a.host_checks)]}
+        finally:
+            clear(parent, data)
+        walls = sorted(c["wall_s"] for c in pt["check_npd"])
+        cpus = sorted(c["cpu_s"] for c in pt["check_npd"])
+        pt["wall_s_min_median_max"] = [walls[0], walls[len(walls) // 2], walls[-1]]
+        pt["cpu_s_min_median_max"] = [cpus[0], cpus[len(cpus) // 2], cpus[-1]]
+        points.append(pt)
+        print(json.dumps({k: pt[k] for k in ("target_dying", "made", "wall_s_min_median_max", "cpu_s_min_median_max")}),
+              file=sys.stderr)
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count(),
+             "kernel": os.uname().release, "cgroup": f"v{mc.version}", "commit": head, "points": points}
+    path = a.out or os.path.join(HERE, "results", "self_cost.json")
+    doc = {"benchmark": "self_cost"}
+    if os.path.exists(path):
+        with open(path) as f:
+            doc = json.load(f)
+    doc["host_npd"] = entry
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    return entry
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--guest", action="store_true", help=argparse.SUPPRESS)
@@ -330,12 +378,16 @@ def main(argv=None) -> dict:
                     help="only this host's exporters side by side, no VM and no check: this tree's nodesleuth, "
                          "--before's and node_exporter at once, --host-scrapes scrapes each; kept under "
                          "host_exporter in results/self_cost.json (the rest of the file as it was)")
+    ap.add_argument("--host-npd", action="store_true",
+                    help="check --npd on this host at each of --points real dying memcgs (results' host_npd)")
     ap.add_argument("--before", help="with --exporter-only: a commit of this repository whose exporter runs beside")
     a = ap.parse_args(argv)
     if a.guest:
         return guest(a)
     if a.exporter_only:
         return exporter_only(a)
+    if a.host_npd:
+        return host_npd(a)
     from benchmarks.common import emit
 
     pts = [int(x) for x in a.points.split(",")]
