@@ -284,7 +284,8 @@ def run_check(opt: CheckOptions) -> CheckResult:
     log_lines, why = journal.failure_lines(root, now - opt.lookback)
     if why and root.live:
         later.append(f"cgroup mkdir failures in the journal not looked for: {why}")
-    churn = tracer.stop(s.seconds, root) if tracer else None  # perf has had the probes' and journal's time to finish
+    # perf has had the probes' and the journal's time to finish
+    churn = tracer.stop(s.seconds, root) if tracer else None
     if tracer and churn is None and tracer.error:
         notes.append(f"cgroup churn trace failed: {tracer.error}")
     if tracer and tracer.note:

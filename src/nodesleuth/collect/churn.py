@@ -61,10 +61,11 @@ class ChurnTracer:
         window (check builds its sampler meanwhile) overlaps perf's start-up with it; False when perf
         could not be started (self.error says why). Traced from ready()'s return, not from here.
 
-        Why ready() is needed: perf writes its data file's header before it opens the tracepoints on every CPU and synthesises the running tasks, and only then enables the events: a
-        wait for the file returned seconds before anything was traced (measured in the 6.12 v2 guest
-        under TCG: file at 0.8-1.6 s, first traced mkdir at 3.9-7.1 s after perf started; on this host
-        0.1 s and 0.4 s), so a 5 s check traced at most its last second and named no creator. perf
+        Why ready() is needed: perf writes its data file's header before it opens the tracepoints on
+        every CPU and synthesises the running tasks, and only then enables the events: a wait for the
+        file returned seconds before anything was traced (measured in the 6.12 v2 guest under TCG: file
+        at 0.8-1.6 s, first traced mkdir at 3.9-7.1 s after perf started; on this host 0.1 s and 0.4 s),
+        so a 5 s check traced at most its last second and named no creator. perf
         starts with its events disabled (-D -1) and is told to enable them over a control FIFO; its
         "ack" comes after they are enabled. A perf without --control (before 5.10) is waited for by its
         data file as before, with a note that the window's first seconds may be missed."""
