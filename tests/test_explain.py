@@ -13,7 +13,7 @@ import sys
 import time
 
 
-from conftest import BUSY, Busy, needs_root, nodesleuth, retry_when_busy
+from conftest import BUSY, Busy, needs_root, nodesleuth, owning_cpu, retry_when_busy
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
@@ -301,10 +301,11 @@ while True:
     while time.time() - t < 0.13:
         pass
     n += 1
-"""])
+"""], preexec_fn=owning_cpu(None))  # the pinned loops own their CPUs (conftest.BUSY): it takes the same weight
     procs.append(migrate)
     try:
-        p = nodesleuth("record", "--store", store, "--duration", "8s", "--quiet")
+        # both CPUs are owned by the pinned loops (conftest.BUSY): the recorder takes the same weight
+        p = nodesleuth("record", "--store", store, "--duration", "8s", "--quiet", preexec_fn=owning_cpu(None))
         assert p.returncode == 0, p.stderr
     finally:
         for x in procs:
