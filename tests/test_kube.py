@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Busy, check_json, finding, missing, retry_when_busy
+from conftest import Busy, check_json, cpu_ticks, finding, missing, retry_when_busy
 from nodesleuth.model.kube import from_cgroup, from_log_link, from_log_path, pod_name
 from nodesleuth.node.kube import Pods
 
@@ -551,14 +551,9 @@ def test_pod_log_listing_follows_restarts_and_pods_as_they_come(tmp_path):
 def _share_of(pid: int, cpu: int, run):
     """run()'s result, and the share of `cpu`'s time (%) process `pid` had while it ran, from /proc
     (utime + stime against the CPU's jiffies): what the pod's loop really got, measured beside the product."""
-
-    def jiffies() -> int:
-        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(f[11]) + int(f[12])
-
-    c0, j0 = _cpu_busy(), jiffies()
+    c0, j0 = _cpu_busy(), cpu_ticks(f"/proc/{pid}/stat")
     out = run()
-    c1, j1 = _cpu_busy(), jiffies()
+    c1, j1 = _cpu_busy(), cpu_ticks(f"/proc/{pid}/stat")
     return out, 100 * (j1 - j0) / max(1, c1[cpu][1] - c0[cpu][1])
 
 
