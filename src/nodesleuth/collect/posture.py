@@ -19,8 +19,8 @@ import time
 from ..model.errors import InputError
 from ..model.procfs import parse_cgroup_stat
 from ..model.records import ZombiePosture
-from ..node.cgroupfs import (Memcg, count_dirs, drop_pin_dir, make_zombies, mounts, pin_dir, remove_cgroup_tree,
-                             remove_stale_pins, scratch_tree, v1_mount, v2_mount)
+from ..node.cgroupfs import (Memcg, count_dirs, drop_pin_dir, empty_cgroup, make_zombies, mounts, pin_dir,
+                             remove_cgroup_tree, remove_stale_pins, scratch_tree, v1_mount, v2_mount)
 from ..node.root import Root, fstype
 
 REPARENT_SYMBOLS = ("lru_reparent_memcg", "lru_gen_reparent_memcg")
@@ -195,6 +195,7 @@ def _probe(root: Root, mc: Memcg, rel: str, kinds: dict[str, str], n: int, wait:
     finally:
         for data in pins:
             drop_pin_dir(data)
+        empty_cgroup(mc.path(rel))  # what its child was first to fault in, which deleting its files does not free
 
         def left() -> int | None:
             if mc.version == 1 and all(_charged_pages(made[k][0]) == 0 for k in made):

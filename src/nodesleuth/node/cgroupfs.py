@@ -130,6 +130,41 @@ def pids_in_cgroup(root: Root, path: str) -> set[int]:
     raise InputError(path, "no such cgroup on any mounted hierarchy")
 
 
+def empty_cgroup(path: str, patience: float = 5.0) -> int | None:
+    """Reclaim every page of cache charged to the memory cgroup `path` and below it, dying cgroups
+    included, before a probe removes its tree: a page the probe's child was first to fault in
+    (interpreter or library text it had not run yet, file system metadata) stays cached after the child
+    is gone and keeps that cgroup, and its parents with it, dying (CI's v2 VM: 3 of a probe's stayed
+    so). v1 `memory.force_empty`, v2 `memory.high` 0: both reclaim the subtree, neither invokes the OOM
+    killer (memory.max would, with no task to kill), and only pages charged to the probe's own tree
+    move. A text page some process is running at that moment is skipped by reclaim (it was referenced):
+    tried again for up to `patience` s. Returns the bytes of cache still charged (None: unreadable)."""
+    f = next((os.path.join(path, n) for n in ("memory.force_empty", "memory.high")
+              if os.path.exists(os.path.join(path, n))), None)
+    deadline = time.monotonic() + patience
+    while True:
+        if f is not None:
+            try:
+                _write(f, "0")
+            except OSError:
+                pass
+        left = cgroup_cache(path)
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.2)
+
+
+def cgroup_cache(path: str) -> int | None:
+    """Bytes of page cache charged to the memory cgroup `path` and its descendants, dying ones
+    included (memory.stat: v1 total_cache, v2 file); None when unreadable."""
+    try:
+        with open(os.path.join(path, "memory.stat")) as fh:
+            st = dict(line.split() for line in fh if line.strip())
+        return int(st["total_cache"] if "total_cache" in st else st["file"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def remove_cgroup_tree(path: str, patience: float = 2.0) -> None:
     """rmdir `path` and every cgroup below it, deepest first; what cannot be removed (a process still
     in it) stays, quietly: callers check the count they care about. A cgroup whose last process was
@@ -166,6 +201,7 @@ def scratch_tree(mc: "Memcg", kind: str) -> Iterator[str]:
     try:
         yield rel
     finally:
+        empty_cgroup(path)
         remove_cgroup_tree(path)
         _SCRATCH.discard(path)
 
@@ -215,6 +251,7 @@ def _remove_scratch() -> None:
                 time.sleep(0.02)
         time.sleep(0.05)
     for path in list(_SCRATCH):
+        empty_cgroup(path)
         remove_cgroup_tree(path, patience=2.0)
 
 
