@@ -68,3 +68,20 @@ def test_minutes_stored_before_census_was_a_section_read_the_same():
         gauges = list(tick_gauges(tier.from_minute(v2)))
         assert ("nodesleuth_cgroups_dying", ("memory", "v2"), raw["dying"]) in gauges
         assert all(v is not None for _, _, v in gauges)
+
+
+def test_a_minute_without_memory_counts_keeps_no_census(tmp_path):
+    """A node whose census counts no memory cgroup (the v2 fixture without its mount table: no cgroup2 mount, no
+    v1 controller mounted) folds to no census: nothing is stored for it and the chart's point holds no count."""
+    root = make_v2_node(str(tmp_path / "n"), dying=10)
+    os.remove(os.path.join(root, "proc/self/mountinfo"))  # no mount table: nothing mounted, nothing counted
+    s = Sampler(Root(root), kmsg=False)
+    try:
+        tk = s.tick()
+    finally:
+        s.close()
+    assert tk.census.memory_dying() is None and "cgroup mounts" in s.problems
+    roll = rollup.Rollup()
+    roll.add(tk)
+    m = rollup.decode(rollup.encode(roll.flush()))
+    assert "census" not in m.x and _point(m) == {"t": m.t + 60, "tracked": None, "live": None, "dying": None}

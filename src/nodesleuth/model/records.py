@@ -208,13 +208,13 @@ class Census(Section):
         return vals[-1]
 
     @classmethod
-    def fold(cls, vals: list["Census"]) -> "Census":
+    def fold(cls, vals: list["Census"]) -> "Census | None":
         """A minute: its last second's memory counts, what the chart draws (the v1 memory row, else the v2 root's
-        counts with its memory ones)."""
+        counts with its memory ones); None (nothing stored) when it has neither."""
         c = vals[-1]
         v1 = tuple(x for x in c.v1 if x.name == "memory")
         v2 = c.v2 and dataclasses.replace(c.v2, subsys={k: v for k, v in c.v2.subsys.items() if k == "memory"})
-        return cls(c.time, v1, None if v1 else v2)
+        return cls(c.time, v1, None if v1 else v2) if v1 or v2 else None
 
     def samples(self):
         v2 = self.v2  # a minute stored before census was a section may know v2's memory count only
