@@ -62,6 +62,14 @@ nodesleuth_busy_loop()
 """
 
 
+def cpu_ticks(stat: str) -> int:
+    """utime + stime (clock ticks, as /proc/stat counts) of a /proc/PID/stat or /proc/PID/task/TID/stat
+    file: a test's own measure of what a process or thread ran, beside the product's."""
+    with open(stat) as f:
+        fields = f.read().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def owning_cpu(cpu: int | None):
     """A preexec_fn: the child pinned to `cpu` (None: unpinned), owning it as BUSY's loop does (its own
     session at autogroup nice -20, nice -20; root only: else as is). A recorder beside loops that own

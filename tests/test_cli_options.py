@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from conftest import Busy, free_port, missing, needs_root, nodesleuth, retry_when_busy
+from conftest import Busy, cpu_ticks, free_port, missing, needs_root, nodesleuth, retry_when_busy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "tools"))
@@ -572,9 +572,7 @@ def test_check_no_probe(tmp_path):
 
 def _thread_cpu(pid: int, tid: int) -> float:
     """CPU seconds one thread has run (utime + stime of /proc/PID/task/TID/stat): the test's own measure."""
-    with open(f"/proc/{pid}/task/{tid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(f"/proc/{pid}/task/{tid}/stat") / os.sysconf("SC_CLK_TCK")
 
 
 def _hot_core_expected(doc: dict, cpu: int) -> None:
