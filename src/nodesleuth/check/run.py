@@ -156,7 +156,7 @@ def _sample(sampler: Sampler, root: Root, opt: CheckOptions, notes: list[str]) -
         started = time.time()
         old_events = sampler.prime()
         stat0 = sampler.stat
-        census0 = sampler.census.sample(started, force_walk=True)
+        census0 = sampler.primed.get("census")
         nics0 = sampler.primed.get("nics")
         units0 = read_units(root, opt.ns_pid)
         if units0 is None:
@@ -241,10 +241,8 @@ def _census(last: Tick) -> dict:
     c = last.census
     return {"v1": [x.to_dict() for x in c.v1],
             "unknown": [k for k, _ in c.problems],  # sections that could not be counted (see notes)
-            "v2": None if c.v2 is None else {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
-                                             "nr_dying_descendants": c.v2.nr_dying_descendants,
-                                             "subsys": {k: {"live": a, "dying": b}
-                                                        for k, (a, b) in c.v2.subsys.items()}},
+            "v2": None if c.v2 is None else {**c.v2.to_dict(), "subsys": {k: {"live": a, "dying": b}
+                                                                           for k, (a, b) in c.v2.subsys.items()}},
             "percpu_bytes": last.meminfo.get("Percpu"), "slab_bytes": last.meminfo.get("Slab")}
 
 

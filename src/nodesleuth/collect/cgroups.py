@@ -1,4 +1,5 @@
-"""Cgroup census: tracked vs live cgroups per v1 controller, and dying descendants on v2.
+"""Cgroup census: tracked vs live cgroups per v1 controller, and dying descendants on v2 (the registered `census`
+collector).
 
 Cost model (the tool must not become the problem it hunts):
 - every tick reads /proc/cgroups and the v2 root cgroup.stat: both are O(number of controllers),
@@ -22,18 +23,20 @@ from ..model.records import Census, ControllerCount, DyingSubtree
 from ..node.cgroupfs import count_dirs, dying_subtrees, mounts, v1_mount, v2_mount, v2_stat
 from ..node.pread import Preader, read_text
 from ..node.root import Root
+from .registry import Collector, collector
 
 
 REWALK_MIN, REWALK_SHARE, REWALK_AFTER = 50, 0.05, 5.0  # when a moved count makes the cached walk stale
 UNMOUNTED = "cgroup v1 controllers not mounted"  # a note, not an unread section (see sample())
 
 
-class CgroupCensus:
-    """Stateful census: cheap counters every call, the directory walk every `live_every` seconds."""
+@collector("census", options=("live_every",))
+class CgroupCensus(Collector):
+    """Stateful census: cheap counters every call, the directory walk every `live_every` seconds, at prime() (the
+    census a check's window opens with: Sampler.primed) and on a tick whose caller asks (Seen.walk: the check's last)."""
 
-    def __init__(self, root: Root, live_every: float = 60.0, reader: Preader | None = None):
-        self.root = root
-        self.reader = reader  # the per-tick files (/proc/cgroups, root cgroup.stat) stay open
+    def __init__(self, root: Root, reader: Preader | None = None, live_every: float = 60.0):
+        super().__init__(root, reader)  # the per-tick files (/proc/cgroups, root cgroup.stat) stay open
         self.live_every = live_every
         self.problems: dict[str, str] = {}
         try:
@@ -131,6 +134,12 @@ class CgroupCensus:
             except InputError as e:  # cgroup2 is mounted but its root cgroup.stat cannot be read
                 self.problems.setdefault("cgroup v2", str(e))
         return Census(now, tuple(v1), v2, self._subtrees, self._walked_at, tuple(self.problems.items()))
+
+    def prime(self) -> Census:
+        return self.sample(force_walk=True)
+
+    def read(self, interval: float, seen) -> Census:
+        return self.sample(force_walk=seen.walk)
 
 
 def census(root: Root) -> Census:

@@ -29,6 +29,7 @@ class Seen:
     busy: dict  # CPU -> busy % this tick
     procs: list  # model.records.ProcUse: the top processes per CPU this tick
     kmsg: object = None  # the sampler's kernel-log reader (collect/kmsg.py KmsgReader), or None
+    walk: bool = False  # the caller wants this tick's costly reads done now (the census's walk: a check's last tick)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from .cgroups import CgroupCensus
 from ..model.records import KernelEvent, ProcUse, Tick
 from ..model.errors import InputError
 from ..model.mpstat import CpuTimes, interval as cpu_interval
@@ -37,7 +36,7 @@ class Preset:
 
     use: str = "check"  # which registered collectors run (collect/registry.py: check | record | exporter)
     threads: bool = True  # attribute CPU per thread (field 39 of each task)
-    live_every: float = 60.0  # s between cgroup directory walks (the counts themselves every tick)
+    live_every: float = 60.0  # s between cgroup directory walks (the counts themselves every tick: collect/cgroups.py)
     units_every: int = 5  # ticks between systemd reads; 0: never
     ethtool_every: int = 10  # ticks between `ethtool -S`
     irqs: bool = False  # the NIC's IRQ lines per CPU (/proc/softirqs: the registered collector, check and record)
@@ -83,22 +82,18 @@ class Sampler:
         self.n = 0
         self._stat: CpuTimes | None = None
         self._fast: tuple[CpuTimes, float] | None = None  # cpu_tick()'s own baseline (/proc/stat, time)
-        self._census = None  # the last tick()'s census (a cpu_tick carries it along)
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every, full_max=procs_full_max or None)
         self._t: float | None = None
         self.recovered: list[str] = []  # sections that failed and read again since the caller last looked
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
-        self.census = CgroupCensus(root, live_every=live_every, reader=self.reader)
         # the registered collectors of this use (collect/registry.py): one Tick field each
         # (`irqs` False: not the NIC's IRQ lines, which the exporter does without)
         opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout, "nic_every": nic_every,
-                "ethtool": ethtool, "ethtool_every": ethtool_every}
+                "ethtool": ethtool, "ethtool_every": ethtool_every, "live_every": live_every}
         self.extra = [(r, r.cls(root, self.reader, **{o: opts[o] for o in r.options}))
                       for r in registered(use) if irqs or r.field != "nic_irqs"]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
-        self.problems: dict[str, str] = dict(self.census.problems)
-        if self.kmsg_problem:
-            self.problems["kernel log"] = self.kmsg_problem
+        self.problems: dict[str, str] = {"kernel log": self.kmsg_problem} if self.kmsg_problem else {}
 
     def _read(self, section: str, fn, default=None):
         """fn() or, when a file of that section cannot be read or parsed, `default` (noted once)."""
@@ -138,7 +133,7 @@ class Sampler:
             cpu, raw, stat = iv.util, iv.deltas, iv.carry
         if stat is not None:
             self._fast = (stat, now)
-        return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], census=self._census, cpu_raw=raw)
+        return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], cpu_raw=raw)
 
     def kernel_events(self, interval: float = 1.0) -> list[KernelEvent]:
         """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
@@ -182,19 +177,18 @@ class Sampler:
         cpu_busy = {c: d[0] + d[1] + d[2] for c, d in raw.items() if c >= 0} if raw else None
         uses = self._read("processes", lambda: self.tasks.sample(ticks_per_cpu, self._uptime(), cpu_busy), [])
         procs = top_per_cpu(fit_to_cpus(uses, busy))
-        census = self._census = self.census.sample(now, force_walk=force_walk)
-        self.problems.update({k: v for k, v in census.problems if k not in self.problems})
-        seen = Seen(busy, procs, self.kmsg)
+        seen = Seen(busy, procs, self.kmsg, force_walk)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
         sections = {k: v for k, v in sections.items() if v is not None}  # unread: the field's default
+        for k, why in (p for v in sections.values() for p in getattr(v, "problems", ())):  # read around (Census)
+            self.problems.setdefault(k, why)
         for r, c in self.extra:
             if c.recovers and r.field in sections and self.problems.pop(r.field, None) is not None:
                 self.recovered.append(r.field)
         self._stat, self._t = stat if stat is not None else self._stat, now
         self.n += 1
-        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, census=census, cpu_raw=raw,
-                    **sections)
+        return Tick(time=now, interval=interval, cpu=cpu, procs=procs, cpu_raw=raw, **sections)
 
     def kmsg_rest(self) -> list[KernelEvent]:
         """The kernel-log records not handed over yet (the follow thread's last batch; what a file's bounded tick

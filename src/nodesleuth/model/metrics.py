@@ -28,16 +28,6 @@ METRICS = {m.name: m for m in (
     Metric("nodesleuth_hot_core_others_busy_ratio", "gauge", "Mean busy fraction of the other CPUs (those not saturated "
            "themselves) over each hot "
            "CPU's current run (the incident rule wants it low: one starved core, not a busy node)", ("cpu",)),
-    Metric("nodesleuth_cgroups_tracked", "gauge", "Cgroups the kernel tracks, dying ones included",
-           ("controller", "hierarchy")),
-    Metric("nodesleuth_cgroups_live", "gauge", "Cgroups with a directory", ("controller", "hierarchy")),
-    Metric("nodesleuth_cgroups_dying", "gauge", "Removed cgroups still alive in the kernel",
-           ("controller", "hierarchy")),
-    Metric("nodesleuth_memcg_ids_used", "gauge", "Memory-cgroup IDs held, at most (of 65535: a memcg mkdir fails "
-           "with ENOSPC when all are held): live memcgs plus the dying ones this kernel lets keep an ID "
-           "(model/memcg_ids.py: all before 4.8; since 4.8 only swap-pinned ones, so with swap on, all dying ones "
-           "are counted)"),
-    Metric("nodesleuth_memcg_ids_used_ratio", "gauge", "nodesleuth_memcg_ids_used / 65535"),
     Metric("nodesleuth_samples", "counter", "Samples taken by the exporter"),
     # the exporter's profile (--profile): share of each CPU's time per code family over the last window
     # (families fixed: memcg, softirq, kernel, user, idle; profile/families.py), so cardinality is CPUs x 5
@@ -69,8 +59,6 @@ for _cls in SECTIONS.values():  # a registered collector's record declares its o
 FROM_TICK = {
     "cpu": ("nodesleuth_cpu_busy_ratio", "nodesleuth_cpu_sys_ratio", "nodesleuth_cpu_softirq_ratio",
             "nodesleuth_node_busy_ratio", "nodesleuth_hot_core_seconds", "nodesleuth_hot_core_others_busy_ratio"),
-    "census": ("nodesleuth_cgroups_tracked", "nodesleuth_cgroups_live", "nodesleuth_cgroups_dying",
-               "nodesleuth_memcg_ids_used", "nodesleuth_memcg_ids_used_ratio"),
     **{name: tuple(m.name for m in cls.METRICS) for name, cls in SECTIONS.items() if cls.METRICS},
 }
 NOT_FROM_TICK = {
@@ -100,18 +88,6 @@ def tick_gauges(t, hot: dict[int, tuple[float, float | None]] | None = None, ids
         yield "nodesleuth_hot_core_seconds", (str(c),), s
         if others is not None:
             yield "nodesleuth_hot_core_others_busy_ratio", (str(c),), round(others / 100, 4)
-    for c in t.census.v1:
-        yield "nodesleuth_cgroups_tracked", (c.name, "v1"), c.tracked
-        if c.live is not None:
-            yield "nodesleuth_cgroups_live", (c.name, "v1"), c.live
-            yield "nodesleuth_cgroups_dying", (c.name, "v1"), c.dying
-    v2 = t.census.v2
-    if v2 is not None:
-        yield "nodesleuth_cgroups_live", ("all", "v2"), v2.nr_descendants + 1
-        yield "nodesleuth_cgroups_dying", ("all", "v2"), v2.nr_dying_descendants
-        for name, (lv, dy) in v2.subsys.items():
-            yield "nodesleuth_cgroups_live", (name, "v2"), lv
-            yield "nodesleuth_cgroups_dying", (name, "v2"), dy
     if ids is not None:
         live, dying = t.census.memory_live(), t.census.memory_dying()
         if live is not None:

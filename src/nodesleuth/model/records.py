@@ -111,7 +111,7 @@ class ControllerCount:
 @dataclass(frozen=True)
 class V2Stat:
     mount: str
-    nr_descendants: int
+    nr_descendants: int  # None (and nr_dying_descendants) in a minute stored before census was a section, on v2
     nr_dying_descendants: int
     subsys: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (live, dying), 6.12+
 
@@ -138,12 +138,33 @@ class DyingSubtree:
 
 
 @dataclass(frozen=True)
-class Census:
-    time: float
-    v1: tuple[ControllerCount, ...]
-    v2: V2Stat | None
-    dying_subtrees: tuple[DyingSubtree, ...]
-    live_walked_at: float | None
+class Census(Section):
+    """Tracked, live and dying cgroups (collect/cgroups.py): per v1 controller, the v2 root's cgroup.stat and the
+    v2 subtrees holding dying cgroups (walked). Every tick has one (empty when unread). Stored over the record's
+    own keys as before sections: cg (the v1 rows), c2 (v2) and ds (the subtrees)."""
+
+    FIELD = "census"
+    KEY = "."
+    DUMP = "cgroups"
+    WEB = "panel:census"
+    METRICS = (Metric("nodesleuth_cgroups_tracked", "gauge", "Cgroups the kernel tracks, dying ones included",
+                      ("controller", "hierarchy")),
+               Metric("nodesleuth_cgroups_live", "gauge", "Cgroups with a directory", ("controller", "hierarchy")),
+               Metric("nodesleuth_cgroups_dying", "gauge", "Removed cgroups still alive in the kernel",
+                      ("controller", "hierarchy")),
+               # served by model/metrics.tick_gauges with the node's ID rule (the kernel release a tick lacks)
+               Metric("nodesleuth_memcg_ids_used", "gauge", "Memory-cgroup IDs held, at most (of 65535: a memcg "
+                      "mkdir fails with ENOSPC when all are held): live memcgs plus the dying ones this kernel lets "
+                      "keep an ID (model/memcg_ids.py: all before 4.8; since 4.8 only swap-pinned ones, so with swap "
+                      "on, all dying ones are counted)"),
+               Metric("nodesleuth_memcg_ids_used_ratio", "gauge", "nodesleuth_memcg_ids_used / 65535"))
+    CG = ("name", "hierarchy", "tracked", "live")  # a v1 row as stored (the mount is not)
+
+    time: float = 0.0
+    v1: tuple[ControllerCount, ...] = ()
+    v2: V2Stat | None = None
+    dying_subtrees: tuple[DyingSubtree, ...] = ()
+    live_walked_at: float | None = None
     problems: tuple[tuple[str, str], ...] = ()  # (section, "path: reason") that could not be read
 
     def controller(self, name: str) -> ControllerCount | None:
@@ -162,6 +183,48 @@ class Census:
         if mem is not None and mem.live is not None:
             return mem.live
         return None if self.v2 is None else self.v2.memory_live()
+
+    def to_dict(self) -> dict:
+        return {"v1": [c.to_dict() for c in self.v1], "v2": None if self.v2 is None else self.v2.to_dict()}
+
+    def stored(self) -> dict:
+        d = {"cg": table(self.v1, self.CG), "c2": self.v2 and self.v2.to_dict(),
+             "ds": self.dying_subtrees and table(self.dying_subtrees, ("path", "dying"))}
+        return {k: v for k, v in d.items() if v}  # the v1 rows always, an empty table too
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Census":
+        """In a tick's record `d` is the record (its time too); in a minute's, its own."""
+        cg, c2 = d.get("cg") or {}, d.get("c2")
+        v1 = tuple(ControllerCount(x.get("name"), x.get("hierarchy", 0), x.get("tracked", 0), x.get("live"), None)
+                   for x in (dict(zip(cg.get("f", []), r)) for r in cg.get("r", [])))
+        v2 = None if c2 is None else V2Stat(c2.get("mount", ""), c2.get("nr_descendants"), c2.get(
+            "nr_dying_descendants"), {k: tuple(x) for k, x in c2.get("subsys", {}).items()})
+        return cls(d.get("t", 0.0), v1, v2, tuple(untable(d.get("ds"), DyingSubtree, "census")))
+
+    @classmethod
+    def merge(cls, vals: list["Census"]) -> "Census":
+        """A state: the window's last second."""
+        return vals[-1]
+
+    @classmethod
+    def fold(cls, vals: list["Census"]) -> "Census | None":
+        """A minute: its last second's memory counts, what the chart draws (the v1 memory row, else the v2 root's
+        counts with its memory ones); None (nothing stored) when it has neither."""
+        c = vals[-1]
+        v1 = tuple(x for x in c.v1 if x.name == "memory")
+        v2 = c.v2 and dataclasses.replace(c.v2, subsys={k: v for k, v in c.v2.subsys.items() if k == "memory"})
+        return cls(c.time, v1, None if v1 else v2) if v1 or v2 else None
+
+    def samples(self):
+        v2 = self.v2  # a minute stored before census was a section may know v2's memory count only
+        rows = [(c.name, "v1", c.tracked, c.live, c.dying) for c in self.v1] + ([] if v2 is None else [
+            ("all", "v2", None, None if v2.nr_descendants is None else v2.nr_descendants + 1, v2.nr_dying_descendants),
+            *((k, "v2", None, *x) for k, x in v2.subsys.items())])
+        for name, hier, *counts in rows:
+            for kind, n in zip(("tracked", "live", "dying"), counts):
+                if n is not None:
+                    yield f"nodesleuth_cgroups_{kind}", (name, hier), n
 
 
 @dataclass(frozen=True)
@@ -880,7 +943,7 @@ class Tick:
     interval: float  # seconds covered by cpu/procs
     cpu: dict[int, CpuUtil]
     procs: list[ProcUse]
-    census: Census
+    census: Census = field(default_factory=Census)  # empty when unread
     cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
     # sections of registered collectors (model/section.py): None when not read this tick
     events: Events = field(default_factory=Events)
@@ -916,8 +979,6 @@ class Tick:
         return {"time": self.time, "iso": iso(self.time), "interval": self.interval,
                 "cpus": {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(self.cpu.items())},
                 "procs": [p.to_dict() for p in self.procs],
-                "cgroups": {"v1": [c.to_dict() for c in self.census.v1],
-                            "v2": None if self.census.v2 is None else self.census.v2.to_dict()},
                 **{key_of(cls): None if getattr(self, name) is None else getattr(self, name).dumped()
                    for name, cls in SECTIONS.items()}}
 
@@ -990,8 +1051,6 @@ class RollupMinute:
     busy: list[int]  # per CPU: mean of the per-second busy %
     bmax: list[int]  # per CPU: max of the per-second busy % (a 3 s hot core still shows)
     sys: list[int]  # per CPU: mean sys %
-    mem: list[int] | None = None  # v1 memory controller at the minute's end: tracked, live, dying
-    dying: int | None = None  # dying memory cgroups (either hierarchy) at the minute's end
     ev: list = field(default_factory=list)  # NIC events of the minute: [time, reason, kind, ifname]
     x: dict | None = None  # sections folded over the minute (Section.fold), stored by field name (model/section.py)
 

@@ -12,8 +12,9 @@ to_dict() under DUMP (default FIELD), the exporter and `dump --format openmetric
 with no other file touched. tests/test_model.py checks every declaration.
 
 KEY: the record key of a section that was stored before sections were (the hand-wired fields of
-older versions: "sv", "si", "mi", "ni", "u", "nic", "ev"), so every store written since reads the same; a new
-section leaves it empty (kept under "x" by FIELD).
+older versions: "sv", "si", "mi", "ni", "u", "nic", "ev"; "." for one stored over several of the record's own
+keys: the census's cg, c2, ds), so every store written since reads the same; a new section leaves it empty (kept
+under "x" by FIELD).
 """
 
 from __future__ import annotations
@@ -149,7 +150,9 @@ def store_into(rec: dict, sections: dict[str, Section], keys: bool = True) -> di
     (`keys` False: every one, as the minute records keep them)."""
     for name, v in sections.items():
         k = SECTIONS[name].KEY if keys else ""
-        if k:
+        if k == ".":
+            rec.update(v.stored())
+        elif k:
             rec[k] = v.stored()
         else:
             rec.setdefault("x", {})[name] = v.stored()
@@ -166,7 +169,7 @@ def restore(rec: dict, where: str, only: str | tuple[str, ...] | None = None, ke
     names = SECTIONS if only is None else (only,) if isinstance(only, str) else only
     for name in names:
         cls = SECTIONS[name]
-        d = rec.get(cls.KEY) if cls.KEY and keys else x.get(name)
+        d = (rec if cls.KEY == "." else rec.get(cls.KEY)) if cls.KEY and keys else x.get(name)
         if d is None:
             continue
         try:

@@ -32,16 +32,14 @@ import orjson
 
 from ..model.errors import InputError
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import (SECTIONS, Census, ControllerCount, DyingSubtree, Events, KernelEvent, Meminfo, NicIrqs,
-                             Nics, ProcUse, Tick, Unit, Units, V2Stat)
-from ..model.section import kept, restore, store_into, table, untable
+from ..model.records import SECTIONS, Census, Events, KernelEvent, Meminfo, NicIrqs, Nics, ProcUse, Tick, Unit, Units
+from ..model.section import kept, restore, store_into
 from . import pack as packing
 
 VERSION = 3  # the tick record schema this version writes
 READS = (1, 2, 3)  # and the ones it reads
 KEYFRAME = 60.0
 PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
-CG_FIELDS = ("name", "hierarchy", "tracked", "live", "mount")
 
 
 def _trim(v) -> list[int]:
@@ -116,15 +114,7 @@ class Encoder:
         # percent in tenths: integers compress better
         rec["p"] = {"f": PROC_FIELDS, "r": [[p.cpu, p.pid, int(round(p.pct * 10)), p.comm, 1 if p.estimate else 0]
                                             for p in t.procs]}
-        c = t.census
-        rec["cg"] = table(c.v1, CG_FIELDS[:4])
-        if c.v2 is not None:
-            rec["c2"] = {"mount": c.v2.mount, "nr_descendants": c.v2.nr_descendants,
-                         "nr_dying_descendants": c.v2.nr_dying_descendants,
-                         "subsys": {k: list(v) for k, v in c.v2.subsys.items()}}
-        if c.dying_subtrees:
-            rec["ds"] = table(c.dying_subtrees, ("path", "dying"))
-        secs = kept(t)  # registered collectors' sections (model/section.py), by field name
+        secs = kept(t)  # registered collectors' sections (model/section.py), by field name: the census first
         for name in [n for n in secs if SECTIONS[n].CHANGES]:
             form = secs[name].stored()
             if not key and self._last.get(name) == form:
@@ -212,8 +202,7 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 
 def _tick(r: dict, where: str) -> Tick:
     cpu, raw = _cpus(r)
-    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), census=_census(r, where),
-                cpu_raw=raw, **restore(r, where))
+    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), cpu_raw=raw, **restore(r, where))
 
 
 class _OnRead:
@@ -253,9 +242,8 @@ class LazyTick(Tick):
         return raw
 
     procs = _OnRead(lambda self: _procs(self._r.get("p")))
-    census = _OnRead(lambda self: _census(self._r, self._where))
-    starve = _OnRead(lambda self: restore(self._r, self._where, "starve").get("starve"))
-    nic_irqs = _OnRead(lambda self: restore(self._r, self._where, "nic_irqs").get("nic_irqs"))
+    census, starve, nic_irqs = (_OnRead(lambda self, k=k: restore(self._r, self._where, k).get(k))
+                                for k in ("census", "starve", "nic_irqs"))
 
     def __eq__(self, other):
         """Equal to a Tick with equal fields (the dataclass's own __eq__ wants the same class)."""
@@ -291,9 +279,9 @@ class LazyTick(Tick):
         return hit[1]
 
 
-# a section a decoded tick lacks is its field's default (None, or an empty mapping for meminfo)
-_ABSENT = {f.name: f.default_factory for f in dataclasses.fields(Tick)
-           if f.name in SECTIONS and f.default_factory is not dataclasses.MISSING}
+# the sections a LazyTick decodes at once; one its record lacks is its field's default (None, or an empty mapping)
+_EAGER = {f.name: f.default_factory if f.default_factory is not dataclasses.MISSING else lambda: None
+          for f in dataclasses.fields(Tick) if f.name in SECTIONS and not isinstance(vars(LazyTick).get(f.name), _OnRead)}
 
 
 def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx: bytes = b"") -> Tick:
@@ -305,22 +293,8 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
     t = LazyTick.__new__(LazyTick)
     t._r, t._where = r, where
     t.time, t.interval = r["t"], r["iv"]
-    for name in SECTIONS:
-        if not isinstance(LazyTick.__dict__.get(name), _OnRead):
-            t.__dict__[name] = _ABSENT[name]() if name in _ABSENT else None
-    t.__dict__.update((k, v) for k, v in restore(r, where).items() if not isinstance(LazyTick.__dict__.get(k), _OnRead))
+    t.__dict__.update({name: make() for name, make in _EAGER.items()}, **restore(r, where, tuple(_EAGER)))
     return t
-
-
-def _census(r: dict, where: str) -> Census:
-    v1 = tuple(ControllerCount(x.get("name"), x.get("hierarchy", 0), x.get("tracked", 0), x.get("live"), None)
-               for x in _rows(r.get("cg")))
-    v2 = None
-    if "c2" in r:
-        c2 = r["c2"]
-        v2 = V2Stat(c2.get("mount", ""), c2.get("nr_descendants", 0), c2.get("nr_dying_descendants", 0),
-                    {k: tuple(x) for k, x in c2.get("subsys", {}).items()})
-    return Census(r["t"], v1, v2, tuple(untable(r.get("ds"), DyingSubtree, where)), None)
 
 
 def _procs(d: dict | None) -> list[ProcUse]:
@@ -431,13 +405,9 @@ def decode_v1(r: dict) -> Tick:
     """Schema 1: positional lists, as nodesleuth 0.1 wrote them (tests/golden/store-v1)."""
     cpu, raw = _cpus(r)
     procs = [ProcUse(pid, comm, c, pct / 10) for c, pid, pct, comm in r.get("p", [])]
-    v1 = tuple(ControllerCount(n, h, tr, lv, None) for n, h, tr, lv in r.get("cg", []))
-    v2 = None
-    if "c2" in r:
-        m, nd, ndd, sub = r["c2"]
-        v2 = V2Stat(m, nd, ndd, {k: tuple(v) for k, v in sub.items()})
-    subtrees = tuple(DyingSubtree(p, d) for p, d in r.get("ds", []))
-    census = Census(r["t"], v1, v2, subtrees, None)
+    census = Census.from_stored({"t": r["t"], "cg": {"f": Census.CG, "r": r.get("cg", [])}, "ds": {"f": ("path", "dying"),
+                                 "r": r.get("ds", [])}, "c2": dict(zip(("mount", "nr_descendants", "nr_dying_descendants",
+                                                                        "subsys"), r["c2"])) if "c2" in r else None})
     events = Events(KernelEvent(*e) for e in r.get("ev", []))
     nics = Nics.from_stored({k: dict(zip(("driver", "bus", "queue_tx_timeouts", "stats", "ethtool"), v))
                              for k, v in r["nic"].items()}) if "nic" in r else None

@@ -1,7 +1,7 @@
 """Per-minute rollups written beside the 1 Hz ticks, so a day's timeline is 1,440 small records
 instead of 86,400 ticks: per CPU the mean and the max of the per-second busy %, the mean sys %,
-the cgroup census and Percpu/Slab at the minute's end, the minute's NIC events, and each section
-folded over the minute as its class says (Section.fold: the ones a panel draws), by field name."""
+the minute's NIC events, and each section folded over the minute as its class says (Section.fold: the ones a
+panel draws: the census's memory counts and Percpu/Slab at the minute's end...), by field name."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Iterator
 import orjson
 
 from ..model.mpstat import from_deltas
-from ..model.records import SECTIONS, RollupMinute, Tick
+from ..model.records import SECTIONS, Census, RollupMinute, Tick
 from ..model.section import kept, store_into
 from ..model.rules import is_nic
 from .catalog import ROLLUP
@@ -29,9 +29,13 @@ def decode(payload: bytes) -> RollupMinute:
     """A stored minute by field name (a key this version does not know is ignored); ValueError,
     TypeError or KeyError for a record that is not one."""
     d = orjson.loads(payload)
+    # what a minute written before these were sections kept by hand: Percpu and Slab; the census's v1 memory
+    # controller (tracked, live, dying), else (v2) its dying memory cgroups alone
     old = {k: v for k, v in (("Percpu", d.get("percpu")), ("Slab", d.get("slab"))) if v is not None}
-    if old:  # a minute written before meminfo was a section kept Percpu and Slab by hand
-        d["x"] = {"meminfo": old, **(d.get("x") or {})}
+    mem, dying = d.get("mem"), d.get("dying")
+    census = {"cg": {"f": Census.CG, "r": [["memory", 0, *mem[:2]]]}} if mem else None if dying is None else {
+        "c2": {"subsys": {"memory": [None, dying]}}}
+    d["x"] = {**({"meminfo": old} if old else {}), **({"census": census} if census else {}), **(d.get("x") or {})}
     return RollupMinute(**{k: v for k, v in d.items() if k in _FIELDS})
 
 
@@ -131,14 +135,11 @@ class Rollup(Window):
 
     def record(self) -> RollupMinute:
         n = max(1, self.n)
-        t = self.last
-        mem = t.census.controller("memory") if t else None
         folded = {name: SECTIONS[name].fold(vals) for name, vals in self.sections.items()}
         x = store_into({}, {k: v for k, v in folded.items() if v is not None and not v.empty()}, keys=False).get("x")
         return RollupMinute(
             t=self.start, n=self.n, busy=[round(x / n) for x in self.busy_sum], bmax=[round(x) for x in self.busy_max],
-            sys=[round(x / n) for x in self.sys_sum], mem=[mem.tracked, mem.live, mem.dying] if mem else None,
-            dying=t.census.memory_dying() if t else None, ev=self.events, x=x)
+            sys=[round(x / n) for x in self.sys_sum], ev=self.events, x=x)
 
     def flush(self) -> RollupMinute | None:
         return self.record() if self.n else None

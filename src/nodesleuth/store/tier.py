@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import SECTIONS, Census, ControllerCount, CpuUtil, Events, KernelEvent, ProcUse, Tick, sum_rows
+from ..model.records import SECTIONS, CpuUtil, Events, KernelEvent, ProcUse, Tick, sum_rows
 from ..model.section import restore
 from ..model.thresholds import HOT_BUSY
 from ..model.timeparse import iso
@@ -161,9 +161,8 @@ class Aggregator(rollup.Window):
                 by_cpu.setdefault(cpu, []).append(ProcUse(pid, comm, cpu, pct, est))
         procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
         sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
-        agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, census=last.census,
-                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None,
-                   **sections)
+        agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs,
+                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None, **sections)
         cpus = sorted(self.bmax)
         extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],
                         "smax": [round(self.smax[c], 1) for c in cpus], "hot": [self.hot.get(c, 0) for c in cpus]}}
@@ -194,13 +193,9 @@ def from_minute(m) -> CoarseTick:
         ms = sum(m.sys) / n
         cpu[-1] = CpuUtil(cpu=-1, usr=max(0.0, mb - ms), nice=0.0, sys=ms, iowait=0.0, irq=0.0, soft=0.0, steal=0.0,
                           guest=0.0, gnice=0.0, idle=max(0.0, 100.0 - mb))
-    v1 = ()
-    if m.mem:
-        v1 = (ControllerCount("memory", 0, m.mem[0], m.mem[1], None),)
-    census = Census(m.t + 60, v1, None, (), None)
     events = Events(KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
                                 ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev)
-    tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], census=census, events=events,
+    tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], events=events,
               **restore({"x": m.x or {}}, "rollup record", keys=False))
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)
 
@@ -208,8 +203,7 @@ def from_minute(m) -> CoarseTick:
 def minute_sections(m, names: tuple[str, ...]) -> Tick:
     """Only the named sections of a stored minute, as a tick (time, interval, those sections): what a chart
     of a day reads, without the per-CPU figures from_minute builds."""
-    return Tick(time=m.t + 60, interval=float(m.n), cpu={}, procs=[], census=Census(m.t + 60, (), None, (), None),
-                **restore({"x": m.x or {}}, "rollup record", names, keys=False))
+    return Tick(time=m.t + 60, interval=float(m.n), cpu={}, procs=[], **restore({"x": m.x or {}}, "rollup record", names, keys=False))
 
 
 @dataclass
