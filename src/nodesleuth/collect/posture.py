@@ -19,8 +19,8 @@ import time
 from ..model.errors import InputError
 from ..model.procfs import parse_cgroup_stat
 from ..model.records import ZombiePosture
-from ..node.cgroupfs import (Memcg, count_dirs, drop_pin_dir, empty_cgroup, make_zombies, mounts, pin_dir,
-                             remove_cgroup_tree, remove_stale_pins, scratch_tree, v1_mount, v2_mount)
+from ..node.cgroupfs import (Memcg, count_dirs, drop_pin_dir, held_pages, make_zombies, mounts,
+                             pin_dir, remove_cgroup_tree, remove_stale_pins, retire_tree, scratch_tree, v1_mount, v2_mount)
 from ..node.root import Root, fstype
 
 REPARENT_SYMBOLS = ("lru_reparent_memcg", "lru_gen_reparent_memcg")
@@ -90,18 +90,6 @@ def _dying_under(mc: Memcg, parent: str) -> int | None:
         with open(p) as f:
             return parse_cgroup_stat(f.read(), p)["nr_dying_descendants"]
     except (OSError, InputError):
-        return None
-
-
-def _charged_pages(parent: str) -> int | None:
-    """v1: bytes of page cache, anonymous memory and swap charged to `parent` and its descendants, dying
-    ones included (memory.stat's hierarchical total_cache + total_rss + total_swap); None when unreadable."""
-    p = os.path.join(parent, "memory.stat")
-    try:
-        with open(p) as f:
-            st = dict(line.split() for line in f if line.strip())
-        return sum(int(st.get(k, 0)) for k in ("total_cache", "total_rss", "total_swap"))
-    except (OSError, ValueError):
         return None
 
 
@@ -195,10 +183,9 @@ def _probe(root: Root, mc: Memcg, rel: str, kinds: dict[str, str], n: int, wait:
     finally:
         for data in pins:
             drop_pin_dir(data)
-        empty_cgroup(mc.path(rel))  # what its child was first to fault in, which deleting its files does not free
 
         def left() -> int | None:
-            if mc.version == 1 and all(_charged_pages(made[k][0]) == 0 for k in made):
+            if mc.version == 1 and all(held_pages(made[k][0]) == 0 for k in made):
                 # v1 has no per-parent dying count, and the node-wide one moves with other jobs' cgroups:
                 # but a kind's parent counts its dying children's pages (memory.stat total_*), and with no
                 # page charged under it nothing pins them (6.x reparents their kernel objects): none left
@@ -207,13 +194,12 @@ def _probe(root: Root, mc: Memcg, rel: str, kinds: dict[str, str], n: int, wait:
             # a dying memcg pins its parent: the kind's parent and the probe's own top stay dying with it
             return None if None in d else sum(d) + sum(1 for x in d if x) + (1 if any(d) else 0)
 
-        deadline = time.monotonic() + 10  # freeing is asynchronous
-        while (still := left()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        remove_cgroup_tree(mc.path(rel))
-    # what its cleanup could not free: a page it was first to charge that stays cached (ext4 metadata
-    # blocks read for its new directory were seen to keep 3 memcgs, 5 with their parents, on 5.10):
-    # counted, so it is never hidden
+        # what it leaves: the tree is drained (the CPUs' charge stocks) and reclaimed (pages its child was
+        # first to fault in, which deleting its files does not free) until nothing under it is dying,
+        # then removed (node/cgroupfs.retire_tree); on v1 with pages still held, the node-wide estimate
+        still = left() if mc.version == 1 else None
+        gone = retire_tree(mc.path(rel), patience=20)
+        still = gone if gone is not None else still
     out["left"] = still
     return out
 

@@ -130,38 +130,68 @@ def pids_in_cgroup(root: Root, path: str) -> set[int]:
     raise InputError(path, "no such cgroup on any mounted hierarchy")
 
 
-def empty_cgroup(path: str, patience: float = 5.0) -> int | None:
-    """Reclaim every page of cache charged to the memory cgroup `path` and below it, dying cgroups
-    included, before a probe removes its tree: a page the probe's child was first to fault in
-    (interpreter or library text it had not run yet, file system metadata) stays cached after the child
-    is gone and keeps that cgroup, and its parents with it, dying (CI's v2 VM: 3 of a probe's stayed
-    so). v1 `memory.force_empty`, v2 `memory.high` 0: both reclaim the subtree, neither invokes the OOM
-    killer (memory.max would, with no task to kill), and only pages charged to the probe's own tree
-    move. A text page some process is running at that moment is skipped by reclaim (it was referenced):
-    tried again for up to `patience` s. Returns the bytes of cache still charged (None: unreadable)."""
-    f = next((os.path.join(path, n) for n in ("memory.force_empty", "memory.high")
-              if os.path.exists(os.path.join(path, n))), None)
-    deadline = time.monotonic() + patience
-    while True:
-        if f is not None:
+def empty_cgroup(path: str) -> None:
+    """Drain the per-CPU charge stocks that cache a charge of the memory cgroup `path` or any cgroup
+    below it, dying ones included, and reclaim the pages charged there: a CPU's stock holds a reference
+    to the memcg it last charged until another memcg charges on that CPU (the kernel drains stocks when
+    a memcg goes offline, but asynchronously and skipped while another drain runs: mm/memcontrol.c
+    drain_all_stock, "mm: drain memcg stocks on css offlining"), and a page the probe's child was first
+    to fault in (interpreter or library text it had not run yet, file system metadata) stays cached
+    after the child is gone; either keeps that cgroup, and its parents with it, dying (CI's v2 VM: 3 of
+    a probe's stayed so). v1 `memory.force_empty`, v2 `memory.high` 0: both drain the subtree's stocks
+    and reclaim it, neither invokes the OOM killer (memory.max would, with no task to kill), and only
+    what is charged to the probe's own tree moves. Best effort: callers count what stays."""
+    for name in ("memory.force_empty", "memory.high"):
+        if os.path.exists(os.path.join(path, name)):
             try:
-                _write(f, "0")
+                _write(os.path.join(path, name), "0")
             except OSError:
                 pass
-        left = cgroup_cache(path)
-        if not left or time.monotonic() >= deadline:
-            return left
+            return
+
+
+def retire_tree(path: str, patience: float = 10.0) -> int | None:
+    """Remove a probe's tree so that nothing of it stays dying: the cgroups below `path` first, then
+    drain and reclaim `path` (empty_cgroup) every 0.2 s for up to `patience` s (a page some process runs
+    at that instant is skipped by reclaim: it was referenced) until nothing below it is dying (v2: its
+    cgroup.stat nr_dying_descendants) or, on v1 (no per-cgroup dying count), no page is charged below
+    it (what keeps a removed memcg dying there: memory.stat's hierarchical cache, rss and swap; its
+    kernel objects go to the parent at offline), then `path` itself. Returns how many memcgs below
+    `path` were still dying when it went: exact on v2; on v1 0 when no page was held, else None."""
+    if not os.path.isdir(path):
+        return 0
+    for d in sorted(os.listdir(path)):
+        if os.path.isdir(os.path.join(path, d)):
+            remove_cgroup_tree(os.path.join(path, d))
+    deadline = time.monotonic() + patience
+    while True:
+        empty_cgroup(path)  # at least once: a stock's charge is in no count read here
+        if (left := _dying_below(path)) == 0 or time.monotonic() >= deadline:
+            break
         time.sleep(0.2)
+    remove_cgroup_tree(path)
+    return left
 
 
-def cgroup_cache(path: str) -> int | None:
-    """Bytes of page cache charged to the memory cgroup `path` and its descendants, dying ones
-    included (memory.stat: v1 total_cache, v2 file); None when unreadable."""
+def _dying_below(path: str) -> int | None:
+    if os.path.exists(os.path.join(path, "memory.current")):  # v2
+        try:
+            with open(os.path.join(path, "cgroup.stat")) as f:
+                return int(dict(line.split() for line in f if line.strip())["nr_dying_descendants"])
+        except (OSError, ValueError, KeyError):
+            return None
+    return 0 if held_pages(path) == 0 else None
+
+
+def held_pages(path: str) -> int | None:
+    """v1: bytes of page cache, anonymous memory and swap charged to the memory cgroup `path` and its
+    descendants, dying ones included (memory.stat's hierarchical total_cache + total_rss + total_swap):
+    what keeps a removed memcg dying on 5.9+ kernels. None when unreadable."""
     try:
-        with open(os.path.join(path, "memory.stat")) as fh:
-            st = dict(line.split() for line in fh if line.strip())
-        return int(st["total_cache"] if "total_cache" in st else st["file"])
-    except (OSError, ValueError, KeyError):
+        with open(os.path.join(path, "memory.stat")) as f:
+            st = dict(line.split() for line in f if line.strip())
+        return sum(int(st.get(k, 0)) for k in ("total_cache", "total_rss", "total_swap"))
+    except (OSError, ValueError):
         return None
 
 
@@ -201,8 +231,7 @@ def scratch_tree(mc: "Memcg", kind: str) -> Iterator[str]:
     try:
         yield rel
     finally:
-        empty_cgroup(path)
-        remove_cgroup_tree(path)
+        retire_tree(path)
         _SCRATCH.discard(path)
 
 
@@ -251,8 +280,7 @@ def _remove_scratch() -> None:
                 time.sleep(0.02)
         time.sleep(0.05)
     for path in list(_SCRATCH):
-        empty_cgroup(path)
-        remove_cgroup_tree(path, patience=2.0)
+        retire_tree(path, patience=2.0)
 
 
 def _stale(root: Root, base: str, kind: str, pidless: bool) -> list[str]:
