@@ -155,7 +155,7 @@ def _sample(sampler: Sampler, root: Root, opt: CheckOptions, notes: list[str]) -
     try:
         started = time.time()
         old_events = sampler.prime()
-        stat0 = sampler.stat
+        stat0 = sampler.cpustat.stat  # the last /proc/stat read: check averages its window from the first to the last
         census0 = sampler.primed.get("census")
         nics0 = sampler.primed.get("nics")
         units0 = read_units(root, opt.ns_pid)
@@ -166,7 +166,7 @@ def _sample(sampler: Sampler, root: Root, opt: CheckOptions, notes: list[str]) -
         for i in range(n):
             _sleep_until(started + i + 1)
             ticks.append(sampler.tick(force_walk=(i == n - 1)))
-        stat1 = sampler.stat
+        stat1 = sampler.cpustat.stat
         tail = sampler.kmsg_rest()  # what a flood's bound left in the ring or the file, read whole now
         units1 = read_units(root, opt.ns_pid) if units0 is not None else None
         seconds = time.time() - started

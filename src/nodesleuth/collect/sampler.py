@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 from ..model.records import KernelEvent, ProcUse, Tick
 from ..model.errors import InputError
-from ..model.mpstat import CpuTimes, interval as cpu_interval
-from .cpu import read_stat
+from .cpu import CpuStat
 from .kmsg import SHARE as KMSG_SHARE, KmsgReader
 from ..node.pread import Preader
 from .procs import TaskSampler, clock_ticks, fit_to_cpus
@@ -80,18 +79,21 @@ class Sampler:
             except InputError as e:  # e.g. no btime in /proc/stat: the kernel log cannot be dated
                 self.kmsg_problem = str(e)
         self.n = 0
-        self._stat: CpuTimes | None = None
-        self._fast: tuple[CpuTimes, float] | None = None  # cpu_tick()'s own baseline (/proc/stat, time)
         self.tasks = TaskSampler(root, threads, full_every=procs_full_every, full_max=procs_full_max or None)
         self._t: float | None = None
         self.recovered: list[str] = []  # sections that failed and read again since the caller last looked
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
+        self._fast = CpuStat(root, self.reader)  # cpu_tick()'s own reader and baseline (from prime()'s at its first)
+        self._fast_t: float | None = None  # its last read's time
         # the registered collectors of this use (collect/registry.py): one Tick field each
         # (`irqs` False: not the NIC's IRQ lines, which the exporter does without)
         opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout, "nic_every": nic_every,
-                "ethtool": ethtool, "ethtool_every": ethtool_every, "live_every": live_every}
+                "ethtool": ethtool, "ethtool_every": ethtool_every, "live_every": live_every, "busy_only": not util}
         self.extra = [(r, r.cls(root, self.reader, **{o: opts[o] for o in r.options}))
                       for r in registered(use) if irqs or r.field != "nic_irqs"]
+        # the CPUs' jiffies are read first, by hand: the processes and the others' Seen.busy come from them
+        self.cpustat: CpuStat = next(c for r, c in self.extra if r.field == "cpu_raw")
+        self.extra = [(r, c) for r, c in self.extra if c is not self.cpustat]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
         self.problems: dict[str, str] = {"kernel log": self.kmsg_problem} if self.kmsg_problem else {}
 
@@ -103,15 +105,10 @@ class Sampler:
             self.problems.setdefault(section, str(e))
             return default
 
-    @property
-    def stat(self) -> CpuTimes | None:
-        """The last /proc/stat read (check averages over its window from the first to the last)."""
-        return self._stat
-
     def prime(self) -> list[KernelEvent]:
         """First read: baselines for deltas; returns kernel-log events already in the ring."""
         self._t = time.time()
-        self._stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
+        self._read("cpu", self.cpustat.prime)
         self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
         # what a collector's prime() read of a state (the NICs: the check's start, the exporter's first state)
         self.primed = {r.field: v for r, c in self.extra if (v := self._read(r.field, c.prime)) is not None}
@@ -124,16 +121,13 @@ class Sampler:
         covers all the time since the previous tick(). The Tick has no processes and no other section."""
         if self._t is None:
             self.prime()
-        now = time.time()
-        prev, t0 = self._fast if self._fast is not None else (self._stat, self._t)
-        stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
-        cpu, raw = {}, None
-        if stat is not None and prev is not None:
-            iv = cpu_interval(prev, stat)
-            cpu, raw, stat = iv.util, iv.deltas, iv.carry
-        if stat is not None:
-            self._fast = (stat, now)
-        return Tick(time=now, interval=max(1e-6, now - t0), cpu=cpu, procs=[], cpu_raw=raw)
+        now, f, t0 = time.time(), self._fast, self._fast_t
+        if t0 is None:
+            f.stat, t0 = self.cpustat.stat, self._t
+        raw = self._read("cpu", f.read)
+        if f.cur is not None:
+            self._fast_t = now
+        return Tick(time=now, interval=max(1e-6, now - t0), cpu=f.iv.util if raw else {}, procs=[], cpu_raw=raw)
 
     def kernel_events(self, interval: float = 1.0) -> list[KernelEvent]:
         """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
@@ -154,24 +148,17 @@ class Sampler:
             self.prime()
         now = time.time()
         interval = max(1e-6, now - self._t)
-        stat = self._read("cpu", lambda: read_stat(self.root, self.reader))
-        raw, cpu, busy = None, {}, {}
+        # mpstat's arithmetic (model/mpstat.py): offline CPUs keep their last counters as the reference
+        raw, cpu, busy, st = self._read("cpu", lambda: self.cpustat.read(interval)), {}, {}, self.cpustat
         ticks_per_cpu = interval * self.hz
-        if stat is not None and self._stat is not None:
-            # mpstat's arithmetic (model/mpstat.py): offline CPUs keep their last counters as the reference
-            iv = cpu_interval(self._stat, stat, busy_only=not self.util)
-            raw = iv.deltas
-            if self.util:
-                cpu = iv.util
-                busy = {c: u.busy for c, u in iv.util.items() if c >= 0}
-            else:
-                busy = iv.busy
+        if raw is not None:
+            iv, stat = st.iv, st.cur
+            cpu, busy = (iv.util, {c: u.busy for c, u in iv.util.items() if c >= 0}) if self.util else ({}, iv.busy)
             # per-CPU jiffies of this interval: the denominator for per-process percentages
             ncpu = max(1, len([c for c in stat.cpus if c >= 0]))
-            d = sum(stat.cpus[-1][:8]) - sum(self._stat.cpus[-1][:8])
+            d = sum(stat.cpus[-1][:8]) - sum(st.prev.cpus[-1][:8])
             if d > 0:
                 ticks_per_cpu = d / ncpu
-            stat = iv.carry
         # user+nice+system jiffies per CPU: what processes can explain (collect/procs.py defers its full
         # rescan while they do)
         cpu_busy = {c: d[0] + d[1] + d[2] for c, d in raw.items() if c >= 0} if raw else None
@@ -186,7 +173,7 @@ class Sampler:
         for r, c in self.extra:
             if c.recovers and r.field in sections and self.problems.pop(r.field, None) is not None:
                 self.recovered.append(r.field)
-        self._stat, self._t = stat if stat is not None else self._stat, now
+        self._t = now
         self.n += 1
         return Tick(time=now, interval=interval, cpu=cpu, procs=procs, cpu_raw=raw, **sections)
 

@@ -89,6 +89,133 @@ class ProcUse:
         return {"cpu": self.cpu, "pid": self.pid, "comm": self.comm, "pct": self.pct, "estimate": self.estimate}
 
 
+_COLS: dict = {}  # (cpu, *stored jiffies) -> (all columns, CpuUtil): a second's rows repeat (~USER_HZ, mostly idle)
+_BUSY: dict = {}  # stored jiffies -> busy % (the same for every CPU with that row)
+MEMO_MAX = 1 << 16
+
+
+def _column(cpu: int, stored: tuple[int, ...]):
+    """(all columns, from_deltas) of one CPU's stored jiffies."""
+    full = stored + (0,) * (len(mpstat.FIELDS) - len(stored)) if len(stored) <= len(mpstat.FIELDS) else stored
+    return full, mpstat.from_deltas(cpu, full)
+
+
+def _named(r: dict) -> bool:
+    """Whether a record holds CPU rows in this version's column order (all do since they were named)."""
+    order = r.get("cf")
+    return "c" in r and "ca" in r and (not order or order is mpstat.FIELDS or list(order) == list(mpstat.FIELDS))
+
+
+class CpuJiffies(MapSection):
+    """Each CPU's /proc/stat jiffies over the tick's interval (collect/cpu.py; -1: "all", the shown CPUs' sum), its
+    columns named by model/mpstat.py FIELDS. Tick.cpu, mpstat's percentages, is its view (util(): never stored, dumped
+    as "cpus"). Stored over the record's own keys as before sections: cf (column names), ci (the CPUs, or their count
+    when 0..n-1), c (rows, trailing zero columns left out), ca ("all"). The minute keeps busy/sys % instead (rollup)."""
+
+    FIELD = "cpu_raw"
+    KEY = "."
+    DUMP = "cpus"  # its view's key: Tick.to_dict dumps `cpu` there
+    NO_METRICS = "jiffies: exported as the ratios of `cpu`"
+    WEB = "not shown: jiffies: drawn as the busy/sys values of `cpu`"
+
+    def stored(self) -> dict:
+        cpus = sorted(c for c in self if c >= 0)
+        return {"cf": mpstat.FIELDS, "ci": cpus if cpus != list(range(len(cpus))) else len(cpus),
+                "c": [_trim(self[c]) for c in cpus], "ca": list(self[-1])}
+
+    @classmethod
+    def from_stored(cls, rec: dict) -> "CpuJiffies | None":
+        """A tick record's rows (None: none) by column name, with util(); remembered: a day of 96 CPUs is 8.3 M rows."""
+        if "c" not in rec:
+            return None
+        raw, cpu, rows, ca = {}, {}, rec["c"], rec["ca"]
+        if not _named(rec):  # "ca": since the mpstat arithmetic the shown CPUs' sum (before, the aggregate line's)
+            *rows, ca = ([dict(zip(rec["cf"], v)).get(f, 0) for f in mpstat.FIELDS] for v in (*rows, ca))
+        memo = _COLS
+        if len(memo) > MEMO_MAX:
+            memo.clear()
+        get = memo.get
+        for c, v in zip(rec["ci"] if isinstance(rec["ci"], list) else range(rec["ci"]), rows):
+            raw[c], cpu[c] = get(k := (c, *v)) or memo.setdefault(k, _column(c, tuple(v)))
+        raw[-1], cpu[-1] = _column(-1, tuple(ca))
+        out = cls(raw)  # filled as a plain dict: a subclass's item stores are slower
+        out._util = cpu
+        return out
+
+    def util(self) -> dict[int, CpuUtil]:
+        """`cpu`: mpstat's percentages of each row (from_deltas)."""
+        if "_util" not in self.__dict__:
+            self._util = {c: _column(c, tuple(v))[1] for c, v in self.items()}
+        return self._util
+
+    @staticmethod
+    def busy_of(rec: dict) -> tuple[list[int], list[float]] | None:
+        """The CPUs of a tick record and their busy %, equal to from_deltas(...).busy, without making a CpuUtil per
+        CPU (the hot-core rule reads this for every second). None: not a record it knows."""
+        if not _named(rec):
+            return None
+        ci = rec["ci"] if isinstance(rec["ci"], list) else list(range(rec["ci"]))
+        if len(ci) != len(rec["c"]) or len(set(ci)) != len(ci) or min(ci, default=0) < 0:
+            return None  # rows from_stored would map otherwise (zip, dict): let it
+        memo = _BUSY
+        if len(memo) > MEMO_MAX:
+            memo.clear()
+        get = memo.get  # TICKLESS rows depend on cpu >= 0 only: every CPU here is
+        return ci, [b if (b := get(k := tuple(v))) is not None else memo.setdefault(k, _column(0, k)[1].busy)
+                    for v in rec["c"]]
+
+    @staticmethod
+    def util_of(rec: dict, c: int) -> "CpuUtil | None | bool":
+        """CPU `c`'s percentages in a tick record, without the other rows (False: not a record it knows)."""
+        if not _named(rec):
+            return False
+        rows, ci = (rec["ca"],) if c < 0 else rec["c"], [-1] if c < 0 else rec["ci"]  # "all" is always "ca"
+        if isinstance(ci, list):
+            i = next((j for j in range(min(len(ci), len(rows)) - 1, -1, -1) if ci[j] == c), None)  # the last wins
+        else:
+            i = c if c < min(ci, len(rows)) else None
+        if i is None:
+            return None
+        return (_COLS.get(k := (c, *rows[i])) or _COLS.setdefault(k, _column(c, tuple(rows[i]))))[1]
+
+    def busy_sys(self) -> list[tuple[int, float | None, float | None]]:
+        """(cpu, busy %, sys %) of each CPU in order by plain arithmetic (mpstat's rules when a counter went back; None,
+        None: no jiffies), made once: the minute's rollup and the 10 s aggregate both read it every second."""
+        got = self.__dict__.get("_busy_sys")
+        if got is None:
+            got = self._busy_sys = []
+            for c in sorted(c for c in self if c >= 0):
+                d = self[c]
+                if len(d) < 10:
+                    d = tuple(d) + (0,) * (10 - len(d))
+                total = d[0] + d[1] + d[2] + d[3] + d[4] + d[5] + d[6] + d[7]
+                if total <= 0:
+                    got.append((c, None, None))
+                elif min(d) < 0 or d[8] > d[0] or d[9] > d[1]:  # a counter went back: mpstat's rules (model/mpstat.py)
+                    u = _column(c, d)[1]
+                    got.append((c, u.busy, u.sys))
+                else:
+                    got.append((c, 100.0 * (total - d[3] - d[4]) / total, 100.0 * d[2] / total))
+        return got
+
+    @classmethod
+    def merge(cls, vals: list["CpuJiffies"]) -> "CpuJiffies":
+        """Counters: each CPU's rows summed (its columns are mpstat's over the window: the 10 s tier)."""
+        out: dict = {}
+        for v in vals:
+            for c, d in v.items():
+                out[c] = sum_rows(out[c], d) if c in out else d
+        return cls({c: tuple(v) for c, v in out.items()})
+
+
+def _trim(v) -> list[int]:
+    """Drop trailing zero columns (steal, guest, gnice are zero on most nodes)."""
+    n = len(v)
+    while n > 4 and v[n - 1] == 0:
+        n -= 1
+    return v[:n]  # a tuple stays a tuple: the same JSON array
+
+
 @dataclass(frozen=True)
 class ControllerCount:
     """One v1 controller: /proc/cgroups num_cgroups vs directories under its mount."""
@@ -944,7 +1071,7 @@ class Tick:
     cpu: dict[int, CpuUtil]
     procs: list[ProcUse]
     census: Census = field(default_factory=Census)  # empty when unread
-    cpu_raw: dict[int, tuple[int, ...]] | None = None  # jiffies per /proc/stat column this interval
+    cpu_raw: CpuJiffies | None = None  # jiffies per /proc/stat column this interval (a plain mapping given: made one)
     # sections of registered collectors (model/section.py): None when not read this tick
     events: Events = field(default_factory=Events)
     nics: Nics | None = None
@@ -964,6 +1091,10 @@ class Tick:
     kube: "Kube | None" = None
     spawns: Spawns | None = None
 
+    def __post_init__(self):
+        if self.cpu_raw is not None and not isinstance(self.cpu_raw, CpuJiffies):
+            self.cpu_raw = CpuJiffies(self.cpu_raw)
+
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
         every second (a decoded tick may answer without building `cpu`: store/codec.py)."""
@@ -976,11 +1107,12 @@ class Tick:
 
     def to_dict(self) -> dict:
         """The one dict form of a second: `dump --format json`, and what the web and tests read."""
-        return {"time": self.time, "iso": iso(self.time), "interval": self.interval,
-                "cpus": {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(self.cpu.items())},
-                "procs": [p.to_dict() for p in self.procs],
-                **{key_of(cls): None if getattr(self, name) is None else getattr(self, name).dumped()
-                   for name, cls in SECTIONS.items()}}
+        d = {"time": self.time, "iso": iso(self.time), "interval": self.interval,
+             "cpus": {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(self.cpu.items())},
+             "procs": [p.to_dict() for p in self.procs]}
+        for name, cls in SECTIONS.items():  # a section dumped as its view (cpu_raw as `cpu`) finds its key taken
+            d.setdefault(key_of(cls), None if getattr(self, name) is None else getattr(self, name).dumped())
+        return d
 
 
 @dataclass
@@ -1333,3 +1465,6 @@ class Kube(Section):
     def samples(self):
         for p, c, n in self.loops()[:self.LOOP_SERIES]:
             yield "nodesleuth_container_restarts", (p.get("namespace", ""), p.get("pod", ""), c), float(n)
+
+
+from . import mpstat  # noqa: E402 (below: mpstat imports CpuUtil from here; CpuJiffies reads it when called)

@@ -13,8 +13,8 @@ with no other file touched. tests/test_model.py checks every declaration.
 
 KEY: the record key of a section that was stored before sections were (the hand-wired fields of
 older versions: "sv", "si", "mi", "ni", "u", "nic", "ev"; "." for one stored over several of the record's own
-keys: the census's cg, c2, ds), so every store written since reads the same; a new section leaves it empty (kept
-under "x" by FIELD).
+keys: the census's cg, c2, ds, the CPUs' cf, ci, c, ca), so every store written since reads the same; a new
+section leaves it empty (kept under "x" by FIELD).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from collections import Counter
 import orjson
 
 from ..model.errors import InputError
-from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import SECTIONS, Census, Events, KernelEvent, Meminfo, NicIrqs, Nics, ProcUse, Tick, Unit, Units
+from ..model.records import (SECTIONS, Census, CpuJiffies, Events, KernelEvent, Meminfo, NicIrqs, Nics, ProcUse, Tick,
+                             Unit, Units)
 from ..model.section import kept, restore, store_into
 from . import pack as packing
 
@@ -40,14 +40,6 @@ VERSION = 3  # the tick record schema this version writes
 READS = (1, 2, 3)  # and the ones it reads
 KEYFRAME = 60.0
 PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
-
-
-def _trim(v) -> list[int]:
-    """Drop trailing zero columns (steal, guest, gnice are zero on most nodes)."""
-    n = len(v)
-    while n > 4 and v[n - 1] == 0:
-        n -= 1
-    return v[:n]  # a tuple stays a tuple: the same JSON array
 
 
 class Encoder:
@@ -104,17 +96,12 @@ class Encoder:
         key = t.time - self._last_key >= KEYFRAME
         if key:
             self._last_key = t.time
-        cpus = sorted(c for c in (t.cpu_raw or {}) if c >= 0)
-        rec: dict = {"v": 2, "t": round(t.time, 3), "iv": round(t.interval, 3)}
-        if t.cpu_raw:
-            rec["cf"] = FIELDS
-            rec["ci"] = cpus if cpus != list(range(len(cpus))) else len(cpus)
-            rec["c"] = [_trim(t.cpu_raw[c]) for c in cpus]
-            rec["ca"] = list(t.cpu_raw[-1])
+        secs = kept(t)  # registered collectors' sections (model/section.py): the jiffies before the processes, as ever
+        rec = store_into({"v": 2, "t": round(t.time, 3), "iv": round(t.interval, 3)},
+                         {k: secs.pop(k) for k in ("cpu_raw",) if k in secs})
         # percent in tenths: integers compress better
         rec["p"] = {"f": PROC_FIELDS, "r": [[p.cpu, p.pid, int(round(p.pct * 10)), p.comm, 1 if p.estimate else 0]
                                             for p in t.procs]}
-        secs = kept(t)  # registered collectors' sections (model/section.py), by field name: the census first
         for name in [n for n in secs if SECTIONS[n].CHANGES]:
             form = secs[name].stored()
             if not key and self._last.get(name) == form:
@@ -201,8 +188,9 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 
 
 def _tick(r: dict, where: str) -> Tick:
-    cpu, raw = _cpus(r)
-    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=_procs(r.get("p")), cpu_raw=raw, **restore(r, where))
+    secs = restore(r, where)
+    raw = secs.get("cpu_raw")
+    return Tick(time=r["t"], interval=r["iv"], cpu=raw.util() if raw else {}, procs=_procs(r.get("p")), **secs)
 
 
 class _OnRead:
@@ -229,21 +217,10 @@ class LazyTick(Tick):
     per CPU for every second, the rest only around the seconds it explains; building all of it
     for every second was most of its time. Equal to `decode`'s tick field by field."""
 
-    @_OnRead
-    def cpu(self):
-        cpu, raw = _cpus(self._r)
-        self.__dict__.setdefault("cpu_raw", raw)
-        return cpu
-
-    @_OnRead
-    def cpu_raw(self):
-        cpu, raw = _cpus(self._r)
-        self.__dict__.setdefault("cpu", cpu)
-        return raw
-
+    cpu = _OnRead(lambda self: self.cpu_raw.util() if self.cpu_raw else {})  # its jiffies' view, made with them
     procs = _OnRead(lambda self: _procs(self._r.get("p")))
-    census, starve, nic_irqs = (_OnRead(lambda self, k=k: restore(self._r, self._where, k).get(k))
-                                for k in ("census", "starve", "nic_irqs"))
+    cpu_raw, census, starve, nic_irqs = (_OnRead(lambda self, k=k: restore(self._r, self._where, k).get(k))
+                                         for k in ("cpu_raw", "census", "starve", "nic_irqs"))
 
     def __eq__(self, other):
         """Equal to a Tick with equal fields (the dataclass's own __eq__ wants the same class)."""
@@ -253,30 +230,14 @@ class LazyTick(Tick):
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         if "cpu" not in self.__dict__:
-            got = cpu_busy(self._r)
+            got = CpuJiffies.busy_of(self._r)
             if got is not None:
                 return got
         return super().cpu_busy()
 
     def cpu_of(self, c: int):
-        r = self._r
-        if "cpu" in self.__dict__ or "c" not in r or "ca" not in r or not _named(r):
-            return super().cpu_of(c)
-        if c < 0:
-            return _column(-1, tuple(r["ca"]))[1] if c == -1 else None  # "all" is always the "ca" row
-        rows, ci = r["c"], r["ci"]
-        if isinstance(ci, list):
-            n = min(len(ci), len(rows))
-            i = next((j for j in range(n - 1, -1, -1) if ci[j] == c), None)  # the last wins, as in a dict
-        else:
-            i = c if c < min(ci, len(rows)) else None
-        if i is None:
-            return None
-        k = (c, *rows[i])
-        hit = _COLS.get(k)
-        if hit is None:
-            hit = _COLS[k] = _column(c, tuple(rows[i]))
-        return hit[1]
+        got = False if "cpu" in self.__dict__ else CpuJiffies.util_of(self._r, c)
+        return super().cpu_of(c) if got is False else got
 
 
 # the sections a LazyTick decodes at once; one its record lacks is its field's default (None, or an empty mapping)
@@ -313,20 +274,6 @@ def _procs(d: dict | None) -> list[ProcUse]:
     return [ProcUse(row[ip], row[im], row[ic], row[iq] / 10, bool(row[ie])) for row in d.get("r", [])]
 
 
-_PADS = [(0,) * (len(FIELDS) - k) for k in range(len(FIELDS) + 1)]
-
-
-_COLS: dict = {}  # (cpu, *stored jiffies) -> (all columns, CpuUtil)
-_BUSY: dict = {}  # stored jiffies -> busy % (the same for every CPU with that row)
-MEMO_MAX = 1 << 16
-
-
-def _column(cpu: int, stored: tuple[int, ...]):
-    """(all columns, from_deltas) of one CPU's stored jiffies."""
-    full = stored + _PADS[len(stored)] if len(stored) <= len(FIELDS) else stored
-    return full, from_deltas(cpu, full)
-
-
 def _rows(d: dict | None) -> list[dict]:
     if not d:
         return []
@@ -334,76 +281,9 @@ def _rows(d: dict | None) -> list[dict]:
     return [dict(zip(names, row)) for row in d.get("r", [])]
 
 
-def _named(r: dict) -> bool:
-    """Whether the record's per-CPU columns are in this version's order (all do; older ones unnamed)."""
-    order = r.get("cf")
-    return not order or order is FIELDS or list(order) == list(FIELDS)
-
-
-def _cpus(r: dict):
-    """Per-CPU jiffy deltas, mapped by column name when the record names its columns. Rows are
-    remembered (a second's jiffies on a CPU repeat: they sum to ~USER_HZ and are mostly idle, and a
-    day of 96 CPUs is 8.3 M of them), in a plain dict looked up inline: a call per row cost more
-    than the row."""
-    cpu, raw = {}, None
-    if "c" in r:
-        raw = {}
-        ci = r["ci"] if isinstance(r["ci"], list) else range(r["ci"])
-        # "ca" is what the recorder kept for "all": since the mpstat arithmetic, the sum of the shown
-        # CPUs' deltas (older stores: the aggregate line's delta, read back as it was)
-        if _named(r):
-            memo = _COLS
-            if len(memo) > MEMO_MAX:
-                memo.clear()
-            get = memo.get
-            for c, v in zip(ci, r["c"]):
-                k = (c, *v)
-                hit = get(k)
-                if hit is None:
-                    hit = memo[k] = _column(c, tuple(v))
-                raw[c], cpu[c] = hit
-            full, u = _column(-1, tuple(r["ca"]))
-        else:
-            order = r["cf"]
-
-            def col(c, v):
-                named = dict(zip(order, v))
-                full = tuple(named.get(f, 0) for f in FIELDS)
-                return full, from_deltas(c, full)
-            for c, v in zip(ci, r["c"]):
-                raw[c], cpu[c] = col(c, v)
-            full, u = col(-1, r["ca"])
-        raw[-1] = full
-        if u is not None:
-            cpu[-1] = u
-    return cpu, raw
-
-
-def cpu_busy(r: dict) -> tuple[list[int], list[float]] | None:
-    """The CPUs of a record and their busy %, equal to from_deltas(...).busy, without making a
-    CpuUtil per CPU (the hot-core rule reads this for every second). None: not a record it knows."""
-    if "c" not in r or "ca" not in r or not _named(r):
-        return None
-    ci = r["ci"] if isinstance(r["ci"], list) else list(range(r["ci"]))
-    if len(ci) != len(r["c"]) or len(set(ci)) != len(ci) or min(ci, default=0) < 0:
-        return None  # rows `cpu` would map otherwise (zip, dict): let it
-    memo = _BUSY
-    if len(memo) > MEMO_MAX:
-        memo.clear()
-    get = memo.get
-    busy = []
-    for v in r["c"]:
-        k = tuple(v)
-        b = get(k)
-        if b is None:  # TICKLESS rows depend on cpu >= 0 only: every CPU here is
-            b = memo[k] = _column(0, k)[1].busy
-        busy.append(b)
-    return ci, busy
-
-
 def decode_v1(r: dict) -> Tick:
     """Schema 1: positional lists, as nodesleuth 0.1 wrote them (tests/golden/store-v1)."""
-    cpu, raw = _cpus(r)
+    raw = CpuJiffies.from_stored(r)
     procs = [ProcUse(pid, comm, c, pct / 10) for c, pid, pct, comm in r.get("p", [])]
     census = Census.from_stored({"t": r["t"], "cg": {"f": Census.CG, "r": r.get("cg", [])}, "ds": {"f": ("path", "dying"),
                                  "r": r.get("ds", [])}, "c2": dict(zip(("mount", "nr_descendants", "nr_dying_descendants",
@@ -413,6 +293,6 @@ def decode_v1(r: dict) -> Tick:
                              for k, v in r["nic"].items()}) if "nic" in r else None
     units = Units(Unit(*u) for u in r["u"]) if "u" in r else None
     ni = NicIrqs.from_stored(r["ni"], len(raw) - 1 if raw else None) if "ni" in r else None
-    return Tick(time=r["t"], interval=r["iv"], cpu=cpu, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),
+    return Tick(time=r["t"], interval=r["iv"], cpu=raw.util() if raw else {}, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),
                 events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=ni,
                 **restore(r, "schema 1 record", "softirqs"))

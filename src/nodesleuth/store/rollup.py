@@ -10,7 +10,6 @@ from typing import Iterator
 
 import orjson
 
-from ..model.mpstat import from_deltas
 from ..model.records import SECTIONS, Census, RollupMinute, Tick
 from ..model.section import kept, store_into
 from ..model.rules import is_nic
@@ -47,31 +46,6 @@ def minutes(reader, t0: float | None = None, t1: float | None = None) -> Iterato
             yield decode(payload)
         except (ValueError, TypeError, KeyError) as e:
             reader.problems.append(Problem(f"{reader.dir}/{ROLLUP}", 0, f"undecodable rollup record: {e}"))
-
-
-def busy_sys(t: Tick) -> list[tuple[int, float | None, float | None]]:
-    """(cpu, busy %, sys %) of each CPU this second, in CPU order, by plain arithmetic on its jiffies
-    (mpstat's rules when a counter went back); (cpu, None, None) for a CPU without jiffies. Made once
-    a tick and kept on it: the minute's rollup and the 10 s aggregate (store/tier.py) both read it."""
-    got = t.__dict__.get("_busy_sys")
-    if got is not None:
-        return got
-    raw = t.cpu_raw or {}
-    out = []
-    for c in sorted(c for c in raw if c >= 0):  # this runs every second
-        d = raw[c]
-        if len(d) < 10:
-            d = tuple(d) + (0,) * (10 - len(d))
-        total = d[0] + d[1] + d[2] + d[3] + d[4] + d[5] + d[6] + d[7]
-        if total <= 0:
-            out.append((c, None, None))
-        elif min(d) < 0 or d[8] > d[0] or d[9] > d[1]:  # a counter went back: mpstat's rules (model/mpstat.py)
-            u = from_deltas(c, d)
-            out.append((c, u.busy, u.sys))
-        else:
-            out.append((c, 100.0 * (total - d[3] - d[4]) / total, 100.0 * d[2] / total))
-    t.__dict__["_busy_sys"] = out
-    return out
 
 
 class Window:
@@ -116,7 +90,7 @@ class Rollup(Window):
         if self.start != slot:
             self.start = slot
             self._reset()
-        rows = busy_sys(t)
+        rows = t.cpu_raw.busy_sys() if t.cpu_raw else []
         if len(self.busy_sum) != len(rows):
             self.busy_sum = [0.0] * len(rows)
             self.busy_max = [0.0] * len(rows)

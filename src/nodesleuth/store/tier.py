@@ -3,7 +3,7 @@ range from the finest tier that still covers it.
 
 A 10 s aggregate is a Tick (so dump, replay, explain and the web read it as they read a second),
 its `interval` the window's seconds, and:
-- `cpu_raw`: each CPU's jiffies summed over the window, so its columns are exactly what
+- `cpu_raw`: each CPU's jiffies summed over the window (CpuJiffies.merge), so its columns are exactly what
   `mpstat -P ALL 10` prints for it (the mean over the window, not a mean of percentages);
 - per CPU the busiest second's busy % (`bmax`), sys % (`smax`) and how many seconds were at or over
   the hot-core threshold (`hot`): a 3 s hot core in a quiet 10 s window still shows;
@@ -34,8 +34,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from ..model.mpstat import FIELDS, from_deltas
-from ..model.records import SECTIONS, CpuUtil, Events, KernelEvent, ProcUse, Tick, sum_rows
+from ..model.mpstat import from_deltas
+from ..model.records import SECTIONS, CpuUtil, Events, KernelEvent, ProcUse, Tick
 from ..model.section import restore
 from ..model.thresholds import HOT_BUSY
 from ..model.timeparse import iso
@@ -92,7 +92,7 @@ def _coarse(tk: Tick, tier: str, n: int, bmax: dict, smax: dict, hot: dict | Non
 
 class Aggregator(rollup.Window):
     """Feeds 1 Hz ticks; returns a window's aggregate (a Tick plus its `extra` record fields) when a
-    window of `period` seconds (aligned to the wall clock) closes. The sums are kept as ticks come
+    window of `period` seconds (aligned to the wall clock) closes. The busiest seconds are kept as ticks come
     (plain arithmetic on the jiffies, as store/rollup.py does: this runs every second)."""
 
     def __init__(self, period: float = PERIOD):
@@ -102,7 +102,6 @@ class Aggregator(rollup.Window):
     def _reset(self) -> None:
         super()._reset()
         self.interval = 0.0
-        self.raw: dict[int, list] = {}
         self.bmax: dict[int, float] = {}
         self.smax: dict[int, float] = {}
         self.hot: dict[int, int] = {}
@@ -126,15 +125,10 @@ class Aggregator(rollup.Window):
 
     def _take(self, t: Tick) -> None:
         self.interval += t.interval
-        raw, bmax, smax, hot = self.raw, self.bmax, self.smax, self.hot
-        for c, d in (t.cpu_raw or {}).items():
-            acc = raw.get(c)
-            raw[c] = list(d) if acc is None else sum_rows(acc, d)
-        for c, busy, sys_ in rollup.busy_sys(t):  # shared with the minute's rollup: made once a tick
+        bmax, smax, hot = self.bmax, self.smax, self.hot
+        for c, busy, sys_ in t.cpu_raw.busy_sys() if t.cpu_raw else ():  # shared with the minute's rollup
             if busy is None:
-                d = t.cpu_raw[c]
-                u = from_deltas(c, tuple(d) + (0,) * (len(FIELDS) - len(d)))
-                busy, sys_ = u.busy, u.sys
+                busy, sys_ = (u := from_deltas(c, t.cpu_raw[c])).busy, u.sys
             if busy > bmax.get(c, -1.0):
                 bmax[c] = busy
             if sys_ > smax.get(c, -1.0):
@@ -161,8 +155,7 @@ class Aggregator(rollup.Window):
                 by_cpu.setdefault(cpu, []).append(ProcUse(pid, comm, cpu, pct, est))
         procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
         sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
-        agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs,
-                   cpu_raw={c: tuple(v) for c, v in self.raw.items()} if self.raw else None, **sections)
+        agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, **sections)
         cpus = sorted(self.bmax)
         extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],
                         "smax": [round(self.smax[c], 1) for c in cpus], "hot": [self.hot.get(c, 0) for c in cpus]}}
