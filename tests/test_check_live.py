@@ -176,7 +176,7 @@ def _mpstat_average(text: str) -> dict[str, dict[str, float]]:
 @pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 def test_per_cpu_figures_agree_with_mpstat(busy_loop):
     """Our /proc/stat arithmetic against sysstat's over the same interval (both read at start and end)."""
-    from nodesleuth.model.records import COLUMNS
+    from nodesleuth.model.mpstat import COLUMNS
     from nodesleuth.collect.cpu import read_stat
     from nodesleuth.model.mpstat import utilisation
     from nodesleuth.node.root import Root

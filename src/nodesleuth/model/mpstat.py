@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from .errors import InputError
 from .procfs import numbers
-from .records import CpuUtil
 
 if TYPE_CHECKING:
     import numpy as np
@@ -33,6 +32,46 @@ FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
 U, N, S, I, W, HI, SI, ST, G, GN = range(10)  # /proc/stat column order
 WRAP = 1 << 64  # sysstat's counters are unsigned long long
 LIM = WRAP - 1 - 0x7ffff  # get_per_cpu_interval: above this a counter is taken to have overflowed
+COLUMNS = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")  # mpstat's, in its order
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class CpuUtil:
+    """One CPU's mpstat columns over an interval, in percent (0..100). Treated as immutable but not
+    frozen: ~100 are made every second, and a frozen dataclass's __init__ costs several times a slotted
+    one's."""
+
+    cpu: int  # -1 means all CPUs
+    usr: float
+    nice: float
+    sys: float
+    iowait: float
+    irq: float
+    soft: float
+    steal: float
+    guest: float
+    gnice: float
+    idle: float
+
+    @property
+    def busy(self) -> float:
+        """Time the CPU was running something: the sum of mpstat's non-idle, non-iowait columns.
+
+        Summed rather than 100 - idle - iowait: when counters went backwards mpstat prints those
+        columns as 0.00 (idle too), and 100 - 0 would be a false 100% busy, a false hot core.
+        """
+        return self.usr + self.nice + self.sys + self.irq + self.soft + self.steal + self.guest + self.gnice
+
+    def row(self) -> tuple[float, ...]:
+        return tuple(getattr(self, c) for c in COLUMNS)
+
+    def mpstat(self) -> str:
+        """The row's ten columns as mpstat prints them (`%7.2f` each)."""
+        return "".join(" %7.2f" % v for v in self.row())
+
+    def to_dict(self) -> dict:
+        """mpstat's columns, 2 decimals, and busy: a CPU's row in dump, check and the web."""
+        return {**{k: round(v, 2) for k, v in zip(COLUMNS, self.row())}, "busy": round(self.busy, 2)}
 
 
 @dataclass(frozen=True)

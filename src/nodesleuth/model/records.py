@@ -13,12 +13,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from . import mpstat
 from .metric import Metric
+from .mpstat import CpuUtil
 from .section import SECTIONS, MapSection, Section, key_of, table, untable
 from .thresholds import CRASH_LOOP_RESTARTS
 from .timeparse import iso
 
-COLUMNS = ("usr", "nice", "sys", "iowait", "irq", "soft", "steal", "guest", "gnice", "idle")
 # `ethtool -S` counters that mean "the NIC reset itself, or a queue timed out or hung": the names drivers
 # use (ENA total_resets, wd_expired, suspected_poll_starvation, missing_tx_cmpl...; virtio_net tx_timeouts;
 # mlx5 tx_timeout...; bnxt reset_count; i40e tx_timeout_count...), matched by name so a driver not seen
@@ -33,45 +34,6 @@ def keyed_by_name(starve: dict) -> dict:
     """Starvation figures with CPU numbers as strings (JSON object keys), for the store and dumps."""
     return {**starve, **{k: {str(c): v for c, v in starve.get(k, {}).items()}
                          for k in ("ksoftirqd_wait_ms", "ksoftirqd_run_ms")}}
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class CpuUtil:
-    """One CPU's mpstat columns over an interval, in percent (0..100). Treated as immutable but not
-    frozen: ~100 are made every second, and a frozen dataclass's __init__ costs several times a slotted
-    one's."""
-
-    cpu: int  # -1 means all CPUs
-    usr: float
-    nice: float
-    sys: float
-    iowait: float
-    irq: float
-    soft: float
-    steal: float
-    guest: float
-    gnice: float
-    idle: float
-
-    @property
-    def busy(self) -> float:
-        """Time the CPU was running something: the sum of mpstat's non-idle, non-iowait columns.
-
-        Summed rather than 100 - idle - iowait: when counters went backwards mpstat prints those
-        columns as 0.00 (idle too), and 100 - 0 would be a false 100% busy, a false hot core.
-        """
-        return self.usr + self.nice + self.sys + self.irq + self.soft + self.steal + self.guest + self.gnice
-
-    def row(self) -> tuple[float, ...]:
-        return tuple(getattr(self, c) for c in COLUMNS)
-
-    def mpstat(self) -> str:
-        """The row's ten columns as mpstat prints them (`%7.2f` each)."""
-        return "".join(" %7.2f" % v for v in self.row())
-
-    def to_dict(self) -> dict:
-        """mpstat's columns, 2 decimals, and busy: a CPU's row in dump, check and the web."""
-        return {**{k: round(v, 2) for k, v in zip(COLUMNS, self.row())}, "busy": round(self.busy, 2)}
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -1467,4 +1429,3 @@ class Kube(Section):
             yield "nodesleuth_container_restarts", (p.get("namespace", ""), p.get("pod", ""), c), float(n)
 
 
-from . import mpstat  # noqa: E402 (below: mpstat imports CpuUtil from here; CpuJiffies reads it when called)

@@ -12,7 +12,8 @@ import orjson
 
 from ..detect.incidents import HotCoreTracker
 from ..model.metrics import METRICS, label_text, tick_gauges
-from ..model.records import COLUMNS, Tick
+from ..model.mpstat import COLUMNS
+from ..model.records import Tick
 from ..model.timeparse import iso
 
 
