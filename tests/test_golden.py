@@ -16,6 +16,20 @@ from conftest import nodesleuth
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
 
 
+def golden_ticks(name: str):
+    """Every 1 s and 10 s record of the golden store `name`: (stream, the record as stored, its tick decoded
+    eagerly, its tick decoded lazily), for the sections' tests of reading and re-encoding as stored."""
+    from nodesleuth.store import codec
+    from nodesleuth.store.store import StoreReader
+
+    reader = StoreReader(os.path.join(GOLDEN, name))
+    for stream in ("ticks", "ticks10s"):
+        if reader.has(stream):
+            for t, p, ctx in reader.read(stream, with_context=True):
+                yield (stream, codec._load(p, "tick", t, ctx), codec.decode(p, "tick", t, ctx),
+                       codec.decode_lazy(p, "tick", t, ctx))
+
+
 def _same(old, new, path="") -> None:
     """Every value the old version printed is in the new output, equal (new fields may be added)."""
     if isinstance(old, dict):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import defaultdict
 
 import orjson
 import pytest
@@ -17,8 +18,7 @@ from nodesleuth.model.mpstat import from_deltas
 from nodesleuth.model.records import CpuJiffies, Tick
 from nodesleuth.node.root import Root
 from nodesleuth.store import codec, rollup, tier
-from nodesleuth.store.store import StoreReader
-from test_golden import GOLDEN
+from test_golden import golden_ticks
 
 PARTS = ("cf", "ci", "c", "ca")
 
@@ -28,31 +28,26 @@ def test_jiffies_of_the_golden_stores_read_and_reencode_as_stored(name):
     """Every 1 s and 10 s record: eager and lazy ticks hold the same jiffies and `cpu` is mpstat's view of them; a
     lazy tick answers cpu_busy() and cpu_of() from the record without building either field; the record made again
     holds the stored parts byte for byte (the hash of every record's parts), in their place before the processes."""
-    reader = StoreReader(os.path.join(GOLDEN, name))
     n = 0
-    for stream in ("ticks", "ticks10s"):
-        if not reader.has(stream):
+    stored, again = defaultdict(hashlib.sha256), defaultdict(hashlib.sha256)
+    for stream, raw, tk, lazy in golden_ticks(name):
+        assert isinstance(tk.cpu_raw, CpuJiffies) and len(tk.cpu_raw) >= 2 and -1 in tk.cpu_raw
+        assert tk.cpu == {c: from_deltas(c, v) for c, v in tk.cpu_raw.items()}  # the view of the jiffies
+        if raw.get("v", 1) == 1:  # schema 1 decodes eagerly
+            assert lazy == tk
             continue
-        stored, again = hashlib.sha256(), hashlib.sha256()
-        for t, p, ctx in reader.read(stream, with_context=True):
-            raw = codec._load(p, "tick", t, ctx)
-            tk, lazy = codec.decode(p, "tick", t, ctx), codec.decode_lazy(p, "tick", t, ctx)
-            assert isinstance(tk.cpu_raw, CpuJiffies) and len(tk.cpu_raw) >= 2 and -1 in tk.cpu_raw
-            assert tk.cpu == {c: from_deltas(c, v) for c, v in tk.cpu_raw.items()}  # the view of the jiffies
-            if raw.get("v", 1) == 1:  # schema 1 decodes eagerly
-                assert lazy == tk
-                continue
-            assert lazy.cpu_busy() == tk.cpu_busy() and [lazy.cpu_of(c) for c in (-1, 0, 1, 7)] == [
-                tk.cpu.get(c) for c in (-1, 0, 1, 7)]
-            assert "cpu" not in lazy.__dict__ and "cpu_raw" not in lazy.__dict__  # answered from the record
-            assert lazy.cpu == tk.cpu and lazy.cpu_raw == tk.cpu_raw and lazy == tk
-            rec = codec.Encoder(2).record(tk)
-            assert list(rec)[:8] == ["v", "t", "iv", *PARTS, "p"]
-            stored.update(orjson.dumps({k: raw[k] for k in PARTS}))
-            again.update(orjson.dumps({k: rec[k] for k in PARTS}))
-            assert orjson.dumps(tk.cpu_raw.stored()) == orjson.dumps({k: raw[k] for k in PARTS})
-            n += 1
-        assert stored.hexdigest() == again.hexdigest(), stream
+        assert lazy.cpu_busy() == tk.cpu_busy() and [lazy.cpu_of(c) for c in (-1, 0, 1, 7)] == [
+            tk.cpu.get(c) for c in (-1, 0, 1, 7)]
+        assert "cpu" not in lazy.__dict__ and "cpu_raw" not in lazy.__dict__  # answered from the record
+        assert lazy.cpu == tk.cpu and lazy.cpu_raw == tk.cpu_raw and lazy == tk
+        rec = codec.Encoder(2).record(tk)
+        assert list(rec)[:8] == ["v", "t", "iv", *PARTS, "p"]
+        stored[stream].update(orjson.dumps({k: raw[k] for k in PARTS}))
+        again[stream].update(orjson.dumps({k: rec[k] for k in PARTS}))
+        assert orjson.dumps(tk.cpu_raw.stored()) == orjson.dumps({k: raw[k] for k in PARTS})
+        n += 1
+    for stream in stored:
+        assert stored[stream].hexdigest() == again[stream].hexdigest(), stream
     assert n or name == "store-v1"
 
 

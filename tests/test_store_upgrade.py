@@ -63,31 +63,27 @@ def test_census_of_stores_from_before_sections_reads_and_reencodes_as_stored(nam
     (the hash of the census parts of every record, as stored and as re-encoded); schema 1's positional rows read
     as the names say."""
     import hashlib
+    from collections import defaultdict
 
     import orjson
 
     from nodesleuth.store import codec
-    from nodesleuth.store.store import StoreReader
+    from test_golden import golden_ticks
 
-    reader = StoreReader(os.path.join(GOLDEN, name))
     n = 0
-    for stream in ("ticks", "ticks10s"):
-        if not reader.has(stream):
+    stored, again = defaultdict(hashlib.sha256), defaultdict(hashlib.sha256)
+    for stream, raw, tk, lazy in golden_ticks(name):
+        assert tk.census == lazy.census and tk.census.time == raw["t"]
+        if raw.get("v", 1) == 1:  # [name, hierarchy, tracked, live] rows, c2 [mount, nr, nr dying, subsys]
+            assert [[c.name, c.hierarchy, c.tracked, c.live] for c in tk.census.v1] == raw["cg"]
+            assert tk.census.v2.nr_dying_descendants == raw["c2"][2] if "c2" in raw else tk.census.v2 is None
             continue
-        stored, again = hashlib.sha256(), hashlib.sha256()
-        for t, p, ctx in reader.read(stream, with_context=True):
-            raw = codec._load(p, "tick", t, ctx)
-            tk, lazy = codec.decode(p, "tick", t, ctx), codec.decode_lazy(p, "tick", t, ctx)
-            assert tk.census == lazy.census and tk.census.time == raw["t"]
-            if raw.get("v", 1) == 1:  # [name, hierarchy, tracked, live] rows, c2 [mount, nr, nr dying, subsys]
-                assert [[c.name, c.hierarchy, c.tracked, c.live] for c in tk.census.v1] == raw["cg"]
-                assert tk.census.v2.nr_dying_descendants == raw["c2"][2] if "c2" in raw else tk.census.v2 is None
-                continue
-            rec = codec.Encoder(2).record(tk)
-            stored.update(orjson.dumps({k: raw[k] for k in ("cg", "c2", "ds") if k in raw}))
-            again.update(orjson.dumps({k: rec[k] for k in ("cg", "c2", "ds") if k in rec}))
-            assert tk.census.stored() == {k: raw[k] for k in ("cg", "c2", "ds") if k in raw}
-            assert tk.census.memory_dying() is not None
-            n += 1
-        assert stored.hexdigest() == again.hexdigest(), stream
+        rec = codec.Encoder(2).record(tk)
+        stored[stream].update(orjson.dumps({k: raw[k] for k in ("cg", "c2", "ds") if k in raw}))
+        again[stream].update(orjson.dumps({k: rec[k] for k in ("cg", "c2", "ds") if k in rec}))
+        assert tk.census.stored() == {k: raw[k] for k in ("cg", "c2", "ds") if k in raw}
+        assert tk.census.memory_dying() is not None
+        n += 1
+    for stream in stored:
+        assert stored[stream].hexdigest() == again[stream].hexdigest(), stream
     assert n or name == "store-v1"
