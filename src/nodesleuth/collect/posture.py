@@ -17,9 +17,8 @@ import re
 import time
 
 from ..model.errors import InputError
-from ..model.procfs import parse_cgroup_stat
 from ..model.records import ZombiePosture
-from ..node.cgroupfs import (Memcg, count_dirs, drop_pin_dir, held_pages, make_zombies, mounts,
+from ..node.cgroupfs import (Memcg, count_dirs, drop_pin_dir, dying_under, held_pages, make_zombies, mounts,
                              pin_dir, remove_cgroup_tree, remove_stale_pins, retire_tree, scratch_tree, v1_mount, v2_mount)
 from ..node.root import Root, fstype
 
@@ -84,15 +83,6 @@ def disk_dir() -> str | None:
     return None
 
 
-def _dying_under(mc: Memcg, parent: str) -> int | None:
-    p = os.path.join(parent, "cgroup.stat")
-    try:
-        with open(p) as f:
-            return parse_cgroup_stat(f.read(), p)["nr_dying_descendants"]
-    except (OSError, InputError):
-        return None
-
-
 def _quiet_count(mc: Memcg, quiet: float = 1.0, limit: float = 10.0) -> int | None:
     """v1's node-wide count once it has not moved for `quiet` s: cgroups removed a moment ago (the cost
     probe's) are freed asynchronously and must not be in the baseline the probe's own are counted from."""
@@ -154,7 +144,7 @@ def _probe(root: Root, mc: Memcg, rel: str, kinds: dict[str, str], n: int, wait:
 
     def dying(which: list[str]) -> dict[str, int | None]:
         if mc.version == 2:
-            return {k: _dying_under(mc, made[k][0]) for k in which}
+            return {k: dying_under(made[k][0]) for k in which}
         # v1: the node-wide count's growth, less the probe's own live cgroups (its parents, leaves),
         # shared out over the kinds in order
         now = mc.count()

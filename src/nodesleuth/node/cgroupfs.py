@@ -175,12 +175,18 @@ def retire_tree(path: str, patience: float = 10.0) -> int | None:
 
 def _dying_below(path: str) -> int | None:
     if os.path.exists(os.path.join(path, "memory.current")):  # v2
-        try:
-            with open(os.path.join(path, "cgroup.stat")) as f:
-                return int(dict(line.split() for line in f if line.strip())["nr_dying_descendants"])
-        except (OSError, ValueError, KeyError):
-            return None
+        return dying_under(path)
     return 0 if held_pages(path) == 0 else None
+
+
+def dying_under(path: str) -> int | None:
+    """v2: the dying cgroups below the cgroup directory `path` (its cgroup.stat); None when unreadable."""
+    p = os.path.join(path, "cgroup.stat")
+    try:
+        with open(p) as f:
+            return parse_cgroup_stat(f.read(), p)["nr_dying_descendants"]
+    except (OSError, InputError, KeyError):
+        return None
 
 
 def held_pages(path: str) -> int | None:
