@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -19,21 +20,23 @@ DOCS = {d["name"]: d for d in ec.cases()}
 # cases explain gets wrong today, each with the reason (see docs/explain.md, the corpus); a case listed
 # here that explain gets right fails (strict), so the list cannot go stale
 KNOWN_MISSES: dict[str, str] = {
-    # held-out (scored once against the rules frozen at ec.FROZEN_AT; not tuned on: docs/explain.md)
+    # in-sample; the first two were held out at 92ede60 and scored once there (docs/explain.md)
     "pod_exec_probes_510": "the group, its parent and its pod are right, but the command shown is the shim's own: on "
                            "5.10 (cgroup v1) each probe writes three cgroup.procs files before its exec, and under "
-                           "emulation every child the listings caught was still pre-exec (comm containerd-shim)",
-    "rt_starves_ksoftirqd_72": "the expectation was 5.10's: there a woken ksoftirqd is left the softirqs and the "
-                               "SCHED_FIFO loop starves it; on 7.2 NET_RX ran at interrupt exit (75% of CPU 2, "
-                               "RPS-steered) and explain named that, not the real-time loop",
+                           "emulation no sample on the core and no listing caught a child after its exec (comm "
+                           "containerd-shim in all 685 samples): the data cannot name pg_isready, and a fork storm "
+                           "(children that are copies of their parent) reads the same",
     "slurmd_live_cgroups_510": "the loader's episode is right (memcg walk, 'slurmd made 8000 live memory cgroups'), but "
-                               "the maker itself, making 8,000 cgroups flat out under emulation, saturated cores first "
-                               "(3 extra incidents), and on its own CPU 1 episode (97% of the core, 49% kernel, 41% "
-                               "user) no single-process family holds: neither half is in one mode",
+                               "the maker itself, making 8,000 cgroups flat out under emulation, saturated cores first: "
+                               "on CPU 1 (97%, 49% kernel and 41% user: slurmd, split between the modes), CPU 3 and CPU 0, "
+                               "incidents the case did not expect",
     "reclaim_memcg_61": "CPU 1 is right (reclaim leads, 100% of the excess, no root cause); CPU 3, saturated by "
                         "hot-mapper refaulting under the limit, splits into four episodes: reclaim leads three, the "
                         "last 3 s one leads kernel (clear_page_erms 54%) and names hot-mapper",
 }
+
+
+HELD_OUT_SCORED = 0.7  # the held-out set's accuracy when it was scored once (benchmarks/results/explain_corpus.json)
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +71,11 @@ def test_the_held_out_cases_are_scored_apart(scored):
     assert len(held) >= 10, len(held)
     h = scored["held_out"]
     assert h["cases"] == len(held) and h["frozen_at"]
-    # the goal (ec.HELD_OUT_GOAL, 0.85) is not met: 7 of 10, each miss explained in KNOWN_MISSES; the score
-    # is what it is, and a rule changed to fix them needs a new held-out set
+    # every miss is explained in KNOWN_MISSES; the score is what it was when scored once, and a rule changed to
+    # fix a miss needs a new held-out set
     missed = {m["name"] for m in scored["misses"] if m["set"] == "held-out"}
     assert missed <= set(KNOWN_MISSES), missed - set(KNOWN_MISSES)
-    assert h["accuracy"] == round(1 - len(missed) / len(held), 3) >= 0.7, h
+    assert h["accuracy"] == round(1 - len(missed) / len(held), 3) >= HELD_OUT_SCORED, h
     assert {r["name"] for r in scored["results"] if r["set"] == "held-out"} == {d["name"] for d in held}
 
 
@@ -86,6 +89,36 @@ def test_each_case(scored, name):
     assert r["root_ok"] and r["leading_ok"], r["why"]
     if r["no_cause"]:
         assert r["abstained"], r["found"]
+
+
+def test_a_process_split_between_the_modes_is_named():
+    """slurmd making 8,000 cgroups flat out (slurmd_live_cgroups_510): on its own CPU 1 episode 49% of its samples
+    are in the kernel and 41% in user space, so neither single-process reading holds half; the kernel family
+    names it as a whole by the larger part, says the split, and proves it (no mechanism explains the core)."""
+    import shutil
+    import tempfile
+
+    from nodesleuth.explain import chain, load
+
+    tmp = tempfile.mkdtemp(prefix="ns-split-")
+    try:
+        rec, problems = load.recording(ec.extract("slurmd_live_cgroups_510", tmp), None, None)
+        assert not problems
+        chosen, _ = load.choose(rec, None, None, None)
+        exs = [chain.build(rec, i) for i in chosen]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    on1 = [x for x in exs if (x.link("saturated_core").data or {}).get("cpu") == 1]
+    first, walk = on1[0], on1[-1]
+    assert first.family == "kernel" and re.match(r"^slurmd \(pid \d+\), in the kernel", first.root_cause), first.leading
+    h = next(h for h in first.hypotheses if h.family == "kernel")
+    assert 0.25 <= h.data["split"] < h.data["fraction"] < 0.5 and "% in user space" in h.summary, h
+    assert any("split between the modes" in e for e in h.evidence), h.evidence
+    # the user family reads the same process: its smaller part, so not proven (one reading, not two)
+    u = next(h for h in first.hypotheses if h.family == "user")
+    assert u.verdict == "not_proven" and u.cause is None, u
+    # the loader's episode after it is still the walk over the live memcgs slurmd made
+    assert walk.family == "memcg_walk" and walk.root_cause.startswith("slurmd made "), walk.leading
 
 
 def test_dose_response_on_the_seed_recording(scored):

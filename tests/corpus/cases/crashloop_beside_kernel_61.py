@@ -1,10 +1,10 @@
-"""Held out. A container crash loop beside a kernel-bound hot core on 6.1: pod shop/cart-5b7c9d-8hj2k's
+"""Held out at 92ede60 (scored once there), in-sample since. A container crash loop beside a kernel-bound hot core on 6.1: pod shop/cart-5b7c9d-8hj2k's
 `cart` container starts, works 0.3 s on CPU 0 and exits, and is started again 4 s later as a new
 container (its restart count rising from 30), while `zstd-reader` reads /dev/zero in 1 MB reads on CPU 1
 (its time in the kernel, copying). Presence is not proof: explain must lead CPU 1 with the reader in the
 kernel and name nothing of the crash loop."""
 
-HELD_OUT = True
+HELD_OUT = False  # held out at 92ede60 (scored once there: docs/explain.md), in-sample since the rules changed after it
 KERNEL = "6.1"
 CPUS = 4
 EXPECT = {"incident": True, "kind": "hot_core", "cpu": 1, "family": "kernel",

@@ -1,8 +1,8 @@
-"""Held out. Two hot cores, two kinds: a shell pinned to CPU 1 runs a 3 ms `healthcheck` (corpus_tool)
+"""Held out at 92ede60 (scored once there), in-sample since. Two hot cores, two kinds: a shell pinned to CPU 1 runs a 3 ms `healthcheck` (corpus_tool)
 over and over for 15 s, while `encoder` spins in user space on CPU 3 for the same 15 s. explain must find
 both: CPU 1 led by the group of healthcheck processes started by sh, CPU 3 by encoder in user space."""
 
-HELD_OUT = True
+HELD_OUT = False  # held out at 92ede60 (scored once there: docs/explain.md), in-sample since the rules changed after it
 KERNEL = "6.12"
 CPUS = 4
 EXPECT = {"incident": True, "kind": "hot_core", "cpu": 1, "family": "group",

@@ -1,10 +1,10 @@
-"""Held out. kubelet forking `du` over and over on 7.2: a process named kubelet, pinned to CPU 2, runs a
+"""Held out at 92ede60 (scored once there), in-sample since. kubelet forking `du` over and over on 7.2: a process named kubelet, pinned to CPU 2, runs a
 4 ms `du` (corpus_tool named du, spinning 4 ms: the time a du of a pod's volume takes) one after another
 for 15 s, as kubelet's volume accounting does on a node with many emptyDir volumes. Each du lives between
 two 1 s scans; together they saturate CPU 2. explain must lead with the group of du processes started by
 kubelet."""
 
-HELD_OUT = True
+HELD_OUT = False  # held out at 92ede60 (scored once there: docs/explain.md), in-sample since the rules changed after it
 KERNEL = "7.2"
 CPUS = 4
 EXPECT = {"incident": True, "kind": "hot_core", "cpu": 2, "family": "group",

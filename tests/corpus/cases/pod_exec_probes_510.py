@@ -1,10 +1,10 @@
-"""Held out. Exec probes of a pod on 5.10 (cgroup v1, kubelet's cgroupfs driver: kubepods/burstable/
+"""Held out at 92ede60 (scored once there), in-sample since. Exec probes of a pod on 5.10 (cgroup v1, kubelet's cgroupfs driver: kubepods/burstable/
 pod<uid>/<container id> under each hierarchy): a containerd shim in its own cgroup, pinned to CPU 2, runs
 the pod's `pg_isready` probes (corpus_tool spinning 30 ms) over and over for 15 s, four at a time, each child joining the
 container's cgroups before exec. explain must lead with the group of probe processes started by the shim
 and name the pod (db/postgres-0) they run in."""
 
-HELD_OUT = True
+HELD_OUT = False  # held out at 92ede60 (scored once there: docs/explain.md), in-sample since the rules changed after it
 KERNEL = "5.10"
 CPUS = 4
 EXPECT = {"incident": True, "kind": "hot_core", "cpu": 2, "family": "group",

@@ -1,10 +1,10 @@
-"""Held out. A fork storm inside a pod: the `queue-worker` container's main process (comm `celery`, in the
+"""Held out at 92ede60 (scored once there), in-sample since. A fork storm inside a pod: the `queue-worker` container's main process (comm `celery`, in the
 container's cgroup, pinned to CPU 2) forks a child per task that works 2 ms and exits, for 15 s (a worker
 with max-tasks-per-child 1). The pod's names are in containerd's bundle and kubelet's logs (their layouts;
 no kubelet in the guest). explain must lead with the group of celery processes started by celery and say
 which pod it runs in (jobs/queue-worker-6f8d7c5b9-m2n4p)."""
 
-HELD_OUT = True
+HELD_OUT = False  # held out at 92ede60 (scored once there: docs/explain.md), in-sample since the rules changed after it
 KERNEL = "6.12"
 CPUS = 4
 EXPECT = {"incident": True, "kind": "hot_core", "cpu": 2, "family": "group",

@@ -1,10 +1,10 @@
-"""Held out. Live job cgroups walked on 5.10 (cgroup v1): during the recording slurmd gives each of 8,000
+"""Held out at 92ede60 (scored once there), in-sample since. Live job cgroups walked on 5.10 (cgroup v1): during the recording slurmd gives each of 8,000
 job steps a memory cgroup and keeps them (live; each charged with one 8 KB page), then a data loader
 pinned to CPU 1 in a memory-limited job under the same parent reads at 8 MB/s: each reclaim under the
 parent's limit walks the 8,000 live memcgs. explain must lead with the memcg walk over live cgroups and
 name slurmd as their maker."""
 
-HELD_OUT = True
+HELD_OUT = False  # held out at 92ede60 (scored once there: docs/explain.md), in-sample since the rules changed after it
 KERNEL = "5.10"
 CPUS = 4
 DISK_MB = 2048
