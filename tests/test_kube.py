@@ -410,11 +410,9 @@ def test_a_pods_limit_reclaim_frees_its_crash_loop_zombies(kubelet, tmp_path):
                 inc["notes"], inc["pod_cause"]
 
 
-@pytest.mark.slow  # boots a VM (QEMU TCG)
-def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
-    """The same on a pure cgroup-v2 kernel (Debian's 6.12 in QEMU, tests/vm): containerd with the cgroupfs
-    driver puts pods under /kubepods on the unified hierarchy; check names the hot pod and proves the
-    crash-looping pod's containers as the creator of its zombies."""
+def _in_the_v2_vm(script: str, args: str, **vm):
+    """tests/vm/SCRIPT STAGED_TESTS ARGS run in the v2 VM (Debian's 6.12, pure cgroup v2) with containerd; the
+    VM's result. A missing VM or runtime is `missing` (a failure under CI=true)."""
     sys.path.insert(0, str(Path(__file__).parent / "vm"))
     import vmrun
 
@@ -426,8 +424,16 @@ def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
     if why and "another containerd" not in why:
         missing(why)
     staged = vmrun.stage_source(str(Path(__file__).parent.parent), full=True)
-    cmd = f"cd / && PYTHONPATH={staged}/src $VMRUN_PYTHON {staged}/vm/kube_scenario.py {staged}/tests 1"
-    r = vmrun.run_in_vm(cmd, cpus=2, mem="2G", timeout=900)
+    return vmrun.run_in_vm(f"cd / && PYTHONPATH={staged}/src $VMRUN_PYTHON {staged}/vm/{script} {staged}/tests {args}",
+                           **vm)
+
+
+@pytest.mark.slow  # boots a VM (QEMU TCG)
+def test_pods_named_and_restart_loop_proven_on_cgroup_v2():
+    """The same on a pure cgroup-v2 kernel (Debian's 6.12 in QEMU, tests/vm): containerd with the cgroupfs
+    driver puts pods under /kubepods on the unified hierarchy; check names the hot pod and proves the
+    crash-looping pod's containers as the creator of its zombies."""
+    r = _in_the_v2_vm("kube_scenario.py", "1", cpus=2, mem="2G", timeout=900)
     assert r.rc == 0, f"guest exited {r.rc} after {r.wall:.0f} s: {r.stderr[-3000:]}"
     os.makedirs(Path(__file__).parent / "artifacts", exist_ok=True)
     (Path(__file__).parent / "artifacts" / "vm-kube.json").write_text(r.stdout)
@@ -664,20 +670,8 @@ def test_a_container_restart_loop_is_proven_as_the_root_cause_on_cgroup_v2():
     """The incident end to end on a pure cgroup-v2 kernel (Debian's 6.12 in QEMU, 4 vCPUs, containerd with the
     cgroupfs driver, tests/vm/kube_rootcause_scenario.py): the same steps as the v1 test above
     (tests/cri/incident.py), the same chain asserted on explain's answer in the guest."""
-    sys.path.insert(0, str(Path(__file__).parent / "vm"))
-    import vmrun
-
-    try:
-        vmrun.ensure_kernel()
-    except vmrun.VMUnavailable as e:
-        missing(f"no VM can run here: {e}")
-    why = cri.available()
-    if why and "another containerd" not in why:
-        missing(why)
-    staged = vmrun.stage_source(str(Path(__file__).parent.parent), full=True)
-    cmd = (f"cd / && PYTHONPATH={staged}/src $VMRUN_PYTHON {staged}/vm/kube_rootcause_scenario.py {staged}/tests "
-           f"{V2_ZOMBIES} {V2_LOOP_MAX}")
-    r = vmrun.run_in_vm(cmd, cpus=4, mem="3G", timeout=V2_LOOP_MAX + 2400, disk_mb=2048)
+    r = _in_the_v2_vm("kube_rootcause_scenario.py", f"{V2_ZOMBIES} {V2_LOOP_MAX}", cpus=4, mem="3G",
+                      timeout=V2_LOOP_MAX + 2400, disk_mb=2048)
     assert r.rc == 0, f"guest exited {r.rc} after {r.wall:.0f} s: {r.stderr[-3000:]}"
     out = json.loads(r.stdout)
     os.makedirs(Path(__file__).parent / "artifacts", exist_ok=True)
