@@ -32,6 +32,15 @@ def _kmsg(path: str, lines, seq: int) -> int:
     return seq
 
 
+def _diff(a, b, path="") -> list[str]:
+    """Where two JSON documents differ, path by path (an assertion's message that names the field)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b), key=str) for d in _diff(a.get(k), b.get(k), f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _diff(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
 @pytest.mark.slow  # >= 9 s here (the fast tier: docs/testing.md)
 @needs_root
 def test_cut_of_a_real_recording_explains_the_same_elsewhere(tmp_path):
@@ -64,6 +73,10 @@ def test_cut_of_a_real_recording_explains_the_same_elsewhere(tmp_path):
     assert "MB (" in p.stderr and "ticks" in p.stderr
     meta = json.load(open(os.path.join(out, "nodesleuth-store.json")))
     assert meta["cut"]["from"] == t0 and meta["cut"]["to"] == t1 and meta["cut"]["source"] == os.path.abspath(store)
+    # the cut holds what explain reads for the range: its 300 s margin reaches past this 26 s recording
+    span = StoreReader(store).span()
+    assert meta["cut"]["reach"][0] <= span[0] and meta["cut"]["reach"][1] >= span[1], (meta["cut"], span)
+    assert "s before" in p.stderr and "s after" in p.stderr
     got = meta["cut"]["records"]
     assert got["ticks"] >= 12 and got["ticks10s"] >= 1 and got.get("profile", 0) >= 1, got
     # what the original says about the range, before it goes out of reach
@@ -86,13 +99,14 @@ def test_cut_of_a_real_recording_explains_the_same_elsewhere(tmp_path):
         ex = run("explain", "--store", "incident", "--json")
         assert ex.returncode == 0, ex.stderr
         mine, theirs = json.loads(ex.stdout), json.loads(want.stdout)
+        assert any(n.startswith("a cut: its range") for n in mine["notes"]), mine["notes"]
         nic = [i for i in mine["incidents"] if i["kind"] == "nic_reset"]
         assert nic and abs(nic[0]["time"] - reset_at) < 5, mine["incidents"]
         for doc in (mine, theirs):
             doc.pop("store")
         assert len(mine["incidents"]) == len(theirs["incidents"]), (mine["incidents"], theirs["incidents"])
         for a, b in zip(mine["incidents"], theirs["incidents"]):
-            assert a == b, {k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+            assert a == b, _diff(a, b)
         dump = run("dump", "--store", "incident", "--from", str(t0), "--to", str(t1))
         assert dump.returncode == 0 and dump.stdout == want_dump.stdout
         assert any(json.loads(x)["events"] for x in dump.stdout.splitlines())  # the kernel-log lines came along

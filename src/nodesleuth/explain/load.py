@@ -162,6 +162,16 @@ def recording(store: StoreReader | str, t0: float | None, t1: float | None) -> t
     return rec, reader.problems
 
 
+def extent(store: StoreReader | str, t0: float, t1: float) -> tuple[float, float]:
+    """What explain reads for [t0, t1]: the span of the ticks `recording` reads (its margin, widened
+    until no episode is cut, within the store), with the range itself. `nodesleuth cut` copies this
+    much, so the cut explains the range as the source does (the victim's minute, the loops before,
+    an episode that began before t0 or outlasted t1). A second more either side: a tick is stamped
+    on its whole second, its frame in the store a moment later."""
+    rec, _ = recording(store, t0, t1)
+    return (min(t0, rec.start - 1), max(t1, rec.end + 1)) if rec.ticks else (t0, t1)
+
+
 def nearest(store: StoreReader | str, t: float) -> tuple[Recording, list]:
     """A recording around `t` wide enough to hold the incident nearest to it: ranges widened 8x from
     ±15 min until one holds an incident no further from t than the range reaches (then none outside

@@ -7,7 +7,9 @@ counters and units forward (store/query.py KEYFRAME); the profile's batches and 
 counts, with the minute before (explain's profile window starts there); each profile aggregate's
 windows that overlap the range; the cgroup churn trace from 10 minutes before (explain follows a
 zombie back to the mkdir that made it). The kernel-log lines are in the ticks (events), so they
-come with them.
+come with them. Each stream is cut around the range's reach, not the range alone: what explain reads
+for [t0, t1] (explain/load.extent: its margin either side, widened until no episode is cut), so an
+incident that began before t0, or a hot core that lasted past t1, reads in the cut as in the source.
 
 Frames are copied as they are, compressed against the same dictionary: each copied segment gets
 its source segment's head frame (dictionary and codec context), its own .dict copy and a new
@@ -60,9 +62,11 @@ def _segments(reader: StoreReader, st: catalog.Stream, a: float, b: float) -> li
     return out
 
 
-def cut(src: str, t0: float, t1: float, out: str) -> dict:
-    """Write [t0, t1] of the store `src` as a new store `out`; returns what went in."""
+def cut(src: str, t0: float, t1: float, out: str, reach: tuple[float, float] | None = None) -> dict:
+    """Write [t0, t1] of the store `src` as a new store `out`, each stream from `reach` (what explain
+    reads for the range; default the range itself); returns what went in."""
     reader = StoreReader(src)
+    r0, r1 = (min(t0, reach[0]), max(t1, reach[1])) if reach else (t0, t1)
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         raise InputError(out, "exists and is not empty: refusing to write a cut into it")
     part = out.rstrip("/") + f".part-{os.getpid()}"
@@ -71,7 +75,7 @@ def cut(src: str, t0: float, t1: float, out: str) -> dict:
     try:
         os.makedirs(part)
         for st in catalog.STREAMS.values():
-            a, b = t0 - before(st), t1 + after(st)
+            a, b = r0 - before(st), r1 + after(st)
             n = 0
             newest = reader.segments(st)[-1:] if reader.writing() else []
             for seg in _segments(reader, st, a, b):
@@ -101,8 +105,8 @@ def cut(src: str, t0: float, t1: float, out: str) -> dict:
                 counts[st.name] = n
         meta = read_meta(src) or {"schema": reader.schema}
         meta.setdefault("schema", reader.schema if reader.schema <= SCHEMA else SCHEMA)
-        meta["cut"] = {"from": t0, "to": t1, "source": os.path.abspath(src), "host": socket.gethostname(),
-                       "made": time.time(), "records": counts}
+        meta["cut"] = {"from": t0, "to": t1, "reach": [r0, r1], "source": os.path.abspath(src),
+                       "host": socket.gethostname(), "made": time.time(), "records": counts}
         with open(os.path.join(part, META), "w") as f:
             json.dump(meta, f)
         if os.path.isdir(out):
@@ -115,4 +119,4 @@ def cut(src: str, t0: float, t1: float, out: str) -> dict:
         shutil.rmtree(part, ignore_errors=True)
         raise
     size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(out) for f in fs)
-    return {"out": out, "from": t0, "to": t1, "records": counts, "bytes": size, "problems": reader.problems}
+    return {"out": out, "from": t0, "to": t1, "reach": (r0, r1), "records": counts, "bytes": size, "problems": reader.problems}

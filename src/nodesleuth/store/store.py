@@ -40,6 +40,16 @@ def read_meta(directory: str) -> dict | None:
         raise InputError(p, f"unreadable store description: {getattr(e, 'strerror', None) or e}") from None
 
 
+def cut_range(directory: str) -> tuple[float, float] | None:
+    """The range a cut (store/cut.py) was made for, None for a store that is not a cut: what reads
+    of a cut default to, since the cut also holds the margin explain reads around it."""
+    c = (read_meta(directory) or {}).get("cut")
+    try:
+        return (float(c["from"]), float(c["to"])) if c else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def check_store(directory: str, for_writing: bool = False) -> int:
     """The store's schema; raises InputError for a directory that is not a usable store."""
     if not os.path.isdir(directory):
