@@ -404,10 +404,11 @@ def containerd():
             arch = tmp / (re.sub(r"\W", "_", ref) + ".tar")
             oci_archive(arch, ref, entry)
             for attempt in range(6):  # containerd's GC can remove a blob mid-import (containerd#5690): import
-                # again (3 attempts a second apart failed alike in a rehearsal of 2026-12-06: the GC's pace is its own)
+                # again. Named by the index's own io.containerd.image.name, not --index-name: the index blob that
+                # option writes was lost to the GC in 2 of 10 set-ups on a loaded host, every retry alike
+                # (0 of 12 without it, same load)
                 r = subprocess.run(["ctr", "--address", sock, "-n", "k8s.io", "images", "import", "--snapshotter",
-                                    "native", "--index-name", ref, str(arch)], capture_output=True, text=True,
-                                   timeout=120)
+                                    "native", str(arch)], capture_output=True, text=True, timeout=120)
                 if r.returncode == 0 or "not found" not in r.stderr:
                     break
                 time.sleep(1 + attempt)
