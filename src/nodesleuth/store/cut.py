@@ -119,4 +119,5 @@ def cut(src: str, t0: float, t1: float, out: str, reach: tuple[float, float] | N
         shutil.rmtree(part, ignore_errors=True)
         raise
     size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(out) for f in fs)
-    return {"out": out, "from": t0, "to": t1, "reach": (r0, r1), "records": counts, "bytes": size, "problems": reader.problems}
+    return {"out": out, "from": t0, "to": t1, "reach": (r0, r1), "records": counts, "bytes": size,
+            "problems": reader.problems}
