@@ -92,24 +92,16 @@ def test_each_case(scored, name):
         assert r["abstained"], r["found"]
 
 
-def test_a_process_split_between_the_modes_is_named():
+def test_a_process_split_between_the_modes_is_named(tmp_path):
     """slurmd making 8,000 cgroups flat out (slurmd_live_cgroups_510): on its own CPU 1 episode 49% of its samples
     are in the kernel and 41% in user space, so neither single-process reading holds half; the kernel family
     names it as a whole by the larger part, says the split, and proves it (no mechanism explains the core)."""
-    import shutil
-    import tempfile
+    from nodesleuth.recording.incidents import explanation
+    from nodesleuth.store.store import StoreReader
 
-    from nodesleuth.explain import chain, load
-
-    tmp = tempfile.mkdtemp(prefix="ns-split-")
-    try:
-        rec, problems = load.recording(ec.extract("slurmd_live_cgroups_510", tmp), None, None)
-        assert not problems
-        chosen, _ = load.choose(rec, None, None, None)
-        exs = [chain.build(rec, i) for i in chosen]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    on1 = [x for x in exs if (x.link("saturated_core").data or {}).get("cpu") == 1]
+    ex = explanation(StoreReader(ec.extract("slurmd_live_cgroups_510", str(tmp_path))), None, None, None)
+    assert not ex.problems
+    on1 = [x for x in ex.incidents if (x.link("saturated_core").data or {}).get("cpu") == 1]
     first, walk = on1[0], on1[-1]
     assert first.family == "kernel" and re.match(r"^slurmd \(pid \d+\), in the kernel", first.root_cause), first.leading
     h = next(h for h in first.hypotheses if h.family == "kernel")
