@@ -105,12 +105,31 @@ def busy_loop():
         p.wait()
 
 
+def wait_ticks(store: str, p: subprocess.Popen, n: int = 1, timeout: float = 60.0) -> int:
+    """Until the recorder `p` has stored `n` ticks in `store` (it exited, or `timeout`): a loaded host
+    takes seconds to start it, and what a test does before its first tick is not recorded. Returns
+    how many ticks were stored."""
+    from nodesleuth.store.store import StoreReader
+
+    deadline = time.monotonic() + timeout
+    got = 0
+    while time.monotonic() < deadline and p.poll() is None:
+        if os.path.isdir(store):
+            got = len(list(StoreReader(store).read("ticks")))
+            if got >= n:
+                break
+        time.sleep(0.2)
+    return got
+
+
 @contextlib.contextmanager
 def recording(store: str, duration: str, *extra: str):
-    """`nodesleuth record` for a bounded time; killed at once if the test fails before it ends."""
+    """`nodesleuth record` for a bounded time, entered once its first tick is stored; killed at once if
+    the test fails before it ends."""
     p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--duration", duration,
                           "--quiet", *extra], stderr=subprocess.PIPE)
     try:
+        wait_ticks(store, p)
         yield p
     finally:
         if p.poll() is None:

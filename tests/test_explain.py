@@ -13,7 +13,7 @@ import sys
 import time
 
 
-from conftest import BUSY, Busy, needs_root, nodesleuth, owning_cpu, retry_when_busy
+from conftest import BUSY, Busy, needs_root, nodesleuth, owning_cpu, retry_when_busy, wait_ticks
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
@@ -207,7 +207,8 @@ def _record_two_episodes(store: str) -> tuple[list[tuple[float, float]], float]:
     rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
                             "--duration", "30s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     spans = []
-    time.sleep(2)
+    wait_ticks(store, rec)
+    time.sleep(1)
     for hold, gap in ((6, 8), (6, 0)):
         a = time.time()
         p = _loop(1, "ep-loop")

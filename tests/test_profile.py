@@ -725,7 +725,12 @@ def test_samples_perf_lost_are_counted_as_perf_counts_them(tmp_path):
                               "cpu-clock", "-F", "4000", "-g", "-a", "-o", "-", "--", "sleep", "4"],
                              stdout=out, stderr=subprocess.DEVNULL)
         try:
-            time.sleep(1.0)
+            # perf execs its workload once its events are on: stopped before that, it loses nothing
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and p.poll() is None and not subprocess.run(
+                    ["pgrep", "-P", str(p.pid), "-x", "sleep"], capture_output=True).stdout.strip():
+                time.sleep(0.1)
+            time.sleep(0.5)
             os.kill(p.pid, signal.SIGSTOP)
             time.sleep(1.5)
         finally:

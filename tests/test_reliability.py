@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import needs_root, nodesleuth
+from conftest import needs_root, nodesleuth, wait_ticks
 from nodesleuth.store.segment import HEADER
 from nodesleuth.store.store import StoreReader, StoreWriter
 
@@ -92,14 +92,16 @@ def test_kill_9_leaves_no_process_and_no_temp_file(tmp_path, after):
         time.sleep(0.1)
     assert _perf_for(store) and len(_perf_under(p.pid)) >= 3, (
         p.stderr.read().decode() if p.poll() is not None else "perf never started")
+    assert wait_ticks(store, p) >= 1, "no tick stored"  # a loaded host takes seconds to start the sampler
     time.sleep(after + random.random() * 0.5)
     family = _children_of(p.pid)
     assert len([k for k in family if k in _perf_under(p.pid)]) >= 3  # the churn reaper, its perf, the profiler's
+    seen = max(t for t, _ in StoreReader(store).read("ticks"))  # stored before the kill
     os.kill(p.pid, signal.SIGKILL)
     killed_at = time.time()
     p.wait()
     left = family
-    while time.time() < killed_at + 2.0:
+    while time.time() < killed_at + 10.0:  # at once when the host is quiet; a loaded one may take seconds
         left = [pid for pid in family if _running(pid)]
         if not left and not _perf_for(store) and not os.path.exists(os.path.join(store, ".work", "profile")):
             break
@@ -109,10 +111,11 @@ def test_kill_9_leaves_no_process_and_no_temp_file(tmp_path, after):
     work = os.path.join(store, ".work")
     assert not glob.glob(os.path.join(work, "*", "*")), os.listdir(work)  # no perf chunk survives
     assert set(glob.glob("/tmp/nodesleuth-*")) <= tmp_before
-    # the last second written is within 1.5 s of the kill, and the store reads without damage
+    # every second stored before the kill is still there (at most the one being written is lost), and
+    # the store reads without damage
     r = StoreReader(store)
     last = max((t for t, _ in r.read("ticks")), default=None)
-    assert last is not None and killed_at - last <= 1.5, (killed_at, last)
+    assert last is not None and seen <= last < killed_at, (seen, last, killed_at)
     assert r.problems == []
     # a new record on the same store starts (the lock died with its holder) and clears the scratch
     os.makedirs(os.path.join(work, "profile"), exist_ok=True)

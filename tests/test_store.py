@@ -13,7 +13,7 @@ import time
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from conftest import needs_root, nodesleuth
+from conftest import needs_root, nodesleuth, wait_ticks
 from nodesleuth.model.errors import InputError
 from nodesleuth.store.segment import HEADER
 from nodesleuth.store.store import StoreReader, StoreWriter
@@ -186,7 +186,8 @@ def test_record_then_dump_on_the_live_host(tmp_path, busy_loop):
 def test_kill_9_mid_recording_keeps_all_but_the_last_second(tmp_path):
     d = str(tmp_path / "st")
     p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", d, "--quiet"])
-    time.sleep(4.3)
+    wait_ticks(d, p, 4)  # a loaded host may take seconds to start the recorder; then mid-second
+    time.sleep(0.3)
     p.send_signal(signal.SIGKILL)
     p.wait()
     first = StoreReader(d)

@@ -15,7 +15,8 @@ from .common import one_line_errors, _size, _duration, _range, _warn, _progress
 @click.option("--store", required=True, type=click.Path(), help="Store directory.")
 @click.option("--root", default="/", show_default=True)
 @click.option("--interval", default=1.0, show_default=True, help="Seconds between samples.")
-@click.option("--duration", help="Stop after this long (e.g. 30s, 2h); default: until SIGTERM.")
+@click.option("--duration", help="Stop after this long (e.g. 30s, 2h), counted from the first sample (once perf and "
+              "the sampler are ready); default: until SIGTERM.")
 @click.option("--tier-1s", "tier_1s", default="7d", show_default=True,
               help="Keep the 1 s ticks and the raw profile this long (AGE or AGE:BYTES, e.g. 7d:20G).")
 @click.option("--tier-10s", "tier_10s", default="30d", show_default=True,

@@ -213,7 +213,6 @@ class Recorder:
     def run(self) -> None:
         for s in (signal.SIGTERM, signal.SIGINT):
             signal.signal(s, self._signal)
-        start = time.time()
         self.store.enforce()  # a restart with new bounds applies them at once, not a minute later
         if self.profiler is not None:
             bound_heap()
@@ -229,6 +228,9 @@ class Recorder:
         # the cyclic collector's way, so each collection walks only what ticks allocate
         gc.collect()
         gc.freeze()
+        # --duration counts from here, once perf and the sampler are ready: on a loaded host their start
+        # takes seconds, which would otherwise come out of the ticks asked for
+        start = time.time()
         nxt = (int(start / self.opt.interval) + 1) * self.opt.interval
         try:
             while not self.stop:
