@@ -119,7 +119,8 @@ WantedBy=multi-user.target
                                     "--duration", "20s", "--systemd-pid", str(ns.pid), "--kmsg", kmsg.path,
                                     "--profile", "--profile-rotate", "3", "--trace-churn", "--units-every", "1"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            time.sleep(3)
+            wait_ticks(store, rec)  # a loaded host takes seconds to start it
+            time.sleep(2)
             ns.systemctl("start", "ecs.service", check=False)
             time.sleep(9)
             kmsg.write(ENA)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Busy, check_json, cpu_ticks, finding, missing, retry_when_busy
+from conftest import Busy, check_json, cpu_ticks, finding, missing, retry_when_busy, wait_ticks
 from nodesleuth.model.kube import from_cgroup, from_log_link, from_log_path, pod_name
 from nodesleuth.node.kube import Pods
 
@@ -258,6 +258,7 @@ def _record_a_crash_loop(kubelet, store: str, seconds: int, lead: float, pod, du
                             "--duration", f"{seconds}s", "--trace-churn", "--profile"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
+        wait_ticks(store, rec)  # a loaded host takes seconds to start it
         time.sleep(lead)
         with kubelet.crash_loop(pod, "agent", data, pause) as errors:
             during()

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import Busy, memcg, missing, needs_root, nodesleuth, retry_when_busy
+from conftest import Busy, memcg, missing, needs_root, nodesleuth, retry_when_busy, wait_ticks
 from nodesleuth.node.cgroupfs import remove_cgroup_tree
 
 pytestmark = needs_root
@@ -51,7 +51,8 @@ def test_explain_names_the_walk_over_live_cgroups_and_their_maker(tmp_path):
         rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
                                 "--duration", "26s", "--profile", "--profile-rotate", "3", "--trace-churn",
                                 "--live-every", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(5)  # the recorder's start (perf, the first tick) takes seconds on a busy machine
+        wait_ticks(store, rec)  # the recorder's start (perf, the first tick) takes seconds on a busy machine
+        time.sleep(2)
         # on CPU 0: CPU 1's episode is the reader's, so the incident's census counts every cgroup made
         subprocess.run(["taskset", "-c", "0", sys.executable, "-c", MAKER, base, str(JOBS), str(TASKS)], check=True,
                        timeout=120)

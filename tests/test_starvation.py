@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import missing, needs_root, nodesleuth
+from conftest import missing, needs_root, nodesleuth, wait_ticks
 
 pytestmark = needs_root
 
@@ -78,7 +78,8 @@ def test_ksoftirqd_wait_rises_when_its_cpu_is_held(tmp_path):
     try:
         rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet",
                                 "--duration", "14s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(1.5)
+        wait_ticks(store, rec)  # a loaded host takes seconds to start it
+        time.sleep(0.5)
         procs.append(subprocess.Popen([sys.executable, "-c", SENDER, "0", "11"]))
         time.sleep(3.5)  # a baseline: traffic on CPU 1 without the hog
         hog_from = time.time()

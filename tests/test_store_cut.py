@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BUSY, needs_root, nodesleuth
+from conftest import BUSY, needs_root, nodesleuth, wait_ticks
 from nodesleuth.store.store import StoreReader
 
 ENA = [  # ENA 2.11 lines, verbatim format of amzn-drivers ena_netdev.c (tests/data/kernel-log corpus)
@@ -51,7 +51,8 @@ def test_cut_of_a_real_recording_explains_the_same_elsewhere(tmp_path):
                             "--duration", "26s", "--profile", "--units-every", "2"], stderr=subprocess.PIPE)
     loop = None
     try:
-        time.sleep(6)
+        wait_ticks(store, rec)  # a loaded host takes seconds to start it
+        time.sleep(5)
         loop = subprocess.Popen([sys.executable, "-c", BUSY, "1", "ns-cutloop"])
         time.sleep(6)
         reset_at = time.time()

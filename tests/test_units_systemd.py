@@ -6,7 +6,7 @@ import pytest
 import os
 
 
-from conftest import check_json, finding, needs_root, nodesleuth, start_crasher
+from conftest import check_json, finding, needs_root, nodesleuth, start_crasher, wait_ticks
 from nodesleuth.lab.systemd import SystemdNamespace
 
 pytestmark = needs_root
@@ -30,7 +30,8 @@ def test_crash_looping_unit_is_found():
 
 def _record_through_a_freeze(store: str, duration: str, *extra: str) -> tuple[int, str, float, float]:
     """`record` with units read every tick from a real systemd (PID 1 of a namespace, a unit
-    crash-looping) that is frozen with SIGSTOP 5 s in, for 6 s: (exit code, stderr, frozen at, thawed at)."""
+    crash-looping) that is frozen with SIGSTOP 4 s after its first tick, for 6 s: (exit code, stderr, frozen at,
+    thawed at)."""
     import signal
     import subprocess
     import sys
@@ -44,7 +45,8 @@ def _record_through_a_freeze(store: str, duration: str, *extra: str) -> tuple[in
                      "--units-every", "1", *extra, "--systemd-pid", str(ns.pid), "--quiet"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            time.sleep(5)
+            wait_ticks(store, rec)  # a loaded host takes seconds to start it
+            time.sleep(4)
             frozen = time.time()
             os.kill(ns.pid, signal.SIGSTOP)
             time.sleep(6)

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ART, free_port, missing, needs_root
+from conftest import ART, free_port, missing, needs_root, wait_ticks
 from fixtures.webstore import build, build_day, build_week
 
 CHROMIUM = "/usr/bin/chromium"
@@ -576,6 +576,7 @@ def test_real_recording_busy_loop_new_frame_and_starvation_chart(tmp_path, brows
     rec = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", store, "--quiet", "--profile",
                             "--profile-rotate", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
+        wait_ticks(store, rec)  # a loaded host takes seconds to start it (and its profiler)
         # the baseline seconds hold work of their own (another process on CPU 1), so the comparison does
         # not hang on whatever else this machine runs: a baseline of idle samples alone is refused (422)
         base = busy_loop(1, f"nsbase-{os.getpid() % 100000}")
