@@ -109,15 +109,18 @@ def wait_ticks(store: str, p: subprocess.Popen, n: int = 1, timeout: float = 60.
     """Until the recorder `p` has stored `n` ticks in `store` (it exited, or `timeout`): a loaded host
     takes seconds to start it, and what a test does before its first tick is not recorded. Returns
     how many ticks were stored."""
+    from nodesleuth.model.errors import InputError
     from nodesleuth.store.store import StoreReader
 
     deadline = time.monotonic() + timeout
     got = 0
     while time.monotonic() < deadline and p.poll() is None:
-        if os.path.isdir(store):
+        try:
             got = len(list(StoreReader(store).read("ticks")))
-            if got >= n:
-                break
+        except InputError:
+            pass  # the directory is there, its description and streams not yet
+        if got >= n:
+            break
         time.sleep(0.2)
     return got
 

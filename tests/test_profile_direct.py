@@ -107,8 +107,8 @@ def test_direct_reader_names_the_same_live_samples_as_perf_script(tmp_path, bins
     processes' maps, ELF symbol tables) and by `perf script` (given the reader's samples merged with
     a perf record's side-band, tests/direct_crosscheck.py). Kernel and user frames, C++ names,
     [unknown] where perf says so, comm/tid/cpu/time: equal for every sample of this test's workload
-    (a pinned C loop, C++, a process renaming itself, threads, fork/exec churn, memory.stat reads);
-    on the rest of the host (processes that exec or die as the two readers look) nearly all."""
+    (a pinned C loop, C++, a process renaming itself, threads, memory.stat reads); for the fork/exec
+    churn's children and the rest of the host (processes that exec or die as the two readers look) nearly all."""
     from direct_crosscheck import compare, record_both
 
     memstat = _memstat_file()
@@ -129,7 +129,9 @@ def test_direct_reader_names_the_same_live_samples_as_perf_script(tmp_path, bins
     churn = {r[5] for r in rows if r[0] in ("true", "ls")}  # the churn loop's children
     ours = mine | churn
     ours_rows = [i for i, r in enumerate(rows) if r[5] in ours]
-    bad_ours = [b for b in bad if b[4] in ours]
+    # the churn's children exec as the two readers look (a sample at the exec: `sh` to one, `ls` to the
+    # other, CI saw it once in thousands): counted with the rest of the host's races below
+    bad_ours = [b for b in bad if b[4] in mine]
     assert n > 1000 and len(ours_rows) > 300, (n, len(ours_rows))  # a shared host gives the loops less
     assert not bad_ours, bad_ours[:5]
     assert len(bad) <= max(5, n // 100), bad[:10]  # the rest of the host: exec/exit races, kworker names
