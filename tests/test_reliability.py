@@ -86,20 +86,22 @@ def test_kill_9_leaves_no_process_and_no_temp_file(tmp_path, after):
                           "--trace-churn", "--profile-rotate", "2", "--live-every", "5"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          env={**os.environ, "NODESLEUTH_PROFILER": "perf"})  # the most children (direct: test_profile_direct)
-    deadline = time.time() + 20
-    # perf really running before the kill: the profiler's (perf record, perf script) and the churn tracer's
-    while time.time() < deadline and not (_perf_for(store) and len(_perf_under(p.pid)) >= 3):
-        time.sleep(0.1)
-    assert _perf_for(store) and len(_perf_under(p.pid)) >= 3, (
-        p.stderr.read().decode() if p.poll() is not None else "perf never started")
-    assert wait_ticks(store, p) >= 1, "no tick stored"  # a loaded host takes seconds to start the sampler
-    time.sleep(after + random.random() * 0.5)
-    family = _children_of(p.pid)
-    assert len([k for k in family if k in _perf_under(p.pid)]) >= 3  # the churn reaper, its perf, the profiler's
-    seen = max(t for t, _ in StoreReader(store).read("ticks"))  # stored before the kill
-    os.kill(p.pid, signal.SIGKILL)
-    killed_at = time.time()
-    p.wait()
+    try:
+        deadline = time.time() + 20
+        # perf really running before the kill: the profiler's (perf record, perf script) and the churn tracer's
+        while time.time() < deadline and not (_perf_for(store) and len(_perf_under(p.pid)) >= 3):
+            time.sleep(0.1)
+        assert _perf_for(store) and len(_perf_under(p.pid)) >= 3, (
+            p.stderr.read().decode() if p.poll() is not None else "perf never started")
+        assert wait_ticks(store, p) >= 1, "no tick stored"  # a loaded host takes seconds to start the sampler
+        time.sleep(after + random.random() * 0.5)
+        family = _children_of(p.pid)
+        assert len([k for k in family if k in _perf_under(p.pid)]) >= 3  # the churn reaper, its perf, the profiler's
+        seen = max(t for t, _ in StoreReader(store).read("ticks"))  # stored before the kill
+    finally:  # killed whatever happened before: no recorder outlives the test
+        os.kill(p.pid, signal.SIGKILL)
+        killed_at = time.time()
+        p.wait()
     left = family
     while time.time() < killed_at + 10.0:  # at once when the host is quiet; a loaded one may take seconds
         left = [pid for pid in family if _running(pid)]

@@ -186,10 +186,12 @@ def test_record_then_dump_on_the_live_host(tmp_path, busy_loop):
 def test_kill_9_mid_recording_keeps_all_but_the_last_second(tmp_path):
     d = str(tmp_path / "st")
     p = subprocess.Popen([sys.executable, "-m", "nodesleuth", "record", "--store", d, "--quiet"])
-    wait_ticks(d, p, 4)  # a loaded host may take seconds to start the recorder; then mid-second
-    time.sleep(0.3)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    try:
+        wait_ticks(d, p, 4)  # a loaded host may take seconds to start the recorder; then mid-second
+        time.sleep(0.3)
+    finally:  # killed whatever happened before: no recorder outlives the test
+        p.send_signal(signal.SIGKILL)
+        p.wait()
     first = StoreReader(d)
     got = list(first.read("ticks"))
     assert len(got) >= 3 and first.problems == []
