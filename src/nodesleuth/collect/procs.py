@@ -48,10 +48,12 @@ from __future__ import annotations
 import os
 import resource
 
-from ..model.records import ProcUse
+from ..model.records import Procs, ProcUse
 from ..model.errors import InputError
+from ..node.pread import Preader
 from ..node.root import Root
 from ..model.procfs import Task, parse_task_stat
+from .registry import Collector, collector
 
 
 def _raise_nofile() -> None:
@@ -583,6 +585,37 @@ def fit_to_cpus(uses: list[ProcUse], busy: dict[int, float], tolerance: float = 
         merged[(u.pid, u.cpu)] = u if m is None else ProcUse(u.pid, u.comm, u.cpu, m.pct + u.pct,
                                                               m.estimate or u.estimate)
     return list(merged.values())
+
+
+@collector("procs", options=("threads", "procs_full_every", "procs_full_max"))
+class Processes(Collector):
+    """The busiest processes of each CPU (Procs). The sampler reads it second, itself (its problems under
+    "processes"): it divides by the CPUs' jiffies read first, and the other collectors see its top (Seen.procs)."""
+
+    def __init__(self, root: Root, reader: Preader, threads: bool = True, procs_full_every: int = 1,
+                 procs_full_max: int = 0):
+        super().__init__(root, reader)
+        self.hz = clock_ticks()
+        self.tasks = TaskSampler(root, threads, full_every=procs_full_every, full_max=procs_full_max or None)
+
+    def prime(self) -> None:
+        self.tasks.sample(0, self._uptime())
+
+    def top(self, interval_ticks: float, cpu_busy: dict[int, int] | None, busy: dict[int, float]) -> Procs:
+        """Each CPU's top processes over the interval (`interval_ticks` clock ticks per CPU; `cpu_busy`: the jiffies
+        processes can explain, per CPU; `busy`: busy % per CPU, which their shares are fitted to)."""
+        return Procs.top(fit_to_cpus(self.tasks.sample(interval_ticks, self._uptime(), cpu_busy), busy))
+
+    def _uptime(self) -> float | None:
+        """Clock ticks since boot (for processes that started between scans)."""
+        try:
+            text = self.reader.read_opt(self.root.join("/proc/uptime"), True)
+            return float(text.split()[0]) * self.hz if text else None
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def close(self) -> None:
+        self.tasks.close()
 
 
 def _add(acc: dict, pid: int, cpu: int, comm: str, d: int) -> None:

@@ -6,28 +6,14 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
-from ..model.records import KernelEvent, ProcUse, Tick
+from ..model.records import KernelEvent, Procs, Tick
 from ..model.errors import InputError
 from .cpu import CpuStat
 from .kmsg import SHARE as KMSG_SHARE, KmsgReader
 from ..node.pread import Preader
-from .procs import TaskSampler, clock_ticks, fit_to_cpus
+from .procs import Processes, clock_ticks
 from ..node.root import Root
 from .registry import Seen, registered
-
-TOP_PER_CPU = 5
-
-
-def top_per_cpu(uses: list[ProcUse], n: int = TOP_PER_CPU, min_pct: float = 0.5) -> list[ProcUse]:
-    by_cpu: dict[int, list[ProcUse]] = {}
-    for u in uses:
-        if u.pct >= min_pct:
-            by_cpu.setdefault(u.cpu, []).append(u)
-    out = []
-    for cpu in sorted(by_cpu):
-        out.extend(sorted(by_cpu[cpu], key=lambda u: -u.pct)[:n])
-    return out
-
 
 @dataclass(frozen=True)
 class Preset:
@@ -79,7 +65,6 @@ class Sampler:
             except InputError as e:  # e.g. no btime in /proc/stat: the kernel log cannot be dated
                 self.kmsg_problem = str(e)
         self.n = 0
-        self.tasks = TaskSampler(root, threads, full_every=procs_full_every, full_max=procs_full_max or None)
         self._t: float | None = None
         self.recovered: list[str] = []  # sections that failed and read again since the caller last looked
         self.reader = Preader(root.live)  # files read every tick stay open (collect/pread.py)
@@ -88,12 +73,15 @@ class Sampler:
         # the registered collectors of this use (collect/registry.py): one Tick field each
         # (`irqs` False: not the NIC's IRQ lines, which the exporter does without)
         opts = {"ns_pid": ns_pid, "units_every": units_every, "units_timeout": units_timeout, "nic_every": nic_every,
-                "ethtool": ethtool, "ethtool_every": ethtool_every, "live_every": live_every, "busy_only": not util}
+                "ethtool": ethtool, "ethtool_every": ethtool_every, "live_every": live_every, "busy_only": not util,
+                "threads": threads, "procs_full_every": procs_full_every, "procs_full_max": procs_full_max}
         self.extra = [(r, r.cls(root, self.reader, **{o: opts[o] for o in r.options}))
                       for r in registered(use) if irqs or r.field != "nic_irqs"]
-        # the CPUs' jiffies are read first, by hand: the processes and the others' Seen.busy come from them
+        # the CPUs' jiffies are read first and the processes second, by hand: the processes divide by the jiffies,
+        # and the others' Seen.busy and Seen.procs come from the two
         self.cpustat: CpuStat = next(c for r, c in self.extra if r.field == "cpu_raw")
-        self.extra = [(r, c) for r, c in self.extra if c is not self.cpustat]
+        self.procs: Processes = next(c for r, c in self.extra if r.field == "procs")
+        self.extra = [(r, c) for r, c in self.extra if c is not self.cpustat and c is not self.procs]
         # a file that cannot be read degrades its section and the rest goes on: section -> "path: reason"
         self.problems: dict[str, str] = {"kernel log": self.kmsg_problem} if self.kmsg_problem else {}
 
@@ -109,7 +97,7 @@ class Sampler:
         """First read: baselines for deltas; returns kernel-log events already in the ring."""
         self._t = time.time()
         self._read("cpu", self.cpustat.prime)
-        self._read("processes", lambda: self.tasks.sample(0, self._uptime()))
+        self._read("processes", self.procs.prime)
         # what a collector's prime() read of a state (the NICs: the check's start, the exporter's first state)
         self.primed = {r.field: v for r, c in self.extra if (v := self._read(r.field, c.prime)) is not None}
         return self.kmsg.events() if self.kmsg else []
@@ -127,7 +115,7 @@ class Sampler:
         raw = self._read("cpu", f.read)
         if f.cur is not None:
             self._fast_t = now
-        return Tick(time=now, interval=max(1e-6, now - t0), cpu=f.iv.util if raw else {}, procs=[], cpu_raw=raw)
+        return Tick(time=now, interval=max(1e-6, now - t0), cpu=f.iv.util if raw else {}, cpu_raw=raw)
 
     def kernel_events(self, interval: float = 1.0) -> list[KernelEvent]:
         """The kernel-log events that came since the last read, within a tick's share of `interval`: the exporter
@@ -162,8 +150,7 @@ class Sampler:
         # user+nice+system jiffies per CPU: what processes can explain (collect/procs.py defers its full
         # rescan while they do)
         cpu_busy = {c: d[0] + d[1] + d[2] for c, d in raw.items() if c >= 0} if raw else None
-        uses = self._read("processes", lambda: self.tasks.sample(ticks_per_cpu, self._uptime(), cpu_busy), [])
-        procs = top_per_cpu(fit_to_cpus(uses, busy))
+        procs = self._read("processes", lambda: self.procs.top(ticks_per_cpu, cpu_busy, busy), Procs())
         seen = Seen(busy, procs, self.kmsg, force_walk)
         sections = {r.field: self._read(r.field, lambda c=c: c.read(interval, seen))
                     for r, c in self.extra if self.n % r.every == 0}
@@ -201,18 +188,10 @@ class Sampler:
                 "last_seq": a["last_seq"], "gaps": [list(g) for g in a["gaps"]], "gaps_total": a["gaps_total"],
                 "bounded_reads": a["bounded"], "behind_bytes": r.behind_bytes}
 
-    def _uptime(self) -> float | None:
-        """Clock ticks since boot (for processes that started between scans)."""
-        try:
-            text = self.reader.read_opt(self.root.join("/proc/uptime"), True)
-            return float(text.split()[0]) * self.hz if text else None
-        except (OSError, ValueError, IndexError):
-            return None
-
     def close(self) -> None:
         for _, c in self.extra:
             c.close()
-        self.tasks.close()
+        self.procs.close()
         self.reader.close()
         if self.kmsg:
             self.kmsg.close()

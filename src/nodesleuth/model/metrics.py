@@ -64,7 +64,6 @@ FROM_TICK = {
 NOT_FROM_TICK = {
     "time": "the scrape's own timestamp",
     "interval": "rates are over the scrape interval",
-    "procs": "per-process labels are unbounded cardinality: /snapshot carries the top processes",
     **{name: cls.NO_METRICS for name, cls in SECTIONS.items() if not cls.METRICS},
 }
 

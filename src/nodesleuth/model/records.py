@@ -178,6 +178,82 @@ def _trim(v) -> list[int]:
     return v[:n]  # a tuple stays a tuple: the same JSON array
 
 
+class Procs(list, Section):
+    """The busiest processes of each CPU this tick (collect/procs.py; top(): the TOP of each CPU at MIN_PCT % or more):
+    a plain list of ProcUse to every reader. Stored under "p" as a table by column name, percent in tenths (integers
+    compress better), on every tick record, empty too (store/codec.py interns the names per segment). Declared right
+    after CpuJiffies: a record keeps them in that order, as before sections. The 10 s tier keeps each process's
+    mean over its window (merge_over), the minute none."""
+
+    FIELD = "procs"
+    KEY = "p"
+    NO_METRICS = "per-process labels are unbounded cardinality: /snapshot carries the top processes"
+    WEB = "not shown: per cell on hover (/api/cell)"
+    F = ("cpu", "pid", "pct", "comm", "estimate")  # the stored columns
+    TOP = 5  # processes kept per CPU
+    MIN_PCT = 0.5  # % of a CPU
+
+    @classmethod
+    def top(cls, uses) -> "Procs":
+        """The TOP processes of each CPU at MIN_PCT % of it or more, by CPU then share."""
+        by_cpu: dict[int, list[ProcUse]] = {}
+        for u in uses:
+            if u.pct >= cls.MIN_PCT:
+                by_cpu.setdefault(u.cpu, []).append(u)
+        return cls(p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:cls.TOP])
+
+    def to_dict(self) -> list:
+        return [p.to_dict() for p in self]
+
+    def dumped(self) -> list:
+        return self.to_dict()
+
+    def empty(self) -> bool:
+        return False  # stored and dumped on every tick: a second without busy processes says so
+
+    def stored(self) -> dict:
+        return {"f": self.F, "r": [[p.cpu, p.pid, int(round(p.pct * 10)), p.comm, 1 if p.estimate else 0]
+                                   for p in self]}
+
+    @classmethod
+    def from_stored(cls, d: dict) -> "Procs":
+        """The table by column name, without a dict per row (a tick has ~100 rows)."""
+        names = d.get("f", [])
+        rows = d.get("r", [])
+        try:
+            ic, ip, iq, im = (names.index(n) for n in ("cpu", "pid", "pct", "comm"))
+        except ValueError:
+            return cls(ProcUse(r["pid"], r["comm"], r["cpu"], r["pct"] / 10, bool(r.get("estimate", 0)))
+                       for r in (dict(zip(names, row)) for row in rows))
+        ie = names.index("estimate") if "estimate" in names else None
+        if ie is None:
+            return cls(ProcUse(row[ip], row[im], row[ic], row[iq] / 10, False) for row in rows)
+        return cls(ProcUse(row[ip], row[im], row[ic], row[iq] / 10, bool(row[ie])) for row in rows)
+
+    @classmethod
+    def merge(cls, vals: list["Procs"]) -> "Procs":
+        """A window of seconds of one second each: merge_over."""
+        return cls.merge_over(vals, [1.0] * len(vals))
+
+    @classmethod
+    def merge_over(cls, vals: list["Procs"], seconds: list[float]) -> "Procs":
+        """A window (the 10 s tier): each process's mean % of its CPU over it, each second weighted by its interval,
+        then the window's top()."""
+        use: dict[tuple[int, int], list] = {}
+        for v, iv in zip(vals, seconds):
+            for p in v:
+                slot = use.get((p.pid, p.cpu))
+                if slot is None:
+                    use[(p.pid, p.cpu)] = [p.comm, p.pct * iv, p.estimate]
+                else:
+                    slot[0] = p.comm
+                    slot[1] += p.pct * iv
+                    slot[2] = slot[2] or p.estimate
+        total = sum(seconds)
+        return cls.top(ProcUse(pid, comm, cpu, v / total if total > 0 else 0.0, est)
+                       for (pid, cpu), (comm, v, est) in use.items())
+
+
 @dataclass(frozen=True)
 class ControllerCount:
     """One v1 controller: /proc/cgroups num_cgroups vs directories under its mount."""
@@ -1031,7 +1107,7 @@ class Tick:
     time: float
     interval: float  # seconds covered by cpu/procs
     cpu: dict[int, CpuUtil]
-    procs: list[ProcUse]
+    procs: Procs = field(default_factory=Procs)  # a plain list given: made one
     census: Census = field(default_factory=Census)  # empty when unread
     cpu_raw: CpuJiffies | None = None  # jiffies per /proc/stat column this interval (a plain mapping given: made one)
     # sections of registered collectors (model/section.py): None when not read this tick
@@ -1056,6 +1132,8 @@ class Tick:
     def __post_init__(self):
         if self.cpu_raw is not None and not isinstance(self.cpu_raw, CpuJiffies):
             self.cpu_raw = CpuJiffies(self.cpu_raw)
+        if not isinstance(self.procs, Procs):
+            self.procs = Procs(self.procs)
 
     def cpu_busy(self) -> tuple[list[int], list[float]]:
         """The CPUs (not "all") and their busy %, in `cpu`'s order: what the hot-core rule reads
@@ -1070,8 +1148,7 @@ class Tick:
     def to_dict(self) -> dict:
         """The one dict form of a second: `dump --format json`, and what the web and tests read."""
         d = {"time": self.time, "iso": iso(self.time), "interval": self.interval,
-             "cpus": {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(self.cpu.items())},
-             "procs": [p.to_dict() for p in self.procs]}
+             "cpus": {("all" if c < 0 else str(c)): u.to_dict() for c, u in sorted(self.cpu.items())}}
         for name, cls in SECTIONS.items():  # a section dumped as its view (cpu_raw as `cpu`) finds its key taken
             d.setdefault(key_of(cls), None if getattr(self, name) is None else getattr(self, name).dumped())
         return d

@@ -12,7 +12,7 @@ to_dict() under DUMP (default FIELD), the exporter and `dump --format openmetric
 with no other file touched. tests/test_model.py checks every declaration.
 
 KEY: the record key of a section that was stored before sections were (the hand-wired fields of
-older versions: "sv", "si", "mi", "ni", "u", "nic", "ev"; "." for one stored over several of the record's own
+older versions: "p", "sv", "si", "mi", "ni", "u", "nic", "ev"; "." for one stored over several of the record's own
 keys: the census's cg, c2, ds, the CPUs' cf, ci, c, ca), so every store written since reads the same; a new
 section leaves it empty (kept under "x" by FIELD).
 """
@@ -72,6 +72,12 @@ class Section:
         """A window of seconds as one (store/tier.py's 10 s tier): every section says how (counters summed,
         a state its last second's); tests/test_model.py checks each class defines it."""
         raise NotImplementedError(cls.__name__)
+
+    @classmethod
+    def merge_over(cls, vals: list["Section"], seconds: list[float]) -> "Section":
+        """merge(), told each value's interval (what store/tier.py calls): a section whose values are rates over
+        their second (Procs: % of a CPU) weighs them by it; the others ignore it."""
+        return cls.merge(vals)
 
     @classmethod
     def fold(cls, vals: list["Section"]) -> "Section | None":

@@ -31,15 +31,14 @@ from collections import Counter
 import orjson
 
 from ..model.errors import InputError
-from ..model.records import (SECTIONS, Census, CpuJiffies, Events, KernelEvent, Meminfo, NicIrqs, Nics, ProcUse, Tick,
-                             Unit, Units)
+from ..model.records import (SECTIONS, Census, CpuJiffies, Events, KernelEvent, Meminfo, NicIrqs, Nics, Procs, ProcUse,
+                             Tick, Unit, Units)
 from ..model.section import kept, restore, store_into
 from . import pack as packing
 
 VERSION = 3  # the tick record schema this version writes
 READS = (1, 2, 3)  # and the ones it reads
 KEYFRAME = 60.0
-PROC_FIELDS = ("cpu", "pid", "pct", "comm", "estimate")
 
 
 class Encoder:
@@ -83,8 +82,7 @@ class Encoder:
             rec["c"] = [[r[0], r[1], r[2], tot - R, *r[4:]] for r, tot in zip(rows, tots)]
             rec["cR"] = R
         comms, seen = self.comms, self.seen
-        prows = rec["p"]["r"]
-        for row in prows:  # cpu, pid, pct, comm, estimate
+        for row in rec["p"]["r"] if "p" in rec else ():  # Procs.F: cpu, pid, pct, comm, estimate
             pid, comm = row[1], row[3]
             seen[pid] = comm
             if comms.get(pid) == comm:
@@ -96,12 +94,8 @@ class Encoder:
         key = t.time - self._last_key >= KEYFRAME
         if key:
             self._last_key = t.time
-        secs = kept(t)  # registered collectors' sections (model/section.py): the jiffies before the processes, as ever
-        rec = store_into({"v": 2, "t": round(t.time, 3), "iv": round(t.interval, 3)},
-                         {k: secs.pop(k) for k in ("cpu_raw",) if k in secs})
-        # percent in tenths: integers compress better
-        rec["p"] = {"f": PROC_FIELDS, "r": [[p.cpu, p.pid, int(round(p.pct * 10)), p.comm, 1 if p.estimate else 0]
-                                            for p in t.procs]}
+        secs = kept(t)  # registered collectors' sections (model/section.py), in their declaration order
+        rec = {"v": 2, "t": round(t.time, 3), "iv": round(t.interval, 3)}
         for name in [n for n in secs if SECTIONS[n].CHANGES]:
             form = secs[name].stored()
             if not key and self._last.get(name) == form:
@@ -190,7 +184,7 @@ def decode_record(payload: bytes, where: str = "tick", t: float | None = None, c
 def _tick(r: dict, where: str) -> Tick:
     secs = restore(r, where)
     raw = secs.get("cpu_raw")
-    return Tick(time=r["t"], interval=r["iv"], cpu=raw.util() if raw else {}, procs=_procs(r.get("p")), **secs)
+    return Tick(time=r["t"], interval=r["iv"], cpu=raw.util() if raw else {}, **secs)
 
 
 class _OnRead:
@@ -218,7 +212,7 @@ class LazyTick(Tick):
     for every second was most of its time. Equal to `decode`'s tick field by field."""
 
     cpu = _OnRead(lambda self: self.cpu_raw.util() if self.cpu_raw else {})  # its jiffies' view, made with them
-    procs = _OnRead(lambda self: _procs(self._r.get("p")))
+    procs = _OnRead(lambda self: restore(self._r, self._where, "procs").get("procs") or Procs())
     cpu_raw, census, starve, nic_irqs = (_OnRead(lambda self, k=k: restore(self._r, self._where, k).get(k))
                                          for k in ("cpu_raw", "census", "starve", "nic_irqs"))
 
@@ -258,29 +252,6 @@ def decode_lazy(payload: bytes, where: str = "tick", t: float | None = None, ctx
     return t
 
 
-def _procs(d: dict | None) -> list[ProcUse]:
-    """The process table by column name, without a dict per row (a tick has ~100 rows)."""
-    if not d:
-        return []
-    names = d.get("f", [])
-    try:
-        ic, ip, iq, im = (names.index(n) for n in ("cpu", "pid", "pct", "comm"))
-    except ValueError:
-        return [ProcUse(row["pid"], row["comm"], row["cpu"], row["pct"] / 10, bool(row.get("estimate", 0)))
-                for row in _rows(d)]
-    ie = names.index("estimate") if "estimate" in names else None
-    if ie is None:
-        return [ProcUse(row[ip], row[im], row[ic], row[iq] / 10, False) for row in d.get("r", [])]
-    return [ProcUse(row[ip], row[im], row[ic], row[iq] / 10, bool(row[ie])) for row in d.get("r", [])]
-
-
-def _rows(d: dict | None) -> list[dict]:
-    if not d:
-        return []
-    names = d.get("f", [])
-    return [dict(zip(names, row)) for row in d.get("r", [])]
-
-
 def decode_v1(r: dict) -> Tick:
     """Schema 1: positional lists, as nodesleuth 0.1 wrote them (tests/golden/store-v1)."""
     raw = CpuJiffies.from_stored(r)
@@ -293,6 +264,6 @@ def decode_v1(r: dict) -> Tick:
                              for k, v in r["nic"].items()}) if "nic" in r else None
     units = Units(Unit(*u) for u in r["u"]) if "u" in r else None
     ni = NicIrqs.from_stored(r["ni"], len(raw) - 1 if raw else None) if "ni" in r else None
-    return Tick(time=r["t"], interval=r["iv"], cpu=raw.util() if raw else {}, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),
+    return Tick(time=r["t"], interval=r["iv"], cpu=raw.util() if raw else {}, procs=Procs(procs), census=census, meminfo=Meminfo(r.get("mi", {})),
                 events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=ni,
                 **restore(r, "schema 1 record", "softirqs"))

@@ -59,12 +59,15 @@ class Window:
     def _reset(self) -> None:
         self.n = 0
         self.sections: dict[str, list] = {}
+        self.seconds: dict[str, list[float]] = {}  # each kept value's interval (Section.merge_over)
         self.last: Tick | None = None
 
     def _keep(self, t: Tick) -> None:
         """Count the tick in and keep its sections (every second: appends, no copies)."""
+        iv = t.interval
         for name, v in kept(t).items():
             self.sections.setdefault(name, []).append(v)
+            self.seconds.setdefault(name, []).append(iv)
         self.n += 1
         self.last = t
 

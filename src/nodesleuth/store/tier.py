@@ -7,7 +7,7 @@ its `interval` the window's seconds, and:
   `mpstat -P ALL 10` prints for it (the mean over the window, not a mean of percentages);
 - per CPU the busiest second's busy % (`bmax`), sys % (`smax`) and how many seconds were at or over
   the hot-core threshold (`hot`): a 3 s hot core in a quiet 10 s window still shows;
-- `procs`: each process's mean % of a CPU over the window (top 5 per CPU over 0.5 %, as a tick);
+- `procs`: each process's mean % of a CPU over the window (top 5 per CPU over 0.5 %, as a tick: Procs.merge_over);
 - every kernel event of the window; NIC IRQs summed; the NIC counters, units, cgroup census and
   meminfo of its last second; every section (softirqs, ksoftirqd wait/run, softnet, tcp, ...)
   folded by its class's `merge(list)` (counters summed, states their last second's).
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..model.mpstat import from_deltas
-from ..model.records import SECTIONS, CpuUtil, Events, KernelEvent, ProcUse, Tick
+from ..model.records import SECTIONS, CpuUtil, Events, KernelEvent, Tick
 from ..model.section import restore
 from ..model.thresholds import HOT_BUSY
 from ..model.timeparse import iso
@@ -43,8 +43,6 @@ from . import catalog, query, rollup
 from .catalog import ROLLUP, TICKS, TICKS10
 
 PERIOD = 10.0
-TOP = 5  # processes kept per CPU
-MIN_PCT = 0.5  # % of a CPU over the window
 HOT_IN_WINDOW = 2  # hot seconds that make a window's CPU read as its busiest second
 LOST = {"10s": "seconds inside each 10 s window (an episode's edges are known to 10 s; busy is the window's mean, "
                "with its busiest second and hot seconds per CPU), processes under 0.5 % of a CPU",
@@ -105,7 +103,6 @@ class Aggregator(rollup.Window):
         self.bmax: dict[int, float] = {}
         self.smax: dict[int, float] = {}
         self.hot: dict[int, int] = {}
-        self.use: dict[tuple[int, int], list] = {}
 
     def add(self, t: Tick) -> tuple[Tick, dict] | None:
         slot = (t.time - 1e-6) - (t.time - 1e-6) % self.period  # a tick at 10:00:10 ends the 10:00:00 window
@@ -135,27 +132,11 @@ class Aggregator(rollup.Window):
                 smax[c] = sys_
             if busy >= HOT_BUSY:
                 hot[c] = hot.get(c, 0) + 1
-        use, iv = self.use, t.interval
-        for p in t.procs:
-            slot = use.get((p.pid, p.cpu))
-            if slot is None:
-                use[(p.pid, p.cpu)] = [p.comm, p.pct * iv, p.estimate]
-            else:
-                slot[0] = p.comm
-                slot[1] += p.pct * iv
-                slot[2] = slot[2] or p.estimate
         self._keep(t)
 
     def aggregate(self) -> tuple[Tick, dict]:
-        last, interval = self.last, self.interval
-        by_cpu: dict[int, list[ProcUse]] = {}
-        for (pid, cpu), (comm, v, est) in self.use.items():
-            pct = v / interval if interval > 0 else 0.0
-            if pct >= MIN_PCT:
-                by_cpu.setdefault(cpu, []).append(ProcUse(pid, comm, cpu, pct, est))
-        procs = [p for c in sorted(by_cpu) for p in sorted(by_cpu[c], key=lambda p: -p.pct)[:TOP]]
-        sections = {name: SECTIONS[name].merge(vals) for name, vals in self.sections.items()}
-        agg = Tick(time=last.time, interval=interval, cpu={}, procs=procs, **sections)
+        sections = {name: SECTIONS[name].merge_over(vals, self.seconds[name]) for name, vals in self.sections.items()}
+        agg = Tick(time=self.last.time, interval=self.interval, cpu={}, **sections)
         cpus = sorted(self.bmax)
         extra = {"ag": {"n": self.n, "ci": cpus, "bmax": [round(self.bmax[c], 1) for c in cpus],
                         "smax": [round(self.smax[c], 1) for c in cpus], "hot": [self.hot.get(c, 0) for c in cpus]}}
@@ -188,7 +169,7 @@ def from_minute(m) -> CoarseTick:
                           guest=0.0, gnice=0.0, idle=max(0.0, 100.0 - mb))
     events = Events(KernelEvent(seq=0, time=e[0], usec=None, reason=e[1], kind=e[2], severity="", driver="",
                                 ifname=e[3] if len(e) > 3 else "", message="", category="nic") for e in m.ev)
-    tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, procs=[], events=events,
+    tk = Tick(time=m.t + 60, interval=float(m.n), cpu=cpu, events=events,
               **restore({"x": m.x or {}}, "rollup record", keys=False))
     return _coarse(tk, "1min", m.n, {c: float(v) for c, v in enumerate(m.bmax)}, {}, None)
 
@@ -196,7 +177,7 @@ def from_minute(m) -> CoarseTick:
 def minute_sections(m, names: tuple[str, ...]) -> Tick:
     """Only the named sections of a stored minute, as a tick (time, interval, those sections): what a chart
     of a day reads, without the per-CPU figures from_minute builds."""
-    return Tick(time=m.t + 60, interval=float(m.n), cpu={}, procs=[], **restore({"x": m.x or {}}, "rollup record", names, keys=False))
+    return Tick(time=m.t + 60, interval=float(m.n), cpu={}, **restore({"x": m.x or {}}, "rollup record", names, keys=False))
 
 
 @dataclass

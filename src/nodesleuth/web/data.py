@@ -46,7 +46,6 @@ def _drawn() -> dict[str, str]:
 FROM_TICK = {"cpu": "values", "time": "from", "interval": "step", **_drawn(),
              **{name: cls.WEB[5:] for name, cls in SECTIONS.items() if cls.WEB.startswith("data:")}}
 NOT_FROM_TICK = {
-    "procs": "per cell on hover (/api/cell)",
     **{name: cls.WEB for name, cls in SECTIONS.items() if cls.WEB.startswith("not shown: ")},
 }
 
