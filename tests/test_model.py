@@ -115,15 +115,16 @@ def test_sections_fold_a_window_of_real_seconds(tmp_path):
         secs = [t.interval for t in ticks if getattr(t, name) is not None]
         m = cls.merge_over(vals, secs)
         back = type(m).from_stored(orjson.loads(orjson.dumps(m.stored())))
-        if name == "procs":  # kept in tenths of a percent (Procs.stored): the round trip keeps that form
-            assert back.stored() == m.stored()
-        else:
+        if name != "procs":
             assert back.to_dict() == m.to_dict(), name
-        if name == "procs":  # each process's mean over the window, its seconds weighted by their intervals
+        if name == "procs":
+            assert back.stored() == m.stored()  # kept in tenths of a percent (Procs.stored): that form round-trips
+            # each process's mean over the window, its seconds weighted by their intervals
             want: dict = {}
+            total = sum(secs)
             for v, s in zip(vals, secs):
                 for q in v:
-                    want[(q.pid, q.cpu)] = want.get((q.pid, q.cpu), 0.0) + q.pct * s / sum(secs)
+                    want[(q.pid, q.cpu)] = want.get((q.pid, q.cpu), 0.0) + q.pct * s / total
             for p in m:
                 assert abs(p.pct - want[(p.pid, p.cpu)]) < 1e-9, p
             top = {c: sorted((x for k, x in want.items() if k[1] == c and x >= 0.5), reverse=True)[:5]

@@ -264,6 +264,6 @@ def decode_v1(r: dict) -> Tick:
                              for k, v in r["nic"].items()}) if "nic" in r else None
     units = Units(Unit(*u) for u in r["u"]) if "u" in r else None
     ni = NicIrqs.from_stored(r["ni"], len(raw) - 1 if raw else None) if "ni" in r else None
-    return Tick(time=r["t"], interval=r["iv"], cpu=raw.util() if raw else {}, procs=Procs(procs), census=census, meminfo=Meminfo(r.get("mi", {})),
+    return Tick(time=r["t"], interval=r["iv"], cpu=raw.util() if raw else {}, procs=procs, census=census, meminfo=Meminfo(r.get("mi", {})),
                 events=events, nics=nics, units=units, cpu_raw=raw, nic_irqs=ni,
                 **restore(r, "schema 1 record", "softirqs"))
